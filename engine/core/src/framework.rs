@@ -1,0 +1,345 @@
+//! Scheduling and override framework: one trait per extension point, the contexts they read and the
+//! decisions they return.
+//!
+//! Every backend (in-tree Rust, Wasm, CEL) implements the same traits; the framework cannot tell them
+//! apart. Calls are batched per binding: a filter sees every remaining candidate cluster in one call,
+//! so a sandboxed plugin crosses its boundary once per (plugin, binding), never once per cluster.
+//!
+//! Three outcomes are kept apart: a *decision* ("this cluster does not fit", "these replicas go
+//! there") is `Ok` data; a *plugin fault* (trap, timeout, malformed output) is `Err(PluginError)` and
+//! is handled by the plugin's [`FailurePolicy`]; bad user input never reaches plugins (it is rejected
+//! by validation).
+
+use std::sync::Arc;
+
+use flotilla_api::cluster::Cluster;
+use flotilla_api::policy::{ClusterAffinityTerm, Placement};
+use flotilla_api::work::{ResourceBindingSpec, TargetCluster};
+use serde_json::Value;
+
+use crate::error::PluginError;
+
+/// Lowest score a score plugin may return after normalization.
+pub const MIN_SCORE: i64 = 0;
+/// Highest score a score plugin may return after normalization.
+pub const MAX_SCORE: i64 = 100;
+
+/// What every plugin has: a stable name (Karmada's, for built-ins: `"TaintToleration"`).
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's name as used in profiles and reasons.
+    fn name(&self) -> &str;
+}
+
+/// The binding being scheduled, as every extension point sees it. Built once per scheduling attempt.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct BindingContext<'a> {
+    /// The binding spec (resource, replicas, requirements, current `clusters`, eviction tasks).
+    pub spec: &'a ResourceBindingSpec,
+    /// The placement in force (`spec.placement`, or an empty placement when unset).
+    pub placement: &'a Placement,
+    /// The `clusterAffinities` term being tried, when the placement uses ordered affinity groups.
+    pub affinity_term: Option<&'a ClusterAffinityTerm>,
+}
+
+impl<'a> BindingContext<'a> {
+    /// A context for `spec` with `placement` and the affinity term being tried.
+    pub fn new(
+        spec: &'a ResourceBindingSpec,
+        placement: &'a Placement,
+        affinity_term: Option<&'a ClusterAffinityTerm>,
+    ) -> Self {
+        BindingContext { spec, placement, affinity_term }
+    }
+
+    /// Karmada's `IsWorkload`: replicas, replica requirements or components present.
+    pub fn is_workload(&self) -> bool {
+        self.spec.is_workload()
+    }
+}
+
+/// A filter's answer for one cluster. "No" is data, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The cluster may host the binding.
+    Fit,
+    /// The cluster may not; the reason is reported Karmada-style (`cluster(s) had untolerated taint {k:NoSchedule}`).
+    Unschedulable(String),
+}
+
+impl Verdict {
+    /// An unschedulable verdict with `reason`.
+    pub fn unschedulable(reason: impl Into<String>) -> Self {
+        Verdict::Unschedulable(reason.into())
+    }
+}
+
+/// Input of a filter call: the binding and the clusters still feasible.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct FilterInput<'a> {
+    /// The binding.
+    pub binding: &'a BindingContext<'a>,
+    /// Candidate clusters, sorted by name.
+    pub clusters: &'a [&'a Cluster],
+}
+
+/// Filter extension point: decide, per candidate cluster, whether it may host the binding.
+pub trait FilterPlugin: Plugin {
+    /// Push exactly one verdict per `input.clusters[i]` onto `out`, in the same order.
+    ///
+    /// # Errors
+    /// A plugin fault; the framework applies the plugin's failure policy.
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError>;
+}
+
+/// Input of a score call: the binding and the feasible clusters.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ScoreInput<'a> {
+    /// The binding.
+    pub binding: &'a BindingContext<'a>,
+    /// Feasible clusters, sorted by name.
+    pub clusters: &'a [&'a Cluster],
+}
+
+/// Score extension point: rank feasible clusters. Scores are summed over plugins, times each
+/// plugin's profile weight.
+pub trait ScorePlugin: Plugin {
+    /// Push exactly one raw score per `input.clusters[i]` onto `out`.
+    ///
+    /// # Errors
+    /// A plugin fault.
+    fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError>;
+
+    /// Rescale raw scores into `MIN_SCORE..=MAX_SCORE`. Default: already in range.
+    ///
+    /// # Errors
+    /// A plugin fault.
+    fn normalize(&self, _scores: &mut [i64]) -> Result<(), PluginError> {
+        Ok(())
+    }
+}
+
+/// A feasible cluster with everything the select and assign steps read (Karmada's `ClusterDetailInfo`).
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterDetail<'a> {
+    /// The cluster.
+    pub cluster: &'a Cluster,
+    /// Sum of weighted scores.
+    pub score: i64,
+    /// Replicas the cluster can still take (estimator result).
+    pub allocatable_replicas: i64,
+    /// `allocatable_replicas` plus the replicas currently assigned to the cluster.
+    pub available_replicas: i64,
+    /// 0 for a primary-affinity cluster, `i+1` for the i-th overflow tier, 1000 for none.
+    pub overflow_order: u32,
+}
+
+impl ClusterDetail<'_> {
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        self.cluster.name()
+    }
+}
+
+/// Input of a select call: feasible clusters in canonical order
+/// (overflow order asc, score desc, available replicas desc, name asc).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct SelectInput<'a> {
+    /// The binding.
+    pub binding: &'a BindingContext<'a>,
+    /// Feasible clusters, canonical order.
+    pub clusters: &'a [ClusterDetail<'a>],
+}
+
+/// A select plugin's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Indices into `SelectInput::clusters`, in the order the assign step should see them.
+    Selected(Vec<usize>),
+    /// No acceptable selection (e.g. fewer groups than `minGroups`); the message is the reason.
+    Failed(String),
+}
+
+/// Select extension point: choose the clusters (e.g. per spread constraints) the replicas may go to.
+pub trait SelectPlugin: Plugin {
+    /// Choose clusters for the binding.
+    ///
+    /// # Errors
+    /// A plugin fault.
+    fn select(&self, input: &SelectInput<'_>) -> Result<Selection, PluginError>;
+}
+
+/// Karmada's assignment mode: `Fresh` re-divides from scratch (manual reschedule), `Steady` keeps
+/// what can be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssignMode {
+    /// Keep previous assignments where possible (scale up/down stability).
+    Steady,
+    /// Ignore previous assignments (`rescheduleTriggeredAt` after `lastScheduledTime`).
+    Fresh,
+}
+
+/// Input of an assign call.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AssignInput<'a> {
+    /// The binding.
+    pub binding: &'a BindingContext<'a>,
+    /// Selected clusters, in selection order.
+    pub clusters: &'a [ClusterDetail<'a>],
+    /// Replicas to place on `clusters` (the binding's replicas, or one overflow tier's share).
+    pub replicas: i32,
+    /// Steady or fresh.
+    pub mode: AssignMode,
+}
+
+/// An assign plugin's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assignment {
+    /// Replicas per cluster (zero-replica entries are dropped by the framework).
+    Assigned(Vec<TargetCluster>),
+    /// Not this plugin's strategy: ask the next assign plugin in the profile.
+    Skip,
+    /// The replicas cannot be placed (e.g. not enough capacity); the message is the reason.
+    Unschedulable(String),
+}
+
+/// Assign extension point: divide the binding's replicas over the selected clusters.
+pub trait AssignPlugin: Plugin {
+    /// Assign replicas.
+    ///
+    /// # Errors
+    /// A plugin fault.
+    fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError>;
+}
+
+/// Input of an override call: the manifest destined for one cluster.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct OverrideInput<'a> {
+    /// The manifest after earlier overriders (and the per-cluster replica revision).
+    pub object: &'a Value,
+    /// The target cluster.
+    pub cluster: &'a Cluster,
+    /// Override policies known to the engine (ClusterOverridePolicies and OverridePolicies).
+    pub policies: &'a crate::overrides::OverridePolicies,
+}
+
+/// One override policy's contribution, recorded on the Work (`policy.karmada.io/applied-overrides`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedOverride {
+    /// The policy name.
+    pub policy_name: String,
+    /// The overriders applied, as written in the policy.
+    pub overriders: Value,
+}
+
+/// Whether an applied override came from a cluster-scoped or a namespaced policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverrideScope {
+    /// A ClusterOverridePolicy.
+    Cluster,
+    /// An OverridePolicy.
+    Namespaced,
+}
+
+/// An overrider's decision: JSON patch operations, to be applied in order to the input object, and
+/// the provenance to record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OverridePatch {
+    /// RFC 6902 operations.
+    pub patch: Vec<json_patch::PatchOperation>,
+    /// What was applied, by scope.
+    pub applied: Vec<(OverrideScope, AppliedOverride)>,
+}
+
+/// Override extension point: rewrite the manifest for one cluster.
+pub trait OverridePlugin: Plugin {
+    /// Compute the patch for `input.object` on `input.cluster`.
+    ///
+    /// # Errors
+    /// A plugin fault, or an override that cannot be applied (Karmada fails the Work for that cluster).
+    fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError>;
+}
+
+/// What to do when a plugin faults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FailurePolicy {
+    /// The binding's attempt fails with the fault as reason (Karmada parity; default).
+    #[default]
+    Fail,
+    /// The plugin is skipped for this binding and the fault recorded.
+    Ignore,
+}
+
+/// A plugin in a profile, with its failure policy (and weight, for scores).
+pub struct Slot<P: ?Sized> {
+    /// The plugin.
+    pub plugin: Arc<P>,
+    /// Fault handling.
+    pub failure_policy: FailurePolicy,
+    /// Score weight (scores only; 1 otherwise).
+    pub weight: i64,
+}
+
+impl<P: ?Sized> Clone for Slot<P> {
+    fn clone(&self) -> Self {
+        Slot { plugin: Arc::clone(&self.plugin), failure_policy: self.failure_policy, weight: self.weight }
+    }
+}
+
+impl<P: ?Sized> Slot<P> {
+    /// A slot with `Fail` policy and weight 1.
+    pub fn new(plugin: Arc<P>) -> Self {
+        Slot { plugin, failure_policy: FailurePolicy::Fail, weight: 1 }
+    }
+
+    /// Set the failure policy.
+    pub fn with_failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.failure_policy = policy;
+        self
+    }
+
+    /// Set the score weight.
+    pub fn with_weight(mut self, weight: i64) -> Self {
+        self.weight = weight;
+        self
+    }
+}
+
+/// A scheduler profile: the ordered plugins per extension point. `spec.schedulerName` picks it.
+#[derive(Clone, Default)]
+pub struct Profile {
+    /// The scheduler name this profile answers to (`default-scheduler`).
+    pub name: String,
+    /// Filters, run in order; the first unschedulable verdict is the cluster's reason.
+    pub filters: Vec<Slot<dyn FilterPlugin>>,
+    /// Scores, summed with weights.
+    pub scores: Vec<Slot<dyn ScorePlugin>>,
+    /// Selectors, run in order, each narrowing the previous selection.
+    pub selects: Vec<Slot<dyn SelectPlugin>>,
+    /// Assigners, asked in order until one does not skip.
+    pub assigners: Vec<Slot<dyn AssignPlugin>>,
+    /// Overriders, applied in order.
+    pub overriders: Vec<Slot<dyn OverridePlugin>>,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fn names<P: ?Sized + Plugin>(s: &[Slot<P>]) -> Vec<&str> {
+            s.iter().map(|s| s.plugin.name()).collect()
+        }
+        f.debug_struct("Profile")
+            .field("name", &self.name)
+            .field("filters", &names(&self.filters))
+            .field("scores", &names(&self.scores))
+            .field("selects", &names(&self.selects))
+            .field("assigners", &names(&self.assigners))
+            .field("overriders", &names(&self.overriders))
+            .finish()
+    }
+}
