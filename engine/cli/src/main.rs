@@ -1,1 +1,41 @@
-fn main() {}
+//! The `flotilla` binary: offline planning (`plan`, `explain`, `validate`) and the control plane (`up`).
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "flotilla", version, about = "Karmada-compatible multi-cluster control plane with pluggable policy")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compute ResourceBindings and Works from templates, policies and clusters, offline.
+    Plan(cmd::plan::Args),
+    /// Show, per cluster, each plugin's verdict and score and the final assignment for one resource.
+    Explain(cmd::explain::Args),
+    /// Validate policies and clusters without scheduling.
+    Validate(cmd::validate::Args),
+    /// Run the embedded control plane (API server + store) and write a kubeconfig.
+    Up(cmd::up::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => cmd::plan::main(args),
+        Command::Explain(args) => cmd::explain::main(args),
+        Command::Validate(args) => cmd::validate::main(args),
+        Command::Up(args) => cmd::up::main(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

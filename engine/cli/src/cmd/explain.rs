@@ -1,0 +1,10 @@
+//! `flotilla explain`.
+
+/// Arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+/// Run.
+pub fn main(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("not implemented yet")
+}
