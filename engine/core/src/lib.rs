@@ -22,5 +22,6 @@ pub mod overrides;
 pub mod quantity;
 pub mod selector;
 pub mod spread;
+pub mod time;
 
 pub use error::PluginError;
