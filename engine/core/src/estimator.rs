@@ -1,1 +1,456 @@
-//! TODO
+//! Available-replica estimation: Karmada's `general-estimator` (`pkg/estimator/client/general.go`)
+//! merged as `calAvailableReplicas` (`pkg/scheduler/core/util.go`) does.
+//!
+//! Per cluster, the general estimator reads `status.resourceSummary`:
+//! * no summary → 0;
+//! * `allowedPods = allocatable.pods − allocated.pods − allocating.pods`, ≤ 0 → 0;
+//! * no `replicaRequirements` → `allowedPods`;
+//! * with `allocatableModelings` (gate `CustomizedClusterResourceModeling`, on by default): one
+//!   virtual node per modelled node, with the grade's `min` vector and 110 pods, packed first-fit
+//!   with 1-pod replicas → `min(allowedPods, packed)`; on a model error, fall through;
+//! * summary path: per requested resource, `⌊(allocatable − allocated − allocating) / request⌋`
+//!   (CPU in milli-units, everything else in whole units rounded up), minimum over resources and
+//!   `allowedPods`.
+//!
+//! The result is truncated to `int32` as Go does, `-1` is ignored, and anything still at
+//! `MaxInt32` becomes `spec.replicas`. A workload with `replicas == 0` and no components skips
+//! estimation and gets `MaxInt32` everywhere.
+//!
+//! Unparseable quantities count as 0 (never a panic); Kubernetes' API validation makes them
+//! impossible on real objects.
+
+use flotilla_api::cluster::{Cluster, ResourceModel, ResourceSummary};
+use flotilla_api::meta::{Quantity, QuantityRepr, ResourceList};
+use flotilla_api::work::ResourceBindingSpec;
+
+use crate::quantity::{NANO_PER_UNIT, nano_to_milli, nano_to_value, parse_nano};
+
+/// `math.MaxInt32`, the "no estimate" boundary.
+pub const MAX_INT32: i64 = i32::MAX as i64;
+
+/// Kubernetes' default pod capacity per node, used for resource-model virtual nodes.
+const MAX_PODS_PER_NODE: i64 = 110;
+
+const CPU: &str = "cpu";
+const MEMORY: &str = "memory";
+const PODS: &str = "pods";
+const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+
+const GIB: i128 = 1 << 30;
+
+/// Karmada's default resource models (`SetDefaultClusterResourceModels`), applied by Karmada to
+/// every cluster created without `spec.resourceModels`: `(grade, min cpu milli, min memory bytes)`.
+const DEFAULT_MODELS: [(u32, i128, i128); 9] = [
+    (0, 0, 0),
+    (1, 1_000, 4 * GIB),
+    (2, 2_000, 16 * GIB),
+    (3, 4_000, 32 * GIB),
+    (4, 8_000, 64 * GIB),
+    (5, 16_000, 128 * GIB),
+    (6, 32_000, 256 * GIB),
+    (7, 64_000, 512 * GIB),
+    (8, 128_000, 1024 * GIB),
+];
+
+/// How a requested resource is measured by Karmada's `util.Resource`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// CPU, in milli-units.
+    Cpu,
+    /// Memory, ephemeral storage and scalar (extended, hugepages, attachable volumes) resources,
+    /// in whole units.
+    Units,
+    /// Anything else (including `pods`): ignored by the model simulator.
+    Ignored,
+}
+
+/// One requested resource, parsed once per binding.
+#[derive(Debug)]
+struct Request<'a> {
+    name: &'a str,
+    /// `Quantity.Value()` of the request (the summary path's "> 0" guard).
+    value: i128,
+    /// The request in the unit the comparison uses (milli for CPU, whole units otherwise).
+    amount: i128,
+    kind: Kind,
+}
+
+/// Karmada's `IsScalarResourceName` (extended, hugepages, attachable volumes, prefixed native).
+fn is_scalar_resource(name: &str) -> bool {
+    name.contains('/') || name.starts_with("hugepages-") || name.starts_with("attachable-volumes-")
+}
+
+fn kind_of(name: &str) -> Kind {
+    match name {
+        CPU => Kind::Cpu,
+        MEMORY | EPHEMERAL_STORAGE => Kind::Units,
+        PODS => Kind::Ignored,
+        n if is_scalar_resource(n) => Kind::Units,
+        _ => Kind::Ignored,
+    }
+}
+
+fn nano(q: &Quantity) -> i128 {
+    match &q.0 {
+        QuantityRepr::String(s) => parse_nano(s).unwrap_or(0),
+        QuantityRepr::Int(i) => i128::from(*i) * NANO_PER_UNIT,
+    }
+}
+
+fn nano_of(list: &ResourceList, name: &str) -> Option<i128> {
+    list.get(name).map(nano)
+}
+
+/// Estimate, per cluster (same order), how many replicas of `spec` it can still take, exactly as
+/// Karmada's `calAvailableReplicas` with only the general estimator registered.
+pub fn available_replicas(clusters: &[&Cluster], spec: &ResourceBindingSpec) -> Vec<i64> {
+    if spec.replicas == 0 && spec.components.is_empty() {
+        return vec![MAX_INT32; clusters.len()];
+    }
+    let requests: Option<Vec<Request<'_>>> = spec.replica_requirements.as_ref().map(|rr| {
+        rr.resource_request
+            .iter()
+            .map(|(name, q)| {
+                let n = nano(q);
+                let kind = kind_of(name);
+                let amount = if kind == Kind::Cpu { nano_to_milli(n) } else { nano_to_value(n) };
+                Request { name, value: nano_to_value(n), amount, kind }
+            })
+            .collect()
+    });
+    clusters
+        .iter()
+        .map(|c| {
+            let estimate = general_estimate(c, requests.as_deref());
+            // The estimator returns int32 (Go truncation); -1 means "no opinion".
+            let mut v = MAX_INT32;
+            if estimate != -1 && i64::from(estimate) < v {
+                v = i64::from(estimate);
+            }
+            if v == MAX_INT32 { i64::from(spec.replicas) } else { v }
+        })
+        .collect()
+}
+
+/// `GeneralEstimator.maxAvailableReplicas` for one cluster, truncated to `int32` like Go.
+fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 {
+    let Some(summary) = cluster.status.as_ref().and_then(|s| s.resource_summary.as_ref()) else {
+        return 0;
+    };
+    let mut maximum = allowed_pods(summary);
+    if maximum <= 0 {
+        return 0;
+    }
+    let Some(requests) = requests else {
+        return truncate_i32(maximum);
+    };
+    if !summary.allocatable_modelings.is_empty() {
+        if let Some(num) = model_estimate(cluster, summary, requests) {
+            return truncate_i32(maximum.min(num));
+        }
+    }
+    maximum = maximum.min(summary_estimate(summary, requests));
+    truncate_i32(maximum)
+}
+
+/// Go's `int32(x)` for an `int64` (two's-complement truncation).
+fn truncate_i32(v: i128) -> i32 {
+    // Truncation is the documented intent: Karmada converts with `int32(...)`.
+    #[allow(clippy::cast_possible_truncation)]
+    let t = v as i32;
+    t
+}
+
+fn allowed_pods(s: &ResourceSummary) -> i128 {
+    let pods = |l: &ResourceList| nano_of(l, PODS).map_or(0, nano_to_value);
+    let allowed = pods(&s.allocatable) - pods(&s.allocated) - pods(&s.allocating);
+    allowed.max(0)
+}
+
+/// `getMaximumReplicasBasedOnClusterSummary`.
+fn summary_estimate(s: &ResourceSummary, requests: &[Request<'_>]) -> i128 {
+    let mut maximum = i128::from(i64::MAX);
+    for r in requests {
+        if r.value <= 0 {
+            continue;
+        }
+        let Some(allocatable) = nano_of(&s.allocatable, r.name) else {
+            return 0;
+        };
+        let avail = allocatable
+            - nano_of(&s.allocated, r.name).unwrap_or(0)
+            - nano_of(&s.allocating, r.name).unwrap_or(0);
+        if nano_to_value(avail) <= 0 {
+            return 0;
+        }
+        let (avail, req) = if r.name == CPU { (nano_to_milli(avail), r.amount) } else { (nano_to_value(avail), r.value) };
+        if req <= 0 {
+            continue;
+        }
+        maximum = maximum.min(avail / req);
+    }
+    maximum
+}
+
+/// The capacity of one resource-model virtual node for `name`, in `Kind` units.
+fn model_capacity(model: &ResourceModel, name: &str, kind: Kind, lowest: bool) -> i128 {
+    if lowest {
+        // Karmada standardizes models on create: the lowest grade's minimums act as zero.
+        return 0;
+    }
+    model.ranges.iter().rev().find(|r| r.name == name).map_or(0, |r| {
+        let n = nano(&r.min);
+        if kind == Kind::Cpu { nano_to_milli(n) } else { nano_to_value(n) }
+    })
+}
+
+/// How many 1-pod replicas fit on one virtual node (`Resource.MaxDivided`).
+fn per_node(requests: &[Request<'_>], capacity: impl Fn(&str, Kind) -> i128) -> i128 {
+    let mut res = i128::from(MAX_PODS_PER_NODE);
+    for r in requests {
+        if r.kind == Kind::Ignored || r.amount <= 0 {
+            continue;
+        }
+        res = res.min(capacity(r.name, r.kind).max(0) / r.amount);
+    }
+    res
+}
+
+/// `getMaximumReplicasBasedOnResourceModels`; `None` when Karmada's model path errors.
+fn model_estimate(cluster: &Cluster, s: &ResourceSummary, requests: &[Request<'_>]) -> Option<i128> {
+    if s.allocatable_modelings.iter().any(|a| a.count < 0) {
+        return None;
+    }
+    let count_of = |grade: u32| -> i128 {
+        s.allocatable_modelings.iter().filter(|a| a.grade == grade).map(|a| i128::from(a.count)).sum()
+    };
+    let mut total: i128 = 0;
+    let models = &cluster.spec.resource_models;
+    if models.is_empty() {
+        for &(grade, cpu, mem) in &DEFAULT_MODELS {
+            let count = count_of(grade);
+            if count == 0 {
+                continue;
+            }
+            let fit = per_node(requests, |name, _| match name {
+                CPU => cpu,
+                MEMORY => mem,
+                _ => 0,
+            });
+            total += count * fit;
+        }
+    } else {
+        let lowest = models.iter().map(|m| m.grade).min().unwrap_or(0);
+        for (i, model) in models.iter().enumerate() {
+            // Grades are a map in Karmada: the last model of a grade wins.
+            if models[i + 1..].iter().any(|m| m.grade == model.grade) {
+                continue;
+            }
+            let count = count_of(model.grade);
+            if count == 0 {
+                continue;
+            }
+            let is_lowest = model.grade == lowest;
+            let fit = per_node(requests, |name, kind| model_capacity(model, name, kind, is_lowest));
+            total += count * fit;
+        }
+    }
+    Some(total.min(i128::from(MAX_INT32)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn cluster(spec: Value, summary: Option<Value>) -> Cluster {
+        let mut c = json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": "m1"}, "spec": spec});
+        if let Some(s) = summary {
+            c["status"] = json!({"resourceSummary": s});
+        }
+        serde_json::from_value(c).expect("cluster")
+    }
+
+    fn spec(replicas: i32, request: Option<Value>) -> ResourceBindingSpec {
+        let mut s = json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+            "replicas": replicas});
+        if let Some(r) = request {
+            s["replicaRequirements"] = json!({"resourceRequest": r});
+        }
+        serde_json::from_value(s).expect("spec")
+    }
+
+    fn one(c: &Cluster, s: &ResourceBindingSpec) -> i64 {
+        available_replicas(&[c], s)[0]
+    }
+
+    fn three_grades(ranges: &[(&str, [&str; 3])]) -> Value {
+        let models: Vec<Value> = (0..3)
+            .map(|g| {
+                let r: Vec<Value> = ranges
+                    .iter()
+                    .map(|(n, mins)| json!({"name": n, "min": mins[g], "max": "1000"}))
+                    .collect();
+                json!({"grade": g, "ranges": r})
+            })
+            .collect();
+        json!({"resourceModels": models})
+    }
+
+    #[test]
+    fn non_workload_short_path_is_max_int32() {
+        let c = cluster(json!({}), None);
+        assert_eq!(available_replicas(&[&c, &c], &spec(0, None)), vec![MAX_INT32, MAX_INT32]);
+    }
+
+    #[test]
+    fn nil_summary_is_zero_and_no_requirements_is_allowed_pods() {
+        let c = cluster(json!({}), None);
+        assert_eq!(one(&c, &spec(3, None)), 0);
+        // Karmada general_test "nil replica requirements": 10 pods allocatable → 10.
+        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "10"}})));
+        assert_eq!(one(&c, &spec(3, None)), 10);
+        // "no allowed pods": 10 − 10 → 0.
+        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "10"}, "allocated": {"pods": "10"}})));
+        assert_eq!(one(&c, &spec(3, None)), 0);
+        // Over-allocation clamps to 0.
+        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": 10}, "allocating": {"pods": 30}})));
+        assert_eq!(one(&c, &spec(3, None)), 0);
+    }
+
+    #[test]
+    fn summary_path_matches_karmada_basic_case() {
+        // general_test "basic resource estimation": 3 CPU / 6Gi left, 500m / 1Gi each → 6.
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "100", "cpu": "4", "memory": "8Gi"},
+                        "allocated": {"pods": "20", "cpu": "1", "memory": "2Gi"}})),
+        );
+        assert_eq!(one(&c, &spec(2, Some(json!({"cpu": "500m", "memory": "1Gi"})))), 6);
+        // "insufficient memory": 0.5Gi left for 1Gi → 0.
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "100", "cpu": "4", "memory": "2Gi"},
+                        "allocated": {"cpu": "1", "memory": "1.5Gi"}})),
+        );
+        assert_eq!(one(&c, &spec(2, Some(json!({"cpu": "500m", "memory": "1Gi"})))), 0);
+    }
+
+    #[test]
+    fn summary_path_details() {
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "7", "cpu": "2500m", "nvidia.com/gpu": "4"},
+                        "allocating": {"cpu": "100m"}})),
+        );
+        // CPU compared in milli: 2400m / 300m = 8, capped by 7 pods.
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "300m"})))), 7);
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "700m"})))), 3);
+        // Other resources in whole units with the request rounded up: 4 / ceil(1.5) = 2.
+        assert_eq!(one(&c, &spec(1, Some(json!({"nvidia.com/gpu": "1.5"})))), 2);
+        // A requested resource the cluster lacks → 0.
+        assert_eq!(one(&c, &spec(1, Some(json!({"memory": "1Gi"})))), 0);
+        // Zero requests are skipped → allowed pods.
+        assert_eq!(one(&c, &spec(1, Some(json!({"memory": "0"})))), 7);
+        // Unparseable capacity counts as 0.
+        let bad = cluster(json!({}), Some(json!({"allocatable": {"pods": "7", "cpu": "lots"}})));
+        assert_eq!(one(&bad, &spec(1, Some(json!({"cpu": "1"})))), 0);
+    }
+
+    #[test]
+    fn max_int32_falls_back_to_spec_replicas() {
+        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "3000000000"}})));
+        // int32(3e9) wraps negative in Go; the merge keeps the negative number.
+        assert_eq!(one(&c, &spec(5, None)), i64::from(3_000_000_000u32 as i32));
+        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "2147483647"}})));
+        assert_eq!(one(&c, &spec(5, None)), 5);
+    }
+
+    #[test]
+    fn resource_models_match_karmada_cases() {
+        let models = three_grades(&[("cpu", ["0", "1", "2"])]);
+        let modelings = json!([{"grade": 0, "count": 1}, {"grade": 1, "count": 1}, {"grade": 2, "count": 1}]);
+        let c = cluster(models.clone(), Some(json!({"allocatable": {"pods": "100"}, "allocatableModelings": modelings})));
+        // "Partially compliant grades": 1.5 CPU fits once on the 2-CPU node.
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1.5"})))), 1);
+        // "No compliant grades".
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "3"})))), 0);
+        // 500m: 0 + 2 + 4.
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "500m"})))), 6);
+
+        let models = three_grades(&[("cpu", ["0", "1", "2"]), ("memory", ["0", "1Gi", "2Gi"])]);
+        let c = cluster(models, Some(json!({"allocatable": {"pods": "100"}, "allocatableModelings": modelings})));
+        // "Multi resource request".
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "1.5Gi"})))), 1);
+        // "request exceeds highest grade".
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "2.5Gi"})))), 0);
+    }
+
+    #[test]
+    fn resource_model_result_is_not_bounded_by_summary_resources() {
+        // general_test "WithResourceModels" baseline: 3 grade-1 nodes × 2 = 6, although the
+        // summary only lists 3 CPU.
+        let c = cluster(
+            json!({"resourceModels": [
+                {"grade": 0, "ranges": [{"name": "cpu", "min": "0", "max": "1"}]},
+                {"grade": 1, "ranges": [{"name": "cpu", "min": "1", "max": "2"}]}]}),
+            Some(json!({"allocatable": {"pods": "100", "cpu": "3"},
+                        "allocatableModelings": [{"grade": 0, "count": 0}, {"grade": 1, "count": 3}]})),
+        );
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "500m"})))), 6);
+        // Bounded by allowed pods.
+        let mut c2 = c.clone();
+        if let Some(s) = c2.status.as_mut().and_then(|s| s.resource_summary.as_mut()) {
+            s.allocatable.insert("pods".into(), "4".into());
+        }
+        assert_eq!(one(&c2, &spec(1, Some(json!({"cpu": "500m"})))), 4);
+    }
+
+    #[test]
+    fn resource_models_pod_cap_and_lowest_grade_zeroed() {
+        // 110 pods per virtual node; a request with no modelled resource fits 110 per node.
+        let c = cluster(
+            json!({"resourceModels": [
+                {"grade": 0, "ranges": [{"name": "cpu", "min": "8", "max": "16"}]},
+                {"grade": 1, "ranges": [{"name": "cpu", "min": "16", "max": "32"}]}]}),
+            Some(json!({"allocatable": {"pods": "1000"},
+                        "allocatableModelings": [{"grade": 0, "count": 2}, {"grade": 1, "count": 1}]})),
+        );
+        assert_eq!(one(&c, &spec(1, Some(json!({"foo": "1"})))), 330);
+        // Karmada standardizes the lowest grade's min to 0, so only the grade-1 node counts.
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1"})))), 16);
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "100m"})))), 110);
+    }
+
+    #[test]
+    fn default_models_apply_without_resource_models() {
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "1000", "cpu": "1000", "memory": "1000Gi"},
+                        "allocatableModelings": [{"grade": 0, "count": 5}, {"grade": 2, "count": 2}, {"grade": 3, "count": 1}]})),
+        );
+        // grade 2: 2 CPU / 16Gi → 2 per node; grade 3: 4 CPU / 32Gi → 4; grade 0 → 0.
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "1Gi"})))), 2 * 2 + 4);
+        // Memory-bound: 16Gi / 10Gi = 1, 32Gi / 10Gi = 3.
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "100m", "memory": "10Gi"})))), 2 + 3);
+    }
+
+    #[test]
+    fn model_error_falls_back_to_summary() {
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "100", "cpu": "4"},
+                        "allocatableModelings": [{"grade": 1, "count": -1}]})),
+        );
+        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1"})))), 4);
+    }
+
+    #[test]
+    fn many_clusters_keep_order() {
+        let a = cluster(json!({}), Some(json!({"allocatable": {"pods": "3"}})));
+        let b = cluster(json!({}), None);
+        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "9"}})));
+        assert_eq!(available_replicas(&[&a, &b, &c], &spec(2, None)), vec![3, 0, 9]);
+    }
+}
