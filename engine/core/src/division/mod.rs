@@ -1,1 +1,215 @@
-//! Replica division.
+//! Replica division: Karmada's assignment strategies (`pkg/scheduler/core/assignment.go`,
+//! `division_algorithm.go`) over the clusters chosen by the select step.
+//!
+//! * [`strategy`] picks the strategy from the placement (`newAssignState`).
+//! * [`duplicated`]: every cluster gets all replicas.
+//! * [`static_weight`]: Webster over `staticWeightList` weights (max over matching rules).
+//! * [`dynamic`]: `DynamicWeight` and `Aggregated`, Webster over available replicas, with
+//!   Karmada's Fresh / Steady (scale up, scale down, unchanged) handling.
+//!
+//! Results may contain zero-replica entries; the framework drops them. The replica count to divide
+//! is [`AssignInput::replicas`] (the binding's replicas, or one overflow tier's share).
+
+use std::collections::{HashMap, HashSet};
+
+use flotilla_api::policy::{Placement, division_preference, scheduling_type};
+use flotilla_api::work::TargetCluster;
+
+use crate::framework::{AssignInput, AssignMode, Assignment, ClusterDetail};
+
+pub mod webster;
+
+pub use webster::dispense;
+
+/// Karmada's replica assignment strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Every selected cluster runs all replicas.
+    Duplicated,
+    /// Divide by static weights (also the default for `Weighted` without a dynamic weight).
+    StaticWeight,
+    /// Divide in proportion to the clusters' available replicas.
+    DynamicWeight,
+    /// Divide over as few clusters as possible (proportionally over the minimal prefix).
+    Aggregated,
+}
+
+/// The strategy Karmada uses for `placement` (`newAssignState`).
+///
+/// # Errors
+/// Karmada's `unsupported replica scheduling strategy, ...` message for a Divided placement with
+/// an empty or unknown division preference, or an unknown scheduling type.
+pub fn strategy(placement: &Placement) -> Result<Strategy, String> {
+    let ty = placement.replica_scheduling_type();
+    let rs = placement.replica_scheduling.as_ref();
+    let pref = rs.and_then(|r| r.replica_division_preference.as_deref()).unwrap_or("");
+    match ty {
+        scheduling_type::DUPLICATED => return Ok(Strategy::Duplicated),
+        scheduling_type::DIVIDED => match pref {
+            division_preference::AGGREGATED => return Ok(Strategy::Aggregated),
+            division_preference::WEIGHTED => {
+                let dynamic = rs.and_then(|r| r.weight_preference.as_ref()).is_some_and(|w| !w.dynamic_weight.is_empty());
+                return Ok(if dynamic { Strategy::DynamicWeight } else { Strategy::StaticWeight });
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+    Err(format!(
+        "unsupported replica scheduling strategy, replicaSchedulingType: {ty}, replicaDivisionPreference: {pref}, \
+         please try another scheduling strategy"
+    ))
+}
+
+/// `assignByDuplicatedStrategy`: every selected cluster gets `input.replicas`, in selection order.
+pub fn duplicated(input: &AssignInput<'_>) -> Assignment {
+    Assignment::Assigned(input.clusters.iter().map(|c| TargetCluster::new(c.name(), input.replicas)).collect())
+}
+
+/// `assignByStaticWeightStrategy`: each selected cluster's weight is the maximum weight of the
+/// `staticWeightList` rules whose `targetCluster` matches it; clusters with weight 0 are left out;
+/// when no cluster has a weight (or there is no `weightPreference`) every cluster weighs 1.
+/// `input.replicas` are divided with Webster (tie seed: the resource UID), sorted by name. The
+/// previous assignment is not used (Karmada v1.16+).
+pub fn static_weight(input: &AssignInput<'_>) -> Assignment {
+    let rules = input
+        .binding
+        .placement
+        .replica_scheduling
+        .as_ref()
+        .and_then(|r| r.weight_preference.as_ref())
+        .map(|w| w.static_weight_list.as_slice());
+    let mut votes: Vec<(&str, i64)> = Vec::with_capacity(input.clusters.len());
+    match rules {
+        // No weightPreference: Karmada synthesizes weight 1 per candidate.
+        None => votes.extend(input.clusters.iter().map(|c| (c.name(), 1))),
+        Some(rules) => {
+            for c in input.clusters {
+                let weight = rules
+                    .iter()
+                    .filter(|r| crate::selector::cluster_matches(c.cluster, &r.target_cluster))
+                    .fold(0i64, |w, r| w.max(r.weight));
+                if weight > 0 {
+                    votes.push((c.name(), weight));
+                }
+            }
+            if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
+                votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
+            }
+        }
+    }
+    Assignment::Assigned(dispense(input.replicas, &votes, &[], &input.binding.spec.resource.uid))
+}
+
+/// Go's `int32(x)` for values that are `int32` in Karmada (saturating here; equal in range).
+fn to_i32(v: i64) -> i32 {
+    i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })
+}
+
+/// Sum of replicas with Go's `int32` wrap-around (`util.GetSumOfReplicas`).
+fn sum_i32(list: &[(&str, i32)]) -> i32 {
+    list.iter().fold(0i32, |s, &(_, r)| s.wrapping_add(r))
+}
+
+/// `assignByDynamicStrategy` for `DynamicWeight` (`aggregated == false`) and `Aggregated`.
+///
+/// * `scheduled` = the binding's current `spec.clusters` entries whose cluster is selected.
+/// * Fresh: divide all replicas with votes `allocatable + scheduled`, ignoring the prior result.
+/// * Steady, scale down: divide all replicas with the scheduled replicas as votes.
+/// * Steady, scale up (and first schedule): divide the missing replicas with votes
+///   `allocatable`, then add them to `scheduled`.
+/// * Steady, unchanged: `scheduled`.
+///
+/// Votes are sorted by replicas descending (stable). If they sum below the replicas to place, the
+/// result is Karmada's `Clusters available replicas <N> are not enough to schedule.`, prefixed as
+/// Karmada wraps it (`failed to scale up: ` / `failed to scale down: ` /
+/// `failed to do fresh scale: `). `Aggregated` first moves previously used clusters to the front
+/// and keeps the shortest prefix that can hold the replicas.
+pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
+    let spec = input.binding.spec;
+    let replicas = input.replicas;
+    let candidates: HashSet<&str> = input.clusters.iter().map(ClusterDetail::name).collect();
+    let scheduled: Vec<(&str, i32)> = spec
+        .clusters
+        .iter()
+        .filter(|t| candidates.contains(t.name.as_str()))
+        .map(|t| (t.name.as_str(), t.replicas))
+        .collect();
+    let assigned = sum_i32(&scheduled);
+    let allocatable = || -> Vec<(&str, i32)> {
+        input.clusters.iter().map(|c| (c.name(), to_i32(c.allocatable_replicas))).collect()
+    };
+
+    let (context, target, mut available, prior) = if input.mode == AssignMode::Fresh {
+        let mut available = allocatable();
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(available.len());
+        for (i, a) in available.iter().enumerate() {
+            index.entry(a.0).or_insert(i);
+        }
+        for &(name, r) in &scheduled {
+            if let Some(&i) = index.get(name) {
+                available[i].1 = available[i].1.wrapping_add(r);
+            }
+        }
+        ("failed to do fresh scale", replicas, available, Vec::new())
+    } else if assigned > replicas {
+        ("failed to scale down", replicas, scheduled.clone(), Vec::new())
+    } else if assigned < replicas {
+        ("failed to scale up", replicas.wrapping_sub(assigned), allocatable(), scheduled)
+    } else {
+        return Assignment::Assigned(scheduled.iter().map(|&(n, r)| TargetCluster::new(n, r)).collect());
+    };
+    available.sort_by(|a, b| b.1.cmp(&a.1));
+
+    let total = sum_i32(&available);
+    if total < target {
+        return Assignment::Unschedulable(format!(
+            "{context}: Clusters available replicas {total} are not enough to schedule."
+        ));
+    }
+    if aggregated {
+        let used: HashSet<&str> = prior.iter().filter(|p| p.1 > 0).map(|p| p.0).collect();
+        if !used.is_empty() {
+            let (mut front, back): (Vec<_>, Vec<_>) = available.into_iter().partition(|a| used.contains(a.0));
+            front.extend(back);
+            available = front;
+        }
+        let mut sum = 0i32;
+        if let Some(end) = available.iter().position(|a| {
+            sum = sum.wrapping_add(a.1);
+            sum >= target
+        }) {
+            available.truncate(end + 1);
+        }
+    }
+    let votes: Vec<(&str, i64)> = available.iter().map(|&(n, r)| (n, i64::from(r))).collect();
+    let fresh = dispense(target, &votes, &[], &spec.resource.uid);
+    Assignment::Assigned(merge(&prior, fresh))
+}
+
+/// `util.MergeTargetClusters`: add `old` replicas to matching `new` entries, then append the
+/// old-only clusters (in `old` order; Karmada's order there is map order, i.e. unspecified).
+fn merge(old: &[(&str, i32)], mut new: Vec<TargetCluster>) -> Vec<TargetCluster> {
+    if old.is_empty() {
+        return new;
+    }
+    if new.is_empty() {
+        return old.iter().map(|&(n, r)| TargetCluster::new(n, r)).collect();
+    }
+    // Go builds a map: a later duplicate of a name overrides an earlier one.
+    let mut pending: HashMap<&str, i32> = old.iter().copied().collect();
+    for t in &mut new {
+        if let Some(r) = pending.remove(t.name.as_str()) {
+            t.replicas = t.replicas.wrapping_add(r);
+        }
+    }
+    for &(n, _) in old {
+        if let Some(r) = pending.remove(n) {
+            new.push(TargetCluster::new(n, r));
+        }
+    }
+    new
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! Webster (Sainte-Laguë) seat allocation, as Karmada's `helper.AllocateWebsterSeats` and
+//! `helper.Dispenser` (`pkg/util/helper/webstermethod.go`, `binding.go`).
+//!
+//! Each seat goes to the party with the highest priority `votes / (2·seats + 1)`, compared exactly
+//! by cross-multiplication in `i128`. Ties go to the party with fewer seats, then by name:
+//! ascending, unless the binding UID is non-empty and its FNV-1a-32 hash is odd (descending).
+//! A binary heap makes one allocation `O((parties + seats) · log parties)`.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use flotilla_api::work::TargetCluster;
+
+/// FNV-1a, 32 bits (Go's `hash/fnv.New32a`).
+pub fn fnv1a32(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// True when ties between equally-seated parties go to the lexicographically *larger* name
+/// (Karmada's `tieBreakerByUID`: non-empty UID with an odd FNV-1a-32 hash).
+pub fn names_descending(uid: &str) -> bool {
+    !uid.is_empty() && fnv1a32(uid.as_bytes()) & 1 == 1
+}
+
+#[derive(Debug)]
+struct Party<'a> {
+    name: &'a str,
+    votes: i64,
+    seats: i32,
+    descending: bool,
+}
+
+impl Party<'_> {
+    /// `votes / (2·seats + 1)` as a fraction with a positive denominator.
+    fn priority(&self) -> (i128, i128) {
+        let den = 2 * i128::from(self.seats) + 1; // odd, never zero
+        if den < 0 { (-i128::from(self.votes), -den) } else { (i128::from(self.votes), den) }
+    }
+}
+
+impl PartialEq for Party<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Party<'_> {}
+impl PartialOrd for Party<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Party<'_> {
+    /// `Greater` = wins the next seat.
+    fn cmp(&self, other: &Self) -> Ordering {
+        let (na, da) = self.priority();
+        let (nb, db) = other.priority();
+        // |votes| < 2^63 and den < 2^33, so the products fit in i128.
+        (na * db)
+            .cmp(&(nb * da))
+            .then_with(|| other.seats.cmp(&self.seats))
+            .then_with(|| {
+                let by_name = other.name.cmp(self.name);
+                if self.descending { by_name.reverse() } else { by_name }
+            })
+    }
+}
+
+/// `AllocateWebsterSeats` with the UID tie-breaker: give `new_seats` seats one at a time.
+/// Parties are the union of `votes` and `initial` (a later duplicate of a name overrides an
+/// earlier one, as Go map writes do). Returns every party sorted by name; empty when there are
+/// no parties.
+pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], uid: &str) -> Vec<TargetCluster> {
+    let descending = names_descending(uid);
+    let mut parties: BTreeMap<&str, (i64, i32)> = BTreeMap::new();
+    for &(name, seats) in initial {
+        parties.insert(name, (0, seats));
+    }
+    for &(name, v) in votes {
+        parties.entry(name).or_insert((0, 0)).0 = v;
+    }
+    if parties.is_empty() {
+        return Vec::new();
+    }
+    let mut heap: BinaryHeap<Party<'_>> = parties
+        .iter()
+        .map(|(&name, &(votes, seats))| Party { name, votes, seats, descending })
+        .collect();
+    for _ in 0..new_seats.max(0) {
+        let Some(mut top) = heap.peek_mut() else { break };
+        top.seats = top.seats.wrapping_add(1);
+    }
+    let mut out: Vec<TargetCluster> = heap.into_iter().map(|p| TargetCluster::new(p.name, p.seats)).collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Karmada's `Dispenser` (`NewDispenser(new_seats, initial, uid).AllocateByWeight(votes)`):
+/// * with `new_seats == 0` and a non-empty `initial`, `initial` is returned unchanged;
+/// * when the weights sum to 0, `initial` is returned unchanged;
+/// * otherwise [`allocate`]: every party (votes ∪ initial) with its final seats, sorted by name.
+///
+/// `uid` is the binding's `spec.resource.uid`, the tie-breaker seed.
+pub fn dispense(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], uid: &str) -> Vec<TargetCluster> {
+    let unchanged = || initial.iter().map(|&(n, s)| TargetCluster::new(n, s)).collect();
+    if new_seats == 0 && !initial.is_empty() {
+        return unchanged();
+    }
+    // Go sums int64 weights with wrap-around.
+    let sum = votes.iter().fold(0i64, |acc, &(_, v)| acc.wrapping_add(v));
+    if sum == 0 {
+        return unchanged();
+    }
+    allocate(new_seats, votes, initial, uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVEN_UID: &str = "4858ca61-3ff8-4095-8267-f3d059d8074c";
+    const ODD_UID: &str = "d43fdeeb-d750-4e2b-bee3-64eb94534f4c";
+
+    fn tc(v: &[(&str, i32)]) -> Vec<TargetCluster> {
+        v.iter().map(|&(n, r)| TargetCluster::new(n, r)).collect()
+    }
+
+    #[test]
+    fn fnv_and_uid_parity() {
+        assert_eq!(fnv1a32(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a32(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a32(b"foobar"), 0xbf9c_f968);
+        assert!(names_descending(ODD_UID));
+        assert!(!names_descending(EVEN_UID));
+        assert!(!names_descending(""));
+    }
+
+    #[test]
+    fn wikipedia_example_round_by_round() {
+        let votes = [("PartyA", 100_000), ("PartyB", 80_000), ("PartyC", 30_000), ("PartyD", 20_000)];
+        let expected = [
+            [1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [2, 1, 0, 0],
+            [2, 1, 1, 0],
+            [2, 2, 1, 0],
+            [2, 2, 1, 1],
+            [3, 2, 1, 1],
+            [3, 3, 1, 1],
+        ];
+        for (round, want) in expected.iter().enumerate() {
+            let seats = i32::try_from(round + 1).unwrap();
+            let got = allocate(seats, &votes, &[], "");
+            let got: Vec<i32> = got.iter().map(|t| t.replicas).collect();
+            assert_eq!(&got, want, "round {}", round + 1);
+        }
+        let ex = allocate(4, &[("Alpha", 1200), ("Beta", 900), ("Gamma", 400)], &[], "");
+        assert_eq!(ex, tc(&[("Alpha", 2), ("Beta", 1), ("Gamma", 1)]));
+    }
+
+    #[test]
+    fn allocate_edge_cases_from_karmada() {
+        assert!(allocate(1, &[], &[], "").is_empty());
+        assert_eq!(allocate(0, &[("PartyA", 100), ("PartyB", 200)], &[], ""), tc(&[("PartyA", 0), ("PartyB", 0)]));
+        // Tie broken by fewer seats.
+        assert_eq!(
+            allocate(1, &[("PartyA", 3), ("PartyB", 1)], &[("PartyA", 1), ("PartyB", 0)], ""),
+            tc(&[("PartyA", 1), ("PartyB", 1)])
+        );
+        // Tie broken by name (ascending by default).
+        assert_eq!(allocate(1, &[("PartyA", 1), ("PartyB", 1)], &[], ""), tc(&[("PartyA", 1), ("PartyB", 0)]));
+        // New parties join; an initial-only party has 0 votes.
+        assert_eq!(
+            allocate(2, &[("NewParty1", 1), ("NewParty2", 1)], &[("OldParty", 0)], ""),
+            tc(&[("NewParty1", 1), ("NewParty2", 1), ("OldParty", 0)])
+        );
+        assert_eq!(
+            allocate(2, &[("OldParty", 1), ("NewParty", 1)], &[("OldParty", 1)], ""),
+            tc(&[("NewParty", 2), ("OldParty", 1)])
+        );
+        assert_eq!(
+            allocate(2, &[("PartyA", 100)], &[("PartyB", 3)], ""),
+            tc(&[("PartyA", 2), ("PartyB", 3)])
+        );
+    }
+
+    #[test]
+    fn dispenser_cases_from_karmada() {
+        let w = [("A", 1), ("B", 2), ("C", 3)];
+        let init = [("A", 1), ("B", 2), ("C", 3)];
+        assert_eq!(dispense(6, &w, &init, ""), tc(&[("A", 2), ("B", 4), ("C", 6)]));
+        assert_eq!(dispense(3, &w, &init, ""), tc(&[("A", 2), ("B", 3), ("C", 4)]));
+        assert_eq!(dispense(2, &w, &init, ""), tc(&[("A", 1), ("B", 3), ("C", 4)]));
+        let ha = [("A", 2), ("B", 1)];
+        assert_eq!(dispense(1, &ha, &[], ""), tc(&[("A", 1), ("B", 0)]));
+        assert_eq!(dispense(2, &ha, &[], ""), tc(&[("A", 1), ("B", 1)]));
+        assert_eq!(dispense(3, &ha, &[], ""), tc(&[("A", 2), ("B", 1)]));
+        let w = [("A", 170), ("B", 110), ("C", 60)];
+        assert_eq!(dispense(5, &w, &[], ""), tc(&[("A", 2), ("B", 2), ("C", 1)]));
+        assert_eq!(dispense(6, &w, &[], ""), tc(&[("A", 3), ("B", 2), ("C", 1)]));
+        // UID parity decides the name order of a tie.
+        assert_eq!(dispense(5, &[("A", 1), ("B", 1)], &[], ODD_UID), tc(&[("A", 2), ("B", 3)]));
+        assert_eq!(dispense(5, &[("A", 1), ("B", 1)], &[], EVEN_UID), tc(&[("A", 3), ("B", 2)]));
+        assert_eq!(dispense(5, &[("A", 1), ("B", 1)], &[], ""), tc(&[("A", 3), ("B", 2)]));
+    }
+
+    #[test]
+    fn spread_by_target_clusters_cases() {
+        assert!(dispense(10, &[], &[], "").is_empty());
+        assert_eq!(dispense(10, &[("member1", 5)], &[], ""), tc(&[("member1", 10)]));
+        let eq = [("member1", 5), ("member2", 5), ("member3", 5)];
+        assert_eq!(dispense(12, &eq, &[], ""), tc(&[("member1", 4), ("member2", 4), ("member3", 4)]));
+        assert_eq!(dispense(10, &eq, &[], ""), tc(&[("member1", 4), ("member2", 3), ("member3", 3)]));
+        assert_eq!(dispense(10, &eq, &[], ODD_UID), tc(&[("member1", 3), ("member2", 3), ("member3", 4)]));
+        let w = [("member1", 1), ("member2", 2), ("member3", 3)];
+        assert_eq!(dispense(13, &w, &[], ""), tc(&[("member1", 2), ("member2", 4), ("member3", 7)]));
+    }
+
+    #[test]
+    fn dispenser_guards() {
+        // Nothing to add and a prior result: done, prior unchanged (and in its own order).
+        assert_eq!(dispense(0, &[("a", 1)], &[("b", 2), ("a", 1)], ""), tc(&[("b", 2), ("a", 1)]));
+        // Zero weights: prior unchanged.
+        assert_eq!(dispense(5, &[("a", 0), ("b", 0)], &[], ""), Vec::<TargetCluster>::new());
+        assert_eq!(dispense(5, &[("a", 0)], &[("x", 1)], ""), tc(&[("x", 1)]));
+        // Zero seats without prior: every weighted party with 0.
+        assert_eq!(dispense(0, &[("m1", 1), ("m2", 1)], &[], ""), tc(&[("m1", 0), ("m2", 0)]));
+        // Negative seats behave as zero seats (Go's loop does not run).
+        assert_eq!(dispense(-3, &[("m1", 1)], &[], ""), tc(&[("m1", 0)]));
+    }
+
+    #[test]
+    fn exact_priority_compare_and_zero_votes() {
+        // 0-vote party only wins when all priorities are 0.
+        assert_eq!(dispense(3, &[("a", 0), ("b", 1)], &[], ""), tc(&[("a", 0), ("b", 3)]));
+        // Huge votes do not overflow.
+        let got = dispense(4, &[("a", i64::MAX), ("b", i64::MAX - 1)], &[], "");
+        assert_eq!(got, tc(&[("a", 2), ("b", 2)]));
+    }
+
+    #[test]
+    fn monotone_and_fast_for_many_parties() {
+        let names: Vec<String> = (0..1000).map(|i| format!("c{i:04}")).collect();
+        let votes: Vec<(&str, i64)> = names.iter().enumerate().map(|(i, n)| (n.as_str(), (i as i64 % 17) + 1)).collect();
+        let mut prev = dispense(5000, &votes, &[], ODD_UID);
+        assert_eq!(prev.iter().map(|t| i64::from(t.replicas)).sum::<i64>(), 5000);
+        let next = dispense(5001, &votes, &[], ODD_UID);
+        for (a, b) in prev.iter().zip(&next) {
+            assert!(b.replicas >= a.replicas, "{} shrank", a.name);
+        }
+        prev = next;
+        assert_eq!(prev.len(), 1000);
+    }
+}
