@@ -1,6 +1,30 @@
 //! Karmada's override engine (ClusterOverridePolicy then OverridePolicy), lowered to JSON patch.
+//!
+//! [`karmada_overrides`] reproduces `pkg/util/overridemanager` for one (object, cluster): which
+//! policies apply and in what order, and what every overrider does to the object, expressed as
+//! RFC 6902 operations that [`apply`] replays. [`applied_annotations`] renders the provenance
+//! annotations Karmada writes on the propagated manifest, and [`validate`] mirrors the admission
+//! webhook's `ValidateOverrideSpec` plus the CRD schema's enums.
 
-use flotilla_api::policy::OverridePolicy;
+mod gofmt;
+pub mod image;
+mod overriders;
+mod patch;
+mod validate;
+mod yaml;
+
+use flotilla_api::cluster::Cluster;
+use flotilla_api::policy::{OverridePolicy, Overriders, RuleWithCluster};
+use serde_json::{Map, Value};
+
+use crate::framework::{AppliedOverride, OverridePatch, OverrideScope};
+pub use image::{ImageParseError, ImageRef};
+pub use validate::{FieldError, set_defaults, validate};
+
+/// Annotation recording the applied ClusterOverridePolicies.
+pub const APPLIED_CLUSTER_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applied-cluster-overrides";
+/// Annotation recording the applied OverridePolicies.
+pub const APPLIED_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applied-overrides";
 
 /// The override policies known to the engine.
 #[derive(Debug, Clone, Default)]
@@ -9,4 +33,359 @@ pub struct OverridePolicies {
     pub cluster: Vec<OverridePolicy>,
     /// OverridePolicies, any namespace (only those in the resource's namespace apply).
     pub namespaced: Vec<OverridePolicy>,
+}
+
+/// Why overrides could not be computed or applied. Karmada fails the Work for that cluster.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OverrideError {
+    /// One overrider of one rule failed.
+    #[error("{kind} {policy:?} rule {rule}: {overrider} at path {path:?}: {message}")]
+    Overrider {
+        /// `ClusterOverridePolicy` or `OverridePolicy`.
+        kind: &'static str,
+        /// Policy namespace (empty for cluster-scoped policies).
+        namespace: String,
+        /// Policy name.
+        policy: String,
+        /// Index of the rule in `overrideRules` (0 for the legacy `targetCluster`/`overriders`).
+        rule: usize,
+        /// The overrider, e.g. `plaintext[1]` or `imageOverrider[0]`.
+        overrider: String,
+        /// The JSON path concerned.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A patch operation could not be applied by [`apply`].
+    #[error("patch operation {index} ({op} {path:?}) failed: {message}")]
+    Patch {
+        /// Index of the operation in the patch.
+        index: usize,
+        /// The operation name.
+        op: &'static str,
+        /// The operation's path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn scope_kind(scope: OverrideScope) -> &'static str {
+    match scope {
+        OverrideScope::Cluster => "ClusterOverridePolicy",
+        OverrideScope::Namespaced => "OverridePolicy",
+    }
+}
+
+/// Selects the policies (by resource selectors) and rules (by target cluster) that apply, in
+/// Karmada's order: implicit priority ascending (MatchAll < LabelSelector < Name; no selectors =
+/// MatchAll), then name ascending, stable; rules in declaration order.
+fn matching_rules<'a>(object: &Value, cluster: &Cluster, policies: &[&'a OverridePolicy]) -> Vec<(&'a OverridePolicy, usize, RuleWithCluster)> {
+    let mut matched: Vec<(u8, &'a OverridePolicy)> = policies
+        .iter()
+        .filter_map(|p| {
+            let sels = &p.spec.resource_selectors;
+            if sels.is_empty() {
+                return Some((1, *p));
+            }
+            let prio = sels.iter().map(|s| crate::selector::resource_selector_priority(object, s)).max().unwrap_or(0);
+            (prio > 0).then_some((prio, *p))
+        })
+        .collect();
+    matched.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.metadata.name().cmp(b.1.metadata.name())));
+    let mut out = Vec::new();
+    for (_, p) in matched {
+        let legacy;
+        let rules: &[RuleWithCluster] = if p.spec.override_rules.is_empty() {
+            legacy = [RuleWithCluster { target_cluster: p.spec.target_cluster.clone(), overriders: p.spec.overriders.clone() }];
+            &legacy
+        } else {
+            &p.spec.override_rules
+        };
+        for (i, rule) in rules.iter().enumerate() {
+            let applies = match &rule.target_cluster {
+                None => true,
+                Some(aff) => crate::selector::cluster_matches(cluster, aff),
+            };
+            if applies {
+                out.push((p, i, rule.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Computes the overrides Karmada would apply to `object` for `cluster`: every matching
+/// ClusterOverridePolicy, then (namespaced objects only) every matching OverridePolicy of the
+/// object's namespace.
+///
+/// The returned `patch`, applied in order to `object` (see [`apply`]), yields the overridden
+/// object; `applied` has one entry per applying rule, in application order.
+///
+/// # Errors
+/// The first overrider that fails (unparsable image, `fieldPath` not a string, replace of a
+/// missing path, …), identified by policy, rule, overrider and path.
+pub fn karmada_overrides(object: &Value, cluster: &Cluster, policies: &OverridePolicies) -> Result<OverridePatch, OverrideError> {
+    let mut work = object.clone();
+    let mut out = OverridePatch::default();
+    let cops: Vec<&OverridePolicy> = policies.cluster.iter().collect();
+    run_pass(&mut work, cluster, &cops, OverrideScope::Cluster, &mut out)?;
+    // Karmada reads the namespace after the ClusterOverridePolicy pass.
+    let namespace = work.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+    if !namespace.is_empty() {
+        let ops: Vec<&OverridePolicy> =
+            policies.namespaced.iter().filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == namespace.as_str()).collect();
+        run_pass(&mut work, cluster, &ops, OverrideScope::Namespaced, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn run_pass(
+    work: &mut Value,
+    cluster: &Cluster,
+    policies: &[&OverridePolicy],
+    scope: OverrideScope,
+    out: &mut OverridePatch,
+) -> Result<(), OverrideError> {
+    // Selection uses the object as it stands when the pass starts (Karmada evaluates selectors
+    // per pass against the object being overridden).
+    let rules = matching_rules(work, cluster, policies);
+    for (policy, rule_index, rule) in rules {
+        let err = |overrider: String, path: String, message: String| OverrideError::Overrider {
+            kind: scope_kind(scope),
+            namespace: policy.metadata.namespace.clone().unwrap_or_default(),
+            policy: policy.metadata.name().to_string(),
+            rule: rule_index,
+            overrider,
+            path,
+            message,
+        };
+        apply_overriders(work, &rule.overriders, &mut out.patch)
+            .map_err(|(overrider, (path, message))| err(overrider, path, message))?;
+        out.applied.push((
+            scope,
+            AppliedOverride { policy_name: policy.metadata.name().to_string(), overriders: overriders_json(&rule.overriders) },
+        ));
+    }
+    Ok(())
+}
+
+type EntryFail = (String, overriders::Fail);
+
+/// Applies one entry's ops to `work` and appends the canonical ops.
+fn commit(
+    work: &mut Value,
+    ops: &[patch::RawOp],
+    out: &mut Vec<json_patch::PatchOperation>,
+    name: &str,
+) -> Result<(), EntryFail> {
+    let canon = patch::apply_ops(work, ops).map_err(|(i, e)| (name.to_string(), (ops[i].path.clone(), e)))?;
+    out.extend(canon);
+    Ok(())
+}
+
+/// `applyPolicyOverriders`: image → command → args → labels → annotations → field → plaintext.
+fn apply_overriders(work: &mut Value, o: &Overriders, out: &mut Vec<json_patch::PatchOperation>) -> Result<(), EntryFail> {
+    for (i, x) in o.image_overrider.iter().enumerate() {
+        let name = format!("imageOverrider[{i}]");
+        let ops = overriders::image_ops(work, x).map_err(|f| (name.clone(), f))?;
+        commit(work, &ops, out, &name)?;
+    }
+    for (target, list, field) in [("command", &o.command_overrider, "commandOverrider"), ("args", &o.args_overrider, "argsOverrider")] {
+        for (i, x) in list.iter().enumerate() {
+            let name = format!("{field}[{i}]");
+            let ops = overriders::command_args_ops(work, target, x).map_err(|f| (name.clone(), f))?;
+            commit(work, &ops, out, &name)?;
+        }
+    }
+    for (target, list, field) in
+        [("labels", &o.labels_overrider, "labelsOverrider"), ("annotations", &o.annotations_overrider, "annotationsOverrider")]
+    {
+        for (i, x) in list.iter().enumerate() {
+            let name = format!("{field}[{i}]");
+            let ops = overriders::label_annotation_ops(work, target, x);
+            // The map creation happens on the object directly in Karmada; the key ops then form
+            // one patch. Both are committed in order here.
+            let (create, keys): (Vec<_>, Vec<_>) = ops.into_iter().partition(|op| {
+                op.op == "add" && (op.path == "/metadata" || op.path == format!("/metadata/{target}"))
+            });
+            commit(work, &create, out, &name)?;
+            commit(work, &keys, out, &name)?;
+        }
+    }
+    for (i, x) in o.field_overrider.iter().enumerate() {
+        let name = format!("fieldOverrider[{i}]");
+        let ops = overriders::field_ops(work, x).map_err(|f| (name.clone(), f))?;
+        commit(work, &ops, out, &name)?;
+    }
+    let ops: Vec<patch::RawOp> = o
+        .plaintext
+        .iter()
+        .map(|p| patch::RawOp::new(&p.operator, p.path.clone(), p.value.clone().unwrap_or(Value::Null)))
+        .collect();
+    let canon = patch::apply_ops(work, &ops)
+        .map_err(|(i, e)| (format!("plaintext[{i}]"), (ops[i].path.clone(), e)))?;
+    out.extend(canon);
+    Ok(())
+}
+
+/// The rule's overriders as Karmada serialises `policyv1alpha1.Overriders` (Go field names and
+/// order, `value: null` kept where Go always emits it, raw values with sorted keys).
+fn overriders_json(o: &Overriders) -> Value {
+    let mut m = Map::new();
+    let sub_ops = |ops: &[flotilla_api::policy::SubPathPatch]| -> Value {
+        Value::Array(
+            ops.iter()
+                .map(|p| {
+                    let mut e = Map::new();
+                    e.insert("subPath".into(), Value::String(p.sub_path.clone()));
+                    e.insert("operator".into(), Value::String(p.operator.clone()));
+                    e.insert("value".into(), p.value.as_ref().map(gofmt::sorted).unwrap_or(Value::Null));
+                    Value::Object(e)
+                })
+                .collect(),
+        )
+    };
+    if !o.plaintext.is_empty() {
+        let v = o
+            .plaintext
+            .iter()
+            .map(|p| {
+                let mut e = Map::new();
+                e.insert("path".into(), Value::String(p.path.clone()));
+                e.insert("operator".into(), Value::String(p.operator.clone()));
+                e.insert("value".into(), p.value.as_ref().map(gofmt::sorted).unwrap_or(Value::Null));
+                Value::Object(e)
+            })
+            .collect();
+        m.insert("plaintext".into(), Value::Array(v));
+    }
+    if !o.image_overrider.is_empty() {
+        let v = o
+            .image_overrider
+            .iter()
+            .map(|x| {
+                let mut e = Map::new();
+                if let Some(p) = &x.predicate {
+                    e.insert("predicate".into(), serde_json::json!({ "path": p.path }));
+                }
+                e.insert("component".into(), Value::String(x.component.clone()));
+                e.insert("operator".into(), Value::String(x.operator.clone()));
+                if !x.value.is_empty() {
+                    e.insert("value".into(), Value::String(x.value.clone()));
+                }
+                Value::Object(e)
+            })
+            .collect();
+        m.insert("imageOverrider".into(), Value::Array(v));
+    }
+    for (key, list) in [("commandOverrider", &o.command_overrider), ("argsOverrider", &o.args_overrider)] {
+        if list.is_empty() {
+            continue;
+        }
+        let v = list
+            .iter()
+            .map(|x| {
+                let mut e = Map::new();
+                e.insert("containerName".into(), Value::String(x.container_name.clone()));
+                e.insert("operator".into(), Value::String(x.operator.clone()));
+                if !x.value.is_empty() {
+                    e.insert("value".into(), Value::Array(x.value.iter().cloned().map(Value::String).collect()));
+                }
+                Value::Object(e)
+            })
+            .collect();
+        m.insert(key.into(), Value::Array(v));
+    }
+    for (key, list) in [("labelsOverrider", &o.labels_overrider), ("annotationsOverrider", &o.annotations_overrider)] {
+        if list.is_empty() {
+            continue;
+        }
+        let v = list
+            .iter()
+            .map(|x| {
+                let mut e = Map::new();
+                e.insert("operator".into(), Value::String(x.operator.clone()));
+                let vals: Map<String, Value> = x.value.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+                e.insert("value".into(), Value::Object(vals));
+                Value::Object(e)
+            })
+            .collect();
+        m.insert(key.into(), Value::Array(v));
+    }
+    if !o.field_overrider.is_empty() {
+        let v = o
+            .field_overrider
+            .iter()
+            .map(|x| {
+                let mut e = Map::new();
+                e.insert("fieldPath".into(), Value::String(x.field_path.clone()));
+                if !x.json.is_empty() {
+                    e.insert("json".into(), sub_ops(&x.json));
+                }
+                if !x.yaml.is_empty() {
+                    e.insert("yaml".into(), sub_ops(&x.yaml));
+                }
+                Value::Object(e)
+            })
+            .collect();
+        m.insert("fieldOverrider".into(), Value::Array(v));
+    }
+    Value::Object(m)
+}
+
+/// Applies `patch.patch` to a copy of `object` with the `json-patch` crate.
+///
+/// # Errors
+/// An operation's path does not resolve (never the case for a patch returned by
+/// [`karmada_overrides`] for the same object).
+pub fn apply(object: &Value, patch: &OverridePatch) -> Result<Value, OverrideError> {
+    let mut doc = object.clone();
+    for (index, op) in patch.patch.iter().enumerate() {
+        json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op)).map_err(|e| {
+            let (name, path) = match op {
+                json_patch::PatchOperation::Add(o) => ("add", o.path.to_string()),
+                json_patch::PatchOperation::Remove(o) => ("remove", o.path.to_string()),
+                json_patch::PatchOperation::Replace(o) => ("replace", o.path.to_string()),
+                json_patch::PatchOperation::Move(o) => ("move", o.path.to_string()),
+                json_patch::PatchOperation::Copy(o) => ("copy", o.path.to_string()),
+                json_patch::PatchOperation::Test(o) => ("test", o.path.to_string()),
+            };
+            OverrideError::Patch { index, op: name, path, message: e.kind.to_string() }
+        })?;
+    }
+    Ok(doc)
+}
+
+/// The provenance annotations Karmada records: `policy.karmada.io/applied-cluster-overrides`
+/// (ClusterOverridePolicies) then `policy.karmada.io/applied-overrides` (OverridePolicies), each
+/// a compact JSON array `[{"policyName":…,"overriders":…}]` sorted by policy name, encoded like
+/// Go's `encoding/json`. A scope with no applied entry yields no annotation.
+pub fn applied_annotations(applied: &[(OverrideScope, AppliedOverride)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (scope, key) in [
+        (OverrideScope::Cluster, APPLIED_CLUSTER_OVERRIDES_ANNOTATION),
+        (OverrideScope::Namespaced, APPLIED_OVERRIDES_ANNOTATION),
+    ] {
+        let mut items: Vec<&AppliedOverride> = applied.iter().filter(|(s, _)| *s == scope).map(|(_, a)| a).collect();
+        if items.is_empty() {
+            continue;
+        }
+        // Go's sort.Slice is insertion sort (stable) for up to 12 items.
+        items.sort_by(|a, b| a.policy_name.cmp(&b.policy_name));
+        let arr = Value::Array(
+            items
+                .into_iter()
+                .map(|a| {
+                    let mut e = Map::new();
+                    e.insert("policyName".into(), Value::String(a.policy_name.clone()));
+                    e.insert("overriders".into(), a.overriders.clone());
+                    Value::Object(e)
+                })
+                .collect(),
+        );
+        out.push((key.to_string(), gofmt::to_json(&arr)));
+    }
+    out
 }
