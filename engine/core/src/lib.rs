@@ -14,14 +14,21 @@
 //! This crate never depends on tokio, a Kubernetes client, wasmtime or CEL: those backends implement
 //! the traits in [`framework`] from their own crates.
 
+pub mod detector;
 pub mod division;
 pub mod error;
 pub mod estimator;
+pub mod failover;
 pub mod framework;
+pub mod manifest;
 pub mod overrides;
+pub mod plan;
 pub mod quantity;
+pub mod render;
+pub mod scheduler;
 pub mod selector;
 pub mod spread;
 pub mod time;
+pub mod validate;
 
 pub use error::PluginError;

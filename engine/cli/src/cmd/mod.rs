@@ -1,6 +1,7 @@
 //! Subcommands.
 
 pub mod explain;
+pub mod input;
 pub mod plan;
 pub mod up;
 pub mod validate;

@@ -1,10 +1,143 @@
-//! `flotilla plan`.
+//! `flotilla plan`: ResourceBindings and Works from templates, policies and clusters, offline.
+
+use std::path::PathBuf;
+
+use flotilla_core::plan::{Plan, PlanOptions, plan};
+use serde_json::{Value, json};
+
+use super::input;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Output {
+    /// Human summary per binding.
+    Table,
+    /// YAML documents.
+    Yaml,
+    /// A kubectl-style `List`.
+    Json,
+}
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Files or directories with templates, policies, Clusters and existing ResourceBindings (`-` for stdin).
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Recurse into directories.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+    /// The time to plan at (RFC 3339); default: now. Affects timestamps and eviction deadlines.
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Do not evict clusters with untolerated NoExecute taints.
+    #[arg(long)]
+    pub no_taint_eviction: bool,
+}
 
 /// Run.
-pub fn main(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn main(args: Args) -> anyhow::Result<()> {
+    let inv = input::load(&args.files, args.recursive)?;
+    let options = PlanOptions {
+        now: input::now(args.now.as_deref())?,
+        taint_eviction: !args.no_taint_eviction,
+        scheduler: Default::default(),
+    };
+    let profiles = vec![flotilla_plugins::default_profile()];
+    let plan = plan(&inv, &profiles, options);
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&as_list(&plan))?),
+        Output::Yaml => {
+            for item in items(&plan) {
+                print!("---\n{}", serde_yaml::to_string(&item)?);
+            }
+        }
+        Output::Table => print!("{}", table(&plan)),
+    }
+    for b in &plan.bindings {
+        for w in b.works.iter().filter_map(|w| w.as_ref().err()) {
+            eprintln!("warning: {}/{}: no Work for {w}", b.binding.metadata.namespace(), b.binding.metadata.name());
+        }
+    }
+    Ok(())
+}
+
+/// Bindings, then their Works.
+pub fn items(plan: &Plan) -> Vec<Value> {
+    let mut out = Vec::new();
+    for b in &plan.bindings {
+        out.push(serde_json::to_value(&b.binding).unwrap_or(Value::Null));
+    }
+    for b in &plan.bindings {
+        for w in b.works.iter().flatten() {
+            out.push(serde_json::to_value(w).unwrap_or(Value::Null));
+        }
+    }
+    out
+}
+
+/// `{"apiVersion":"v1","kind":"List","items":[...]}`.
+pub fn as_list(plan: &Plan) -> Value {
+    json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items(plan)})
+}
+
+fn table(plan: &Plan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for b in &plan.bindings {
+        let rb = &b.binding;
+        let cond = rb.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == "Scheduled"));
+        let ns = rb.metadata.namespace();
+        let name = if ns.is_empty() { rb.metadata.name().to_owned() } else { format!("{ns}/{}", rb.metadata.name()) };
+        let _ = writeln!(s, "{} {name}", rb.kind);
+        let _ = writeln!(s, "  resource:  {} {}", rb.spec.resource.kind, rb.spec.resource.name);
+        let _ = writeln!(s, "  replicas:  {}", rb.spec.replicas);
+        if let Some(c) = cond {
+            let _ = writeln!(s, "  scheduled: {} ({}){}", c.status, c.reason, if c.status == "True" { String::new() } else { format!(": {}", c.message) });
+        }
+        if !b.evicted.is_empty() {
+            let _ = writeln!(s, "  evicted:   {}", b.evicted.join(", "));
+        }
+        if rb.spec.clusters.is_empty() {
+            let _ = writeln!(s, "  clusters:  <none>");
+        }
+        for t in &rb.spec.clusters {
+            let _ = writeln!(s, "  {:<24} replicas={}", t.name, t.replicas);
+        }
+        for w in &b.works {
+            match w {
+                Ok(w) => {
+                    let image = w.spec.workload.manifests.first().and_then(images).unwrap_or_default();
+                    let overrides = w.metadata.annotations.keys().filter(|k| k.contains("applied-")).count();
+                    let _ = writeln!(
+                        s,
+                        "  work {}/{}{}{}",
+                        w.metadata.namespace(),
+                        w.metadata.name(),
+                        if image.is_empty() { String::new() } else { format!(" image={image}") },
+                        if overrides > 0 { " (overridden)" } else { "" }
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(s, "  work error: {e}");
+                }
+            }
+        }
+        for f in &b.ignored_faults {
+            let _ = writeln!(s, "  ignored fault: {f}");
+        }
+    }
+    for u in &plan.unmatched {
+        let _ = writeln!(s, "{u}: no propagation policy matches");
+    }
+    s
+}
+
+fn images(manifest: &Value) -> Option<String> {
+    let containers = manifest.pointer("/spec/template/spec/containers").or_else(|| manifest.pointer("/spec/containers"))?;
+    let imgs: Vec<&str> = containers.as_array()?.iter().filter_map(|c| c.get("image").and_then(Value::as_str)).collect();
+    Some(imgs.join(","))
 }

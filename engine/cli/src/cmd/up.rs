@@ -1,10 +1,111 @@
-//! `flotilla up`: the embedded control plane. Owned by the apiserver work (issue 6).
+//! `flotilla up`: the embedded control plane (API server + durable store), serving until stopped.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context as _;
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory for the store and the generated credentials [default: $XDG_DATA_HOME/flotilla or ~/.local/share/flotilla].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Port to listen on; 0 picks a free port (printed at startup).
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Where to write the kubeconfig [default: $XDG_CONFIG_HOME/flotilla/kubeconfig or ~/.config/flotilla/kubeconfig].
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Serve plain HTTP without authentication. Only allowed on a loopback address.
+    #[arg(long)]
+    pub insecure_loopback_anonymous: bool,
+    /// Revisions kept in the watch log (older watches get 410 Gone and relist).
+    #[arg(long, default_value_t = 100_000)]
+    pub retain_revisions: u64,
+}
+
+fn home_subdir(xdg: &str, fallback: &str) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(xdg).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(dir).join("flotilla"));
+    }
+    let home = std::env::var_os("HOME").context("HOME is not set; pass --data-dir and --kubeconfig")?;
+    Ok(PathBuf::from(home).join(fallback).join("flotilla"))
+}
 
 /// Run.
-pub fn main(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn main(args: Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let data_dir = match args.data_dir {
+        Some(d) => d,
+        None => home_subdir("XDG_DATA_HOME", ".local/share")?,
+    };
+    let kubeconfig_path = match args.kubeconfig {
+        Some(p) => p,
+        None => home_subdir("XDG_CONFIG_HOME", ".config")?.join("kubeconfig"),
+    };
+    let addr = SocketAddr::new(args.bind, args.port);
+    if args.insecure_loopback_anonymous && !addr.ip().is_loopback() {
+        anyhow::bail!("--insecure-loopback-anonymous is only allowed with a loopback --bind address, not {}", addr.ip());
+    }
+    let mut config = flotilla_apiserver::Config::new(&data_dir);
+    config.addr = addr;
+    config.tls = !args.insecure_loopback_anonymous;
+    config.anonymous = args.insecure_loopback_anonymous;
+    config.retain_revisions = args.retain_revisions;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let running = flotilla_apiserver::start(config, async move {
+            let _ = stop_rx.await;
+        })
+        .await
+        .with_context(|| format!("starting the API server (data dir {})", data_dir.display()))?;
+        if let Some(parent) = kubeconfig_path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        write_private(&kubeconfig_path, &running.kubeconfig)
+            .with_context(|| format!("writing kubeconfig {}", kubeconfig_path.display()))?;
+        println!("flotilla API server listening on {}", running.url);
+        println!("kubeconfig: {}", kubeconfig_path.display());
+        println!("data dir: {}", data_dir.display());
+        println!("ready in {} ms; try: KUBECONFIG={} kubectl get ns", started.elapsed().as_millis(), kubeconfig_path.display());
+        wait_for_signal().await;
+        let _ = stop_tx.send(());
+        let _ = running.task.await;
+        Ok(())
+    })
+}
+
+fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(contents.as_bytes())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -1,0 +1,404 @@
+//! The resource detector: which policy claims a template, and the ResourceBinding it produces
+//! (Karmada `pkg/detector`, `pkg/resourceinterpreter/default/native/replica.go`).
+
+use std::collections::BTreeMap;
+
+use flotilla_api::Object;
+use flotilla_api::labels;
+use flotilla_api::meta::{ObjectMeta, ObjectReference, OwnerReference, Quantity};
+use flotilla_api::policy::PropagationPolicy;
+use flotilla_api::work::{BINDING_API_VERSION, ReplicaRequirements, ResourceBinding, ResourceBindingSpec};
+use serde_json::Value;
+
+use crate::selector::selectors_priority;
+
+/// API groups the detector never propagates (Karmada's own and events).
+pub const SKIPPED_GROUPS: &[&str] = &[
+    "cluster.karmada.io",
+    "policy.karmada.io",
+    "work.karmada.io",
+    "config.karmada.io",
+    "networking.karmada.io",
+    "autoscaling.karmada.io",
+    "remedy.karmada.io",
+    "apps.karmada.io",
+    "events.k8s.io",
+];
+
+/// True when the detector ignores `template` entirely: reserved namespaces (`karmada-system`,
+/// `karmada-cluster`, `karmada-es-*`, `kube-*`), Karmada's own groups, core Events, and templates
+/// labelled `resourcetemplate.karmada.io/claimed-by`.
+pub fn is_ignored(template: &Object) -> bool {
+    let ns = template.namespace();
+    if ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with(labels::EXECUTION_NAMESPACE_PREFIX) || ns.starts_with("kube-") {
+        return true;
+    }
+    if SKIPPED_GROUPS.contains(&template.group()) || (template.api_version() == "v1" && template.kind() == "Event") {
+        return true;
+    }
+    template.labels().get(labels::CLAIMED_BY).is_some_and(|v| !v.is_empty())
+}
+
+/// Which kind of policy claimed a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyScope {
+    /// A namespaced PropagationPolicy.
+    Namespaced,
+    /// A ClusterPropagationPolicy.
+    Cluster,
+}
+
+/// The policy chosen for a template.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The policy.
+    pub policy: &'a PropagationPolicy,
+    /// Its scope.
+    pub scope: PolicyScope,
+}
+
+/// Pick the policy for `template`: PropagationPolicies in its namespace first, then
+/// ClusterPropagationPolicies; within each, highest explicit priority, then highest implicit
+/// priority (name 3 > label selector 2 > match-all 1), then the lexicographically smallest name.
+pub fn claim<'a>(template: &Object, pps: &'a [PropagationPolicy], cpps: &'a [PropagationPolicy]) -> Option<Claim<'a>> {
+    let ns = template.namespace();
+    let in_ns = pps.iter().filter(|p| p.metadata.namespace() == ns && !ns.is_empty());
+    if let Some(p) = best(template, in_ns) {
+        return Some(Claim { policy: p, scope: PolicyScope::Namespaced });
+    }
+    best(template, cpps.iter()).map(|p| Claim { policy: p, scope: PolicyScope::Cluster })
+}
+
+fn best<'a>(template: &Object, policies: impl Iterator<Item = &'a PropagationPolicy>) -> Option<&'a PropagationPolicy> {
+    let mut best: Option<(&PropagationPolicy, i32, u8)> = None;
+    for p in policies {
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let implicit = selectors_priority(&template.0, &p.spec.resource_selectors);
+        if implicit == 0 {
+            continue;
+        }
+        let explicit = p.spec.explicit_priority();
+        let better = match best {
+            None => true,
+            Some((b, be, bi)) => (explicit, implicit) > (be, bi) || ((explicit, implicit) == (be, bi) && p.metadata.name() < b.metadata.name()),
+        };
+        if better {
+            best = Some((p, explicit, implicit));
+        }
+    }
+    best.map(|(p, _, _)| p)
+}
+
+/// `GenerateBindingName`: `lower(name with ':' → '.') + "-" + lower(kind)`.
+pub fn binding_name(kind: &str, name: &str) -> String {
+    format!("{}-{}", name.replace(':', "."), kind).to_lowercase()
+}
+
+/// A deterministic permanent id (UUID v4 layout) for objects whose webhook-assigned id is absent
+/// offline: derived from `seed` so repeated plans agree.
+pub fn permanent_id(seed: &str) -> String {
+    let a = crate::render::fnv1a32(seed.as_bytes());
+    let b = crate::render::fnv1a32(format!("{seed}/1").as_bytes());
+    let c = crate::render::fnv1a32(format!("{seed}/2").as_bytes());
+    let d = crate::render::fnv1a32(format!("{seed}/3").as_bytes());
+    format!(
+        "{a:08x}-{:04x}-4{:03x}-{:04x}-{:04x}{d:08x}",
+        b >> 16,
+        b & 0x0fff,
+        (c >> 16) & 0x3fff | 0x8000,
+        c & 0xffff
+    )
+}
+
+/// Replicas and requirements of a template, as Karmada's default interpreter extracts them
+/// (Deployment, ReplicaSet, StatefulSet: `spec.replicas`; Job: `min(parallelism, completions)`;
+/// Pod: 1; anything else: 0 and no requirements). Unset counts follow the API server's defaults
+/// (replicas and parallelism 1), since offline templates have not been through it.
+pub fn interpret_replicas(template: &Object) -> (i32, Option<ReplicaRequirements>) {
+    let v = &template.0;
+    let int = |p: &str| v.pointer(p).and_then(Value::as_i64).map(|i| i32::try_from(i).unwrap_or(i32::MAX));
+    let (api, kind) = (template.api_version(), template.kind());
+    let (replicas, pod_spec) = match (api, kind) {
+        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") => {
+            (int("/spec/replicas").unwrap_or(1), v.pointer("/spec/template/spec"))
+        }
+        ("batch/v1", "Job") => {
+            let parallelism = int("/spec/parallelism").unwrap_or(1);
+            let completions = int("/spec/completions").unwrap_or(parallelism);
+            (parallelism.min(completions), v.pointer("/spec/template/spec"))
+        }
+        ("v1", "Pod") => (1, v.pointer("/spec")),
+        _ => return (0, None),
+    };
+    (replicas, pod_spec.and_then(replica_requirements))
+}
+
+fn replica_requirements(pod: &Value) -> Option<ReplicaRequirements> {
+    let mut node_claim = serde_json::Map::new();
+    if let Some(ns) = pod.get("nodeSelector").filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
+        node_claim.insert("nodeSelector".into(), ns.clone());
+    }
+    if let Some(req) = pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution") {
+        node_claim.insert("hardNodeAffinity".into(), req.clone());
+    }
+    if let Some(t) = pod.get("tolerations").filter(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
+        node_claim.insert("tolerations".into(), t.clone());
+    }
+
+    // Sum of container requests (limits stand in for missing requests), max with each init
+    // container, plus overhead — `AddPodTemplateRequest`.
+    let mut total: BTreeMap<String, i128> = BTreeMap::new();
+    let requests = |c: &Value| -> BTreeMap<String, i128> {
+        let mut r: BTreeMap<String, i128> = BTreeMap::new();
+        for src in ["limits", "requests"] {
+            if let Some(m) = c.pointer(&format!("/resources/{src}")).and_then(Value::as_object) {
+                for (k, q) in m {
+                    if let Some(milli) = quantity_milli(q) {
+                        r.insert(k.clone(), milli);
+                    }
+                }
+            }
+        }
+        r
+    };
+    for c in pod.get("containers").and_then(Value::as_array).into_iter().flatten() {
+        for (k, m) in requests(c) {
+            *total.entry(k).or_default() += m;
+        }
+    }
+    for c in pod.get("initContainers").and_then(Value::as_array).into_iter().flatten() {
+        for (k, m) in requests(c) {
+            let e = total.entry(k).or_default();
+            *e = (*e).max(m);
+        }
+    }
+    if let Some(m) = pod.get("overhead").and_then(Value::as_object) {
+        for (k, q) in m {
+            if let Some(milli) = quantity_milli(q) {
+                *total.entry(k.clone()).or_default() += milli;
+            }
+        }
+    }
+    let resource_request: BTreeMap<String, Quantity> = total
+        .into_iter()
+        .filter(|(_, m)| *m > 0)
+        .map(|(k, m)| {
+            let q = format_canonical(&k, m);
+            (k, Quantity::from(q.as_str()))
+        })
+        .collect();
+    if node_claim.is_empty() && resource_request.is_empty() {
+        return None;
+    }
+    Some(ReplicaRequirements {
+        node_claim: (!node_claim.is_empty()).then(|| Value::Object(node_claim)),
+        resource_request,
+        ..Default::default()
+    })
+}
+
+/// Format a milli-value the way `Resource.ResourceList()` does: CPU as a DecimalSI milli quantity,
+/// memory, ephemeral storage and hugepages as BinarySI, everything else as DecimalSI integers.
+fn format_canonical(resource: &str, milli: i128) -> String {
+    if resource == "cpu" {
+        return if milli % 1000 == 0 { format_decimal(milli / 1000) } else { format!("{milli}m") };
+    }
+    let value = (milli + 999).div_euclid(1000);
+    if resource == "memory" || resource == "ephemeral-storage" || resource.starts_with("hugepages-") {
+        let mut v = value;
+        for suffix in ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"] {
+            if v % 1024 != 0 || v == 0 || suffix == "Ei" {
+                return format!("{v}{suffix}");
+            }
+            v /= 1024;
+        }
+        return value.to_string();
+    }
+    format_decimal(value)
+}
+
+fn format_decimal(value: i128) -> String {
+    let mut v = value;
+    for suffix in ["", "k", "M", "G", "T", "P", "E"] {
+        if v % 1000 != 0 || v == 0 || suffix == "E" {
+            return format!("{v}{suffix}");
+        }
+        v /= 1000;
+    }
+    value.to_string()
+}
+
+fn quantity_milli(q: &Value) -> Option<i128> {
+    let text = match q {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    crate::quantity::parse_milli(&text).ok()
+}
+
+/// Build the ResourceBinding (namespaced template) or ClusterResourceBinding (cluster-scoped
+/// template) for `template` claimed by `claim`, as Karmada's `BuildResourceBinding` does.
+/// `spec.clusters` is left empty: it belongs to the scheduler.
+pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
+    let policy = claim.policy;
+    let namespaced = !template.namespace().is_empty();
+    let mut meta = ObjectMeta {
+        name: Some(binding_name(template.kind(), template.name())),
+        namespace: namespaced.then(|| template.namespace().to_owned()),
+        ..Default::default()
+    };
+    match claim.scope {
+        PolicyScope::Namespaced => {
+            let id = policy.metadata.labels.get(labels::PP_PERMANENT_ID).cloned().unwrap_or_else(|| {
+                permanent_id(&format!("pp/{}/{}", policy.metadata.namespace(), policy.metadata.name()))
+            });
+            meta.labels.insert(labels::PP_PERMANENT_ID.into(), id);
+            meta.annotations.insert(labels::PP_NAMESPACE.into(), policy.metadata.namespace().into());
+            meta.annotations.insert(labels::PP_NAME.into(), policy.metadata.name().into());
+        }
+        PolicyScope::Cluster => {
+            let id = policy
+                .metadata
+                .labels
+                .get(labels::CPP_PERMANENT_ID)
+                .cloned()
+                .unwrap_or_else(|| permanent_id(&format!("cpp/{}", policy.metadata.name())));
+            meta.labels.insert(labels::CPP_PERMANENT_ID.into(), id);
+            meta.annotations.insert(labels::CPP_NAME.into(), policy.metadata.name().into());
+        }
+    }
+    let binding_key = format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""));
+    let rb_id_label = if namespaced { labels::RB_PERMANENT_ID } else { labels::CRB_PERMANENT_ID };
+    meta.labels.insert(rb_id_label.into(), permanent_id(&format!("rb/{binding_key}")));
+    meta.finalizers.push(if namespaced { labels::BINDING_FINALIZER } else { labels::CLUSTER_BINDING_FINALIZER }.to_owned());
+    meta.owner_references.push(OwnerReference {
+        api_version: template.api_version().into(),
+        kind: template.kind().into(),
+        name: template.name().into(),
+        uid: template.uid().into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    });
+
+    let (replicas, replica_requirements) = interpret_replicas(template);
+    let ps = &policy.spec;
+    let spec = ResourceBindingSpec {
+        resource: ObjectReference {
+            api_version: template.api_version().into(),
+            kind: template.kind().into(),
+            namespace: template.namespace().into(),
+            name: template.name().into(),
+            uid: template.uid().into(),
+            resource_version: template.resource_version().into(),
+        },
+        propagate_deps: ps.propagate_deps.unwrap_or(false),
+        replica_requirements,
+        replicas,
+        placement: ps.placement.clone(),
+        scheduler_name: ps.scheduler_name.clone().unwrap_or_else(|| labels::DEFAULT_SCHEDULER.to_owned()),
+        failover: ps.failover.clone(),
+        conflict_resolution: ps.conflict_resolution.clone().unwrap_or_else(|| "Abort".to_owned()),
+        suspension: ps.suspension.clone(),
+        preserve_resources_on_deletion: ps.preserve_resources_on_deletion,
+        ..Default::default()
+    };
+    ResourceBinding {
+        api_version: BINDING_API_VERSION.into(),
+        kind: if namespaced { "ResourceBinding" } else { "ClusterResourceBinding" }.into(),
+        metadata: meta,
+        spec,
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::policy::{PropagationSpec, ResourceSelector};
+    use serde_json::json;
+
+    fn pp(ns: &str, name: &str, priority: Option<i32>, sel: ResourceSelector) -> PropagationPolicy {
+        PropagationPolicy {
+            api_version: "policy.karmada.io/v1alpha1".into(),
+            kind: "PropagationPolicy".into(),
+            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
+            spec: PropagationSpec { resource_selectors: vec![sel], priority, ..Default::default() },
+        }
+    }
+
+    fn deploy() -> Object {
+        Object(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","namespace":"default","labels":{"app":"nginx"}},
+            "spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"c","image":"nginx","resources":{"requests":{"cpu":"250m","memory":"64Mi"}}},{"name":"d","image":"x","resources":{"limits":{"cpu":"1"}}}]}}}}))
+    }
+
+    fn sel(name: &str, labels: bool) -> ResourceSelector {
+        ResourceSelector {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            name: name.into(),
+            label_selector: labels.then(|| flotilla_api::meta::LabelSelector {
+                match_labels: BTreeMap::from([("app".into(), "nginx".into())]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn explicit_priority_beats_implicit_and_name_breaks_ties() {
+        let t = deploy();
+        let pps = vec![pp("default", "b-all", None, sel("", false)), pp("default", "a-all", None, sel("", false))];
+        assert_eq!(claim(&t, &pps, &[]).unwrap().policy.metadata.name(), "a-all");
+        let pps = vec![pp("default", "all", None, sel("", false)), pp("default", "named", None, sel("nginx", false))];
+        assert_eq!(claim(&t, &pps, &[]).unwrap().policy.metadata.name(), "named");
+        let pps = vec![pp("default", "labels", Some(5), sel("", true)), pp("default", "named", None, sel("nginx", false))];
+        assert_eq!(claim(&t, &pps, &[]).unwrap().policy.metadata.name(), "labels");
+    }
+
+    #[test]
+    fn namespaced_policy_beats_any_cluster_policy_and_other_namespaces_do_not_match() {
+        let t = deploy();
+        let pps = vec![pp("other", "named", Some(100), sel("nginx", false))];
+        let cpps = vec![pp("", "cpp", Some(100), sel("nginx", false))];
+        let c = claim(&t, &pps, &cpps).unwrap();
+        assert_eq!((c.policy.metadata.name(), c.scope), ("cpp", PolicyScope::Cluster));
+        let pps = vec![pp("default", "low", Some(-5), sel("", false))];
+        assert_eq!(claim(&t, &pps, &cpps).unwrap().scope, PolicyScope::Namespaced);
+    }
+
+    #[test]
+    fn binding_carries_claim_labels_owner_and_interpreted_replicas() {
+        let t = deploy();
+        let pps = vec![pp("default", "nginx-propagation", None, sel("nginx", false))];
+        let rb = build_binding(&t, claim(&t, &pps, &[]).unwrap());
+        assert_eq!(rb.metadata.name(), "nginx-deployment");
+        assert_eq!(rb.kind, "ResourceBinding");
+        assert_eq!(rb.spec.replicas, 3);
+        assert_eq!(rb.metadata.annotations[labels::PP_NAME], "nginx-propagation");
+        assert!(rb.metadata.labels.contains_key(labels::PP_PERMANENT_ID));
+        let req = rb.spec.replica_requirements.unwrap();
+        assert_eq!(req.resource_request["cpu"].as_text(), "1250m");
+        assert_eq!(req.resource_request["memory"].as_text(), "64Mi");
+        assert_eq!(rb.spec.scheduler_name, "default-scheduler");
+    }
+
+    #[test]
+    fn job_replicas_are_parallelism_capped_by_completions_and_configmaps_have_none() {
+        let job = Object(json!({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"parallelism":5,"completions":2,"template":{"spec":{"containers":[]}}}}));
+        assert_eq!(interpret_replicas(&job), (2, None));
+        let cm = Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}));
+        assert_eq!(interpret_replicas(&cm), (0, None));
+        assert_eq!(binding_name("Deployment", "a:b"), "a.b-deployment");
+    }
+
+    #[test]
+    fn reserved_namespaces_and_karmada_groups_are_ignored() {
+        assert!(is_ignored(&Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"kube-system"}}))));
+        assert!(is_ignored(&Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"karmada-es-member1"}}))));
+        assert!(is_ignored(&Object(json!({"apiVersion":"work.karmada.io/v1alpha1","kind":"Work","metadata":{"name":"w"}}))));
+        assert!(!is_ignored(&deploy()));
+    }
+}

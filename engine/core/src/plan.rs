@@ -1,0 +1,278 @@
+//! Offline planning: templates + policies + clusters (+ existing bindings) → ResourceBindings and
+//! Works. The same pipeline the controllers run, as one pure function.
+
+use std::collections::BTreeMap;
+
+use flotilla_api::Object;
+use flotilla_api::cluster::Cluster;
+use flotilla_api::labels;
+use flotilla_api::meta::Condition;
+use flotilla_api::policy::{OverridePolicy, PropagationPolicy};
+use flotilla_api::work::{ResourceBinding, ResourceBindingStatus, Work};
+
+use crate::detector;
+use crate::framework::Profile;
+use crate::manifest::Document;
+use crate::overrides::OverridePolicies;
+use crate::render::{RenderError, render_works};
+use crate::scheduler::{self, FailureKind, SUCCESS_MESSAGE};
+use crate::time::format_rfc3339;
+use crate::validate::{FieldError, default_propagation_policy, validate_propagation_policy};
+
+/// Everything a plan reads.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    /// Resource templates.
+    pub templates: Vec<Object>,
+    /// PropagationPolicies.
+    pub propagation_policies: Vec<PropagationPolicy>,
+    /// ClusterPropagationPolicies.
+    pub cluster_propagation_policies: Vec<PropagationPolicy>,
+    /// OverridePolicies and ClusterOverridePolicies.
+    pub overrides: OverridePolicies,
+    /// Member clusters.
+    pub clusters: Vec<Cluster>,
+    /// Existing bindings (the current assignment), by `namespace/name`.
+    pub bindings: BTreeMap<String, ResourceBinding>,
+}
+
+impl Inventory {
+    /// Add parsed documents.
+    pub fn extend(&mut self, docs: Vec<Document>) {
+        for d in docs {
+            match d {
+                Document::Template(o) => self.templates.push(o),
+                Document::Propagation(p) if p.kind == "ClusterPropagationPolicy" => self.cluster_propagation_policies.push(p),
+                Document::Propagation(p) => self.propagation_policies.push(p),
+                Document::Override(o) if o.kind == "ClusterOverridePolicy" => self.overrides.cluster.push(o),
+                Document::Override(o) => self.overrides.namespaced.push(o),
+                Document::Cluster(c) => self.clusters.push(*c),
+                Document::Binding(b) => {
+                    let key = format!("{}/{}", b.metadata.namespace(), b.metadata.name());
+                    self.bindings.insert(key, *b);
+                }
+            }
+        }
+    }
+}
+
+/// A policy that failed admission.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {name}: {error}")]
+pub struct PolicyError {
+    /// Policy kind.
+    pub kind: String,
+    /// `namespace/name` or `name`.
+    pub name: String,
+    /// The invalid field.
+    pub error: FieldError,
+}
+
+/// Built-in Kubernetes kinds a selector may name, by apiVersion (templates in the input add theirs).
+pub const KNOWN_KINDS: &[(&str, &[&str])] = &[
+    ("v1", &["ConfigMap", "Secret", "Service", "ServiceAccount", "Namespace", "PersistentVolumeClaim", "PersistentVolume", "Pod", "Endpoints", "LimitRange", "ResourceQuota"]),
+    ("apps/v1", &["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"]),
+    ("batch/v1", &["Job", "CronJob"]),
+    ("networking.k8s.io/v1", &["Ingress", "IngressClass", "NetworkPolicy"]),
+    ("rbac.authorization.k8s.io/v1", &["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]),
+    ("autoscaling/v2", &["HorizontalPodAutoscaler"]),
+    ("policy/v1", &["PodDisruptionBudget"]),
+    ("storage.k8s.io/v1", &["StorageClass"]),
+    ("apiextensions.k8s.io/v1", &["CustomResourceDefinition"]),
+    ("scheduling.k8s.io/v1", &["PriorityClass"]),
+];
+
+fn known_kind(inv: &Inventory, api_version: &str, kind: &str) -> bool {
+    KNOWN_KINDS.iter().any(|(a, ks)| *a == api_version && ks.contains(&kind))
+        || inv.templates.iter().any(|t| t.api_version() == api_version && t.kind() == kind)
+}
+
+/// Default and validate every policy (Karmada's webhooks) and check that selectors name known
+/// kinds. Policies are defaulted in place.
+pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
+    let mut errors = Vec::new();
+    let known: Vec<(String, String, usize, String, String)> = Vec::new();
+    let _ = known;
+    for p in inv.propagation_policies.iter_mut().chain(inv.cluster_propagation_policies.iter_mut()) {
+        default_propagation_policy(p);
+    }
+    let check_kinds = |inv: &Inventory, kind: &str, name: String, sels: &[flotilla_api::policy::ResourceSelector], field: &str, out: &mut Vec<PolicyError>| {
+        for (i, s) in sels.iter().enumerate() {
+            if !s.api_version.is_empty() && !s.kind.is_empty() && !known_kind(inv, &s.api_version, &s.kind) {
+                let mut hint: Vec<&str> = KNOWN_KINDS.iter().filter(|(a, _)| *a == s.api_version).flat_map(|(_, k)| k.iter().copied()).collect();
+                hint.extend(inv.templates.iter().filter(|t| t.api_version() == s.api_version).map(Object::kind));
+                hint.sort_unstable();
+                hint.dedup();
+                let known = if hint.is_empty() { format!("no known kinds in {:?}", s.api_version) } else { format!("known kinds in {:?}: {}", s.api_version, hint.join(", ")) };
+                out.push(PolicyError {
+                    kind: kind.to_owned(),
+                    name: name.clone(),
+                    error: FieldError { field: format!("{field}[{i}].kind"), message: format!("unknown kind {:?} ({known})", s.kind) },
+                });
+            }
+        }
+    };
+    for p in inv.propagation_policies.iter().chain(inv.cluster_propagation_policies.iter()) {
+        let name = qualified(p.metadata.namespace(), p.metadata.name());
+        for e in validate_propagation_policy(p) {
+            errors.push(PolicyError { kind: p.kind.clone(), name: name.clone(), error: e });
+        }
+        check_kinds(inv, &p.kind, name, &p.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+    }
+    let ops: Vec<&OverridePolicy> = inv.overrides.cluster.iter().chain(inv.overrides.namespaced.iter()).collect();
+    for o in ops {
+        let name = qualified(o.metadata.namespace(), o.metadata.name());
+        for e in crate::overrides::validate(o) {
+            errors.push(PolicyError {
+                kind: o.kind.clone(),
+                name: name.clone(),
+                error: FieldError { field: e.field, message: e.message },
+            });
+        }
+        check_kinds(inv, &o.kind, name, &o.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+    }
+    errors
+}
+
+fn qualified(ns: &str, name: &str) -> String {
+    if ns.is_empty() { name.to_owned() } else { format!("{ns}/{name}") }
+}
+
+/// Plan options.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanOptions {
+    /// "Now", epoch seconds (timestamps, eviction deadlines).
+    pub now: i64,
+    /// Run the taint manager (NoExecute eviction) before scheduling.
+    pub taint_eviction: bool,
+    /// Scheduler options.
+    pub scheduler: scheduler::Options,
+}
+
+/// One planned binding and its Works.
+#[derive(Debug, Clone)]
+pub struct PlannedBinding {
+    /// The binding after detection, failover and scheduling.
+    pub binding: ResourceBinding,
+    /// Whether the scheduler ran (Karmada skips unchanged Divided bindings).
+    pub scheduled: bool,
+    /// Clusters evicted by the taint manager in this plan.
+    pub evicted: Vec<String>,
+    /// Faults of `Ignore` plugins.
+    pub ignored_faults: Vec<String>,
+    /// Works, or why a cluster's Work could not be rendered.
+    pub works: Vec<Result<Work, RenderError>>,
+}
+
+/// The plan.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Bindings in template order (kind, namespace, name).
+    pub bindings: Vec<PlannedBinding>,
+    /// Templates no policy matched, as `Kind namespace/name`.
+    pub unmatched: Vec<String>,
+}
+
+/// Run the whole pipeline. `profiles` are looked up by `spec.schedulerName`.
+pub fn plan(inv: &Inventory, profiles: &[Profile], options: PlanOptions) -> Plan {
+    let mut out = Plan::default();
+    let mut templates: Vec<&Object> = inv.templates.iter().filter(|t| !detector::is_ignored(t)).collect();
+    templates.sort_by(|a, b| (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name())));
+    let cluster_map: BTreeMap<&str, &Cluster> = inv.clusters.iter().map(|c| (c.name(), c)).collect();
+    let now = format_rfc3339(options.now);
+
+    for t in templates {
+        let Some(claim) = detector::claim(t, &inv.propagation_policies, &inv.cluster_propagation_policies) else {
+            out.unmatched.push(format!("{} {}", t.kind(), qualified(t.namespace(), t.name())));
+            continue;
+        };
+        let mut rb = detector::build_binding(t, claim);
+        let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
+        let mut generation = 1;
+        if let Some(prev) = inv.bindings.get(&key) {
+            rb.spec.clusters = prev.spec.clusters.clone();
+            rb.spec.graceful_eviction_tasks = prev.spec.graceful_eviction_tasks.clone();
+            rb.spec.reschedule_triggered_at = prev.spec.reschedule_triggered_at.clone();
+            rb.status = prev.status.clone();
+            rb.metadata.uid = prev.metadata.uid.clone();
+            for (k, v) in &prev.metadata.annotations {
+                rb.metadata.annotations.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            for (k, v) in &prev.metadata.labels {
+                rb.metadata.labels.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            let prev_gen = prev.metadata.generation.unwrap_or(1);
+            generation = if prev.spec == rb.spec { prev_gen } else { prev_gen + 1 };
+        }
+
+        let mut evicted = Vec::new();
+        if options.taint_eviction {
+            evicted = crate::failover::evict_tainted(&mut rb, &inv.clusters, options.now).0;
+            if !evicted.is_empty() && inv.bindings.contains_key(&key) {
+                generation += 1;
+            }
+        }
+        crate::failover::assess_eviction_tasks(&mut rb, options.now);
+        rb.metadata.generation = Some(generation);
+
+        let needs = scheduler::needs_scheduling(&rb, &cluster_map);
+        let mut ignored_faults = Vec::new();
+        let mut status = rb.status.take().unwrap_or_default();
+        if needs {
+            match profiles.iter().find(|p| p.name == rb.spec.scheduler_name) {
+                None => set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation),
+                Some(profile) => {
+                    let res = scheduler::schedule(profile, &rb.spec, &status, &inv.clusters, options.scheduler, None);
+                    if let Some(c) = res.clusters_to_write() {
+                        rb.spec.clusters = c;
+                        let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();
+                        rb.metadata.annotations.insert(labels::APPLIED_PLACEMENT.to_owned(), placement);
+                    }
+                    status.scheduler_observing_affinity_name = res.observed_affinity_name.clone();
+                    match &res.outcome {
+                        Ok(_) => {
+                            set_scheduled(&mut status, true, "Success", SUCCESS_MESSAGE, &now, generation);
+                            status.last_scheduled_time = Some(now.clone());
+                        }
+                        Err(f) => set_scheduled(&mut status, false, f.kind.reason(), &f.message, &now, generation),
+                    }
+                    ignored_faults = res.ignored_faults;
+                }
+            }
+        }
+        status.scheduler_observed_generation = generation;
+        rb.status = Some(status);
+
+        let profile = profiles.iter().find(|p| p.name == rb.spec.scheduler_name).or_else(|| profiles.first());
+        let works = match profile {
+            Some(p) => render_works(&rb, t, &cluster_map, &inv.overrides, p),
+            None => Vec::new(),
+        };
+        out.bindings.push(PlannedBinding { binding: rb, scheduled: needs, evicted, ignored_faults, works });
+    }
+    out
+}
+
+fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
+    let cond = Condition {
+        type_: "Scheduled".into(),
+        status: if ok { "True" } else { "False" }.into(),
+        observed_generation: Some(generation),
+        last_transition_time: Some(now.to_owned()),
+        reason: reason.into(),
+        message: message.into(),
+    };
+    match status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
+        Some(c) => {
+            if c.status == cond.status {
+                // Keep the transition time when the status did not flip.
+                let t = c.last_transition_time.clone();
+                *c = cond;
+                c.last_transition_time = t;
+            } else {
+                *c = cond;
+            }
+        }
+        None => status.conditions.push(cond),
+    }
+}
