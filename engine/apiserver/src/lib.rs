@@ -1,0 +1,198 @@
+//! Flotilla's embedded Kubernetes-compatible API server.
+//!
+//! `kubectl apply -f deployment.yaml -f propagationpolicy.yaml` works against the `flotilla`
+//! binary itself: no etcd, no kube-apiserver. Start with [`start`] (what `flotilla up` runs) or,
+//! in tests, build an [`ApiServer`] over a [`Store`] and plug [`ApiServer::router`] into
+//! `kube::Client::new` with no socket at all.
+//!
+//! **Store.** [`Store`] is an MVCC revision log on redb (kine's design): one global revision
+//! counter that is every object's `resourceVersion`, a log of changes that watches replay from,
+//! and compaction with a retained window. Writes are group-committed and acknowledged only
+//! after the commit is fsync'd.
+//!
+//! **API.** Objects of every kind are stored unstructured (JSON). The [`registry`] lists the
+//! served kinds: the built-in kinds Karmada uses as templates and the Karmada groups. The
+//! server implements discovery, a minimal OpenAPI v3, CRUD, list with selectors and paging,
+//! watch (resume, bookmarks, in-stream 410), the status subresource, JSON/merge/strategic merge
+//! patch and server-side apply with field managers and conflicts.
+//!
+//! **Logical clusters.** A path prefix `/clusters/<name>/` selects a separate keyspace, so
+//! simulated member clusters share one process and one store.
+//!
+//! **Security.** [`tls::Credentials`] generates a CA, a server certificate and a bearer token;
+//! anonymous access is opt-in and only ever served on loopback.
+
+pub mod apply;
+pub mod discovery;
+pub mod error;
+pub mod registry;
+pub mod selector;
+pub mod server;
+pub mod smp;
+pub mod store;
+mod time;
+pub mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::ApiError;
+pub use server::{ApiServer, ServerOptions};
+pub use store::{Store, StoreError};
+
+/// A failure to start the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The store could not be opened.
+    #[error("opening the store")]
+    Store(#[from] StoreError),
+    /// Credentials could not be loaded or generated.
+    #[error("preparing TLS credentials")]
+    Tls(#[from] tls::TlsError),
+    /// The listener could not be bound.
+    #[error("binding {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Anonymous access was requested on a non-loopback address.
+    #[error("anonymous access is only allowed on a loopback address, not {addr}")]
+    AnonymousNotLoopback {
+        /// The address.
+        addr: SocketAddr,
+    },
+}
+
+/// How to start the server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the store and credentials live.
+    pub data_dir: PathBuf,
+    /// The address to listen on (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// Serve HTTPS with generated credentials and require the bearer token.
+    pub tls: bool,
+    /// Also accept requests without a token (loopback only).
+    pub anonymous: bool,
+    /// Revisions kept in the log for watch resumption.
+    pub retain_revisions: u64,
+    /// How often compaction runs.
+    pub compact_interval: Duration,
+    /// How often watches get a BOOKMARK.
+    pub bookmark_interval: Duration,
+}
+
+impl Config {
+    /// Defaults: TLS on loopback, random port, 100k revisions retained.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Config {
+            data_dir: data_dir.into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: true,
+            anonymous: false,
+            retain_revisions: 100_000,
+            compact_interval: Duration::from_secs(60),
+            bookmark_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A started server.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// `https://..` or `http://..`.
+    pub url: String,
+    /// A kubeconfig for this server.
+    pub kubeconfig: String,
+    /// The server state.
+    pub server: Arc<ApiServer>,
+    /// The serving task; it ends when the shutdown future passed to [`start`] resolves.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Open the store, bind, and serve until `shutdown` resolves.
+///
+/// # Errors
+/// Fails when the store, the credentials or the listener cannot be set up.
+pub async fn start(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<Running, StartError> {
+    if config.anonymous && !config.addr.ip().is_loopback() {
+        return Err(StartError::AnonymousNotLoopback { addr: config.addr });
+    }
+    let store = Store::open(&config.data_dir.join("store"))?;
+    let creds = if config.tls { Some(tls::Credentials::load_or_create(&config.data_dir.join("pki"))?) } else { None };
+    let options = ServerOptions {
+        token: creds.as_ref().map(|c| c.token.clone()),
+        anonymous: config.anonymous || creds.is_none(),
+        bookmark_interval: config.bookmark_interval,
+    };
+    let server = ApiServer::new(store.clone(), options);
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| StartError::Bind { addr: config.addr, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.addr, source })?;
+    let host = if addr.is_ipv6() { format!("[{}]", addr.ip()) } else { addr.ip().to_string() };
+    let url = format!("{}://{host}:{}", if creds.is_some() { "https" } else { "http" }, addr.port());
+    let kubeconfig = tls::kubeconfig(&url, creds.as_ref().map(|c| c.ca_pem.as_str()), creds.as_ref().map(|c| c.token.as_str()));
+    let router = server.router();
+    let tls_config = match &creds {
+        Some(c) => Some(c.server_config()?),
+        None => None,
+    };
+    let retain = config.retain_revisions;
+    let interval = config.compact_interval;
+    let compactor = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let _ = store.compact(retain).await;
+        }
+    });
+    let task = tokio::spawn(async move {
+        serve(listener, router, tls_config, shutdown).await;
+        compactor.abort();
+    });
+    Ok(Running { addr, url, kubeconfig, server, task })
+}
+
+/// Serve `router` on `listener` (TLS when `tls` is set) until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let Some(tls) = tls else {
+        let _ = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok(s) => s,
+                Err(_) => continue,
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        tokio::spawn(async move {
+            let Ok(tls_stream) = acceptor.accept(stream).await else { return };
+            let io = hyper_util::rt::TokioIo::new(tls_stream);
+            let service = hyper_util::service::TowerToHyperService::new(router);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        });
+    }
+}

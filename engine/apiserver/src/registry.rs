@@ -1,0 +1,143 @@
+//! The resource registry: which group/version/resources the server serves, and how.
+
+/// One served resource type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// API group (`""` for core).
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Plural resource name (URL segment).
+    pub plural: &'static str,
+    /// Singular resource name.
+    pub singular: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Whether `/status` is a subresource (the main resource then ignores `.status`).
+    pub has_status: bool,
+    /// Short names (`deploy`).
+    pub short_names: &'static [&'static str],
+    /// Categories (`all`).
+    pub categories: &'static [&'static str],
+    /// Whether strategic merge patch applies (built-in Kubernetes kinds only).
+    pub strategic: bool,
+}
+
+impl Resource {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_owned() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// `plural.group`, as used in error messages (`deployments.apps`).
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() { self.plural.to_owned() } else { format!("{}.{}", self.plural, self.group) }
+    }
+
+    /// The key segment naming the group (`core` for the core group).
+    pub fn group_key(&self) -> &'static str {
+        if self.group.is_empty() { "core" } else { self.group }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn r(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+    has_status: bool,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    strategic: bool,
+) -> Resource {
+    Resource { group, version, kind, plural, singular, namespaced, has_status, short_names, categories, strategic }
+}
+
+const ALL: &[&str] = &["all"];
+const NONE: &[&str] = &[];
+const KARMADA: &[&str] = &["karmada-io"];
+
+/// Every resource the server serves, in discovery order.
+pub static RESOURCES: &[Resource] = &[
+    r("", "v1", "Namespace", "namespaces", "namespace", false, true, &["ns"], NONE, true),
+    r("", "v1", "ConfigMap", "configmaps", "configmap", true, false, &["cm"], NONE, true),
+    r("", "v1", "Secret", "secrets", "secret", true, false, NONE, NONE, true),
+    r("", "v1", "Service", "services", "service", true, true, &["svc"], ALL, true),
+    r("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true, false, &["sa"], NONE, true),
+    r("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, true, &["pvc"], NONE, true),
+    r("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false, true, &["pv"], NONE, true),
+    r("", "v1", "Pod", "pods", "pod", true, true, &["po"], ALL, true),
+    r("", "v1", "Node", "nodes", "node", false, true, &["no"], NONE, true),
+    r("", "v1", "Event", "events", "event", true, false, &["ev"], NONE, true),
+    r("", "v1", "Endpoints", "endpoints", "endpoints", true, false, &["ep"], NONE, true),
+    r("", "v1", "LimitRange", "limitranges", "limitrange", true, false, &["limits"], NONE, true),
+    r("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", true, true, &["quota"], NONE, true),
+    r("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", true, true, &["rc"], ALL, true),
+    r("apps", "v1", "Deployment", "deployments", "deployment", true, true, &["deploy"], ALL, true),
+    r("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, true, &["sts"], ALL, true),
+    r("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, true, &["rs"], ALL, true),
+    r("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, true, &["ds"], ALL, true),
+    r("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", true, false, NONE, NONE, true),
+    r("batch", "v1", "Job", "jobs", "job", true, true, NONE, ALL, true),
+    r("batch", "v1", "CronJob", "cronjobs", "cronjob", true, true, &["cj"], ALL, true),
+    r("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler", true, true, &["hpa"], ALL, true),
+    r("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", true, true, &["ing"], NONE, true),
+    r("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "networkpolicy", true, false, &["netpol"], NONE, true),
+    r("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, true, &["pdb"], NONE, true),
+    r("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true, false, NONE, NONE, true),
+    r("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", true, false, NONE, NONE, true),
+    r("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", false, false, NONE, NONE, true),
+    r("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", false, false, NONE, NONE, true),
+    r("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, false, NONE, NONE, true),
+    r("events.k8s.io", "v1", "Event", "events", "event", true, false, &["ev"], NONE, true),
+    r("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, false, &["sc"], NONE, true),
+    r("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, true, &["crd", "crds"], NONE, false),
+    r("policy.karmada.io", "v1alpha1", "PropagationPolicy", "propagationpolicies", "propagationpolicy", true, false, &["pp"], KARMADA, false),
+    r("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy", "clusterpropagationpolicies", "clusterpropagationpolicy", false, false, &["cpp"], KARMADA, false),
+    r("policy.karmada.io", "v1alpha1", "OverridePolicy", "overridepolicies", "overridepolicy", true, false, &["op"], KARMADA, false),
+    r("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy", "clusteroverridepolicies", "clusteroverridepolicy", false, false, &["cop"], KARMADA, false),
+    r("work.karmada.io", "v1alpha2", "ResourceBinding", "resourcebindings", "resourcebinding", true, true, &["rb"], KARMADA, false),
+    r("work.karmada.io", "v1alpha2", "ClusterResourceBinding", "clusterresourcebindings", "clusterresourcebinding", false, true, &["crb"], KARMADA, false),
+    r("work.karmada.io", "v1alpha1", "Work", "works", "work", true, true, NONE, KARMADA, false),
+    r("cluster.karmada.io", "v1alpha1", "Cluster", "clusters", "cluster", false, true, NONE, KARMADA, false),
+];
+
+/// Find a resource by group, version and plural.
+pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// Find a resource by apiVersion and kind.
+pub fn lookup_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+}
+
+/// The served groups, each with its versions, in discovery order.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for res in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == res.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&res.version) {
+                    versions.push(res.version);
+                }
+            }
+            None => out.push((res.group, vec![res.version])),
+        }
+    }
+    // Karmada's work group serves v1alpha2 (bindings) and v1alpha1 (works); prefer v1alpha2.
+    for (_, versions) in &mut out {
+        versions.sort_by(|a, b| b.cmp(a));
+    }
+    out
+}
+
+/// The resources of one group version.
+pub fn resources_of<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static Resource> + use<'a> {
+    RESOURCES.iter().filter(move |r| r.group == group && r.version == version)
+}

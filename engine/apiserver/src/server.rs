@@ -1,0 +1,1126 @@
+//! The request pipeline: path parsing, CRUD, patch, apply, delete and watch over the store.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::apply::{self, ApplyRequest};
+use crate::discovery;
+use crate::error::ApiError;
+use crate::registry::{self, Resource};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::smp;
+use crate::store::{EventKind, Op, Precondition, Store, StoreError, WatchEnd};
+use crate::time::now_rfc3339;
+
+/// The root logical cluster's key segment.
+const ROOT_CLUSTER: &str = "@";
+/// Namespaces every logical cluster starts with.
+const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+/// The largest request body accepted.
+const MAX_BODY: usize = 8 * 1024 * 1024;
+/// Retries of a read-modify-write that lost a race with another writer.
+const MAX_RETRIES: usize = 16;
+
+/// Tunables of the API layer.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Bearer token required on every request (`None`: no token configured).
+    pub token: Option<String>,
+    /// Accept requests without a token.
+    pub anonymous: bool,
+    /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions { token: None, anonymous: true, bookmark_interval: Duration::from_secs(30) }
+    }
+}
+
+/// The API server state: the store plus per-logical-cluster bookkeeping.
+#[derive(Debug)]
+pub struct ApiServer {
+    store: Store,
+    options: ServerOptions,
+    ready_clusters: Mutex<HashSet<String>>,
+}
+
+/// Where a request is going.
+#[derive(Debug)]
+struct Target {
+    cluster: String,
+    res: &'static Resource,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+/// Query parameters, percent-decoded.
+#[derive(Debug, Default)]
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(q: Option<&str>) -> Self {
+        let mut out = Vec::new();
+        for pair in q.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            out.push((decode(k), decode(v)));
+        }
+        Query(out)
+    }
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.as_str())
+    }
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true" | "1"))
+    }
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn store_err(e: StoreError) -> ApiError {
+    ApiError::internal(format!("storage error: {e}"))
+}
+
+fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str)
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => unreachable!("invariant: metadata was just set to an object"),
+    }
+}
+
+fn rv_of(obj: &Value) -> u64 {
+    meta_str(obj, "resourceVersion").and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// Go `omitempty` normalization of the fields clients compare (see research note §8.3).
+fn normalize(obj: &mut Value) {
+    if let Some(map) = obj.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+    }
+    let m = meta_mut(obj);
+    for f in ["finalizers", "ownerReferences", "labels", "annotations", "managedFields"] {
+        let empty = match m.get(f) {
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            m.remove(f);
+        }
+    }
+    m.retain(|_, v| !v.is_null());
+}
+
+/// The object with everything but spec-like content removed, for generation bumps.
+fn spec_part(obj: &Value, has_status: bool) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        if has_status {
+            m.remove("status");
+        }
+    }
+    v
+}
+
+/// Comparable form for the no-op rule: managedFields timestamps do not count.
+fn comparable(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(Value::Array(entries)) = v.pointer_mut("/metadata/managedFields") {
+        for e in entries {
+            if let Some(m) = e.as_object_mut() {
+                m.remove("time");
+            }
+        }
+    }
+    v
+}
+
+fn random_suffix(n: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    bytes.iter().take(n).map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char).collect()
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+fn wants(headers: &HeaderMap, what: &str) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| {
+        // Honour `as=` only when it is the first (preferred) media type.
+        a.split(',').next().is_some_and(|first| first.contains(&format!("as={what}")))
+    })
+}
+
+fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
+/// Continue tokens: base64 of `{"rv": .., "start": key}`.
+fn encode_continue(rv: u64, key: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(json!({"rv": rv, "start": key}).to_string())
+}
+
+fn decode_continue(token: &str) -> Result<String, ApiError> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .map_err(|_| ApiError::bad_request("continue key is not valid"))?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| ApiError::bad_request("continue key is not valid"))?;
+    v.get("start").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| ApiError::bad_request("continue key is not valid"))
+}
+
+impl ApiServer {
+    /// A server over `store`.
+    pub fn new(store: Store, options: ServerOptions) -> Arc<Self> {
+        Arc::new(ApiServer { store, options, ready_clusters: Mutex::new(HashSet::new()) })
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// An axum router serving the Kubernetes API (every path goes through one dispatcher).
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        let state = Arc::clone(self);
+        axum::Router::new().fallback(move |req: Request<Body>| {
+            let state = Arc::clone(&state);
+            async move { state.dispatch(req).await }
+        })
+    }
+
+    async fn dispatch(self: Arc<Self>, req: Request<Body>) -> Response {
+        if let Err(e) = self.authenticate(req.headers()) {
+            return e.into_response();
+        }
+        match self.route(req).await {
+            Ok(resp) => resp,
+            Err(e) => e.into_response(),
+        }
+    }
+
+    fn authenticate(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match (presented, &self.options.token) {
+            (Some(p), Some(t)) if constant_time_eq(p.as_bytes(), t.as_bytes()) => Ok(()),
+            (None, _) if self.options.anonymous => Ok(()),
+            _ => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+        }
+    }
+
+    async fn route(&self, req: Request<Body>) -> Result<Response, ApiError> {
+        let (parts, body) = req.into_parts();
+        let path = parts.uri.path().to_owned();
+        let query = Query::parse(parts.uri.query());
+        let mut segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let mut cluster = ROOT_CLUSTER.to_owned();
+        if segs.first() == Some(&"clusters") && segs.len() >= 2 {
+            let name = segs[1];
+            if !is_dns_subdomain(name) {
+                return Err(ApiError::bad_request(format!("invalid logical cluster name {name:?}")));
+            }
+            cluster = name.to_owned();
+            segs.drain(..2);
+        }
+        let get = parts.method == Method::GET;
+        match segs.as_slice() {
+            ["version"] if get => return Ok(json_response(StatusCode::OK, &discovery::version())),
+            ["healthz" | "livez" | "readyz", ..] if get => {
+                return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
+            }
+            ["api"] if get => return Ok(json_response(StatusCode::OK, &discovery::core_versions())),
+            ["apis"] if get => return Ok(json_response(StatusCode::OK, &discovery::group_list())),
+            ["api", v] if get => {
+                return discovery::resource_list("", v)
+                    .map(|d| json_response(StatusCode::OK, &d))
+                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+            }
+            ["apis", g] if get => {
+                return discovery::group(g)
+                    .map(|d| json_response(StatusCode::OK, &d))
+                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+            }
+            ["apis", g, v] if get => {
+                return discovery::resource_list(g, v)
+                    .map(|d| json_response(StatusCode::OK, &d))
+                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+            }
+            ["openapi", "v2"] if get => {
+                return Ok((
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")],
+                    discovery::openapi_v2_protobuf(),
+                )
+                    .into_response());
+            }
+            ["openapi", "v3"] if get => return Ok(json_response(StatusCode::OK, &discovery::openapi_index())),
+            ["openapi", "v3", rest @ ..] if get => {
+                return discovery::openapi_doc(&rest.join("/"))
+                    .map(|d| json_response(StatusCode::OK, &d))
+                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+            }
+            _ => {}
+        }
+        let target = parse_target(&cluster, &segs)?;
+        self.ensure_cluster(&cluster).await?;
+        let body = axum::body::to_bytes(body, MAX_BODY)
+            .await
+            .map_err(|_| ApiError::new(413, "RequestEntityTooLarge", "request entity too large"))?;
+        let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_owned();
+        let headers = parts.headers;
+        match (parts.method, &target.name) {
+            (Method::GET, None) if query.flag("watch") => self.watch(&target, &query, &headers).await,
+            (Method::GET, None) => self.list(&target, &query, &headers),
+            (Method::GET, Some(name)) if query.flag("watch") => {
+                // Legacy single-object watch: a watch with a name field selector.
+                let mut q = query;
+                q.0.push(("fieldSelector".into(), format!("metadata.name={name}")));
+                let t = Target { name: None, ..target };
+                self.watch(&t, &q, &headers).await
+            }
+            (Method::GET, Some(_)) => self.get(&target, &headers),
+            (Method::POST, None) => self.create(&target, &query, &body, &ct, &headers).await,
+            (Method::PUT, Some(_)) => self.update(&target, &query, &body, &ct, &headers).await,
+            (Method::PATCH, Some(_)) => self.patch(&target, &query, &body, &ct, &headers).await,
+            (Method::DELETE, Some(_)) => self.delete(&target, &query, &body, &headers).await,
+            (Method::DELETE, None) => self.delete_collection(&target, &query).await,
+            _ => Err(ApiError::method_not_allowed()),
+        }
+    }
+
+    async fn ensure_cluster(&self, cluster: &str) -> Result<(), ApiError> {
+        if self.ready_clusters.lock().map(|s| s.contains(cluster)).unwrap_or(false) {
+            return Ok(());
+        }
+        for ns in BOOTSTRAP_NAMESPACES {
+            let key = format!("/{cluster}/core/namespaces/{ns}");
+            if self.store.get(&key).map_err(store_err)?.is_some() {
+                continue;
+            }
+            let obj = json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339(),
+                             "labels": {"kubernetes.io/metadata.name": ns}},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            });
+            match self.store.write(key, Op::Put(obj), Precondition::Absent).await {
+                Ok(_) | Err(StoreError::Conflict { .. }) => {}
+                Err(e) => return Err(store_err(e)),
+            }
+        }
+        if let Ok(mut s) = self.ready_clusters.lock() {
+            s.insert(cluster.to_owned());
+        }
+        Ok(())
+    }
+
+    fn key(t: &Target, name: &str) -> String {
+        match &t.namespace {
+            Some(ns) if t.res.namespaced => format!("/{}/{}/{}/{ns}/{name}", t.cluster, t.res.group_key(), t.res.plural),
+            _ => format!("/{}/{}/{}/{name}", t.cluster, t.res.group_key(), t.res.plural),
+        }
+    }
+
+    fn prefix(t: &Target) -> String {
+        match &t.namespace {
+            Some(ns) if t.res.namespaced => format!("/{}/{}/{}/{ns}/", t.cluster, t.res.group_key(), t.res.plural),
+            _ => format!("/{}/{}/{}/", t.cluster, t.res.group_key(), t.res.plural),
+        }
+    }
+
+    fn load(&self, t: &Target, name: &str) -> Result<Value, ApiError> {
+        match self.store.get(&Self::key(t, name)).map_err(store_err)? {
+            Some((_, obj)) => Ok(obj),
+            None => Err(ApiError::not_found(&t.res.qualified(), name)),
+        }
+    }
+
+    fn render(obj: &Value, headers: &HeaderMap) -> Value {
+        if wants(headers, "PartialObjectMetadata") { partial_metadata(obj) } else { obj.clone() }
+    }
+
+    fn get(&self, t: &Target, headers: &HeaderMap) -> Result<Response, ApiError> {
+        check_sub(t)?;
+        let name = t.name.as_deref().unwrap_or_default();
+        let obj = self.load(t, name)?;
+        Ok(json_response(StatusCode::OK, &Self::render(&obj, headers)))
+    }
+
+    fn list(&self, t: &Target, q: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
+        let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
+        let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+        let start = match q.get("continue").filter(|c| !c.is_empty()) {
+            Some(c) => Some(decode_continue(c)?),
+            None => None,
+        };
+        let prefix = Self::prefix(t);
+        let page = self.store.list(&prefix, start.as_deref(), limit).map_err(store_err)?;
+        let partial = wants(headers, "PartialObjectMetadataList");
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+            .map(|(_, o)| if partial { partial_metadata(o) } else { (**o).clone() })
+            .collect();
+        let mut list_meta = json!({"resourceVersion": page.rev.to_string()});
+        if let Some(after) = &page.more_after {
+            list_meta["continue"] = json!(encode_continue(page.rev, after));
+        }
+        let (kind, api_version) = if partial {
+            ("PartialObjectMetadataList".to_owned(), "meta.k8s.io/v1".to_owned())
+        } else {
+            (format!("{}List", t.res.kind), t.res.api_version())
+        };
+        Ok(json_response(
+            StatusCode::OK,
+            &json!({"kind": kind, "apiVersion": api_version, "metadata": list_meta, "items": items}),
+        ))
+    }
+
+    fn decode_body(body: &Bytes, ct: &str) -> Result<Value, ApiError> {
+        if ct.contains("protobuf") {
+            return Err(ApiError::unsupported_media(ct));
+        }
+        if body.is_empty() {
+            return Err(ApiError::bad_request("the request body is empty"));
+        }
+        match serde_json::from_slice(body) {
+            Ok(v) => Ok(v),
+            Err(json_err) => serde_yaml::from_slice(body)
+                .map_err(|_| ApiError::bad_request(format!("the body of the request could not be decoded: {json_err}"))),
+        }
+    }
+
+    /// Check kind/apiVersion/namespace of a body against the request target, filling gaps.
+    fn check_body(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the object must be a JSON object"));
+        }
+        let api_version = t.res.api_version();
+        match obj.get("apiVersion").and_then(Value::as_str) {
+            Some(av) if av != api_version => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({api_version})"
+                )));
+            }
+            _ => obj["apiVersion"] = json!(api_version),
+        }
+        match obj.get("kind").and_then(Value::as_str) {
+            Some(k) if k != t.res.kind => {
+                return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", t.res.kind)));
+            }
+            _ => obj["kind"] = json!(t.res.kind),
+        }
+        let m = meta_mut(obj);
+        if t.res.namespaced {
+            let url_ns = t.namespace.clone().unwrap_or_default();
+            match m.get("namespace").and_then(Value::as_str) {
+                Some(ns) if !ns.is_empty() && ns != url_ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {
+                    m.insert("namespace".into(), json!(url_ns));
+                }
+            }
+        } else {
+            m.remove("namespace");
+        }
+        Ok(())
+    }
+
+    async fn namespace_exists(&self, t: &Target) -> Result<(), ApiError> {
+        if !t.res.namespaced {
+            return Ok(());
+        }
+        let ns = t.namespace.as_deref().unwrap_or_default();
+        let key = format!("/{}/core/namespaces/{ns}", t.cluster);
+        match self.store.get(&key).map_err(store_err)? {
+            Some((_, obj)) if obj.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!("unable to create new content in namespace {ns} because it is being terminated"),
+            )),
+            Some(_) => Ok(()),
+            None => Err(ApiError::not_found("namespaces", ns)),
+        }
+    }
+
+    fn validate_name(t: &Target, name: &str) -> Result<(), ApiError> {
+        if !is_dns_subdomain(name) {
+            return Err(ApiError::invalid(format!(
+                "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                t.res.kind
+            ))
+            .with_details(json!({"name": name, "kind": t.res.kind, "causes": [{"reason": "FieldValueInvalid", "field": "metadata.name", "message": "Invalid value"}]})));
+        }
+        Ok(())
+    }
+
+    /// Server-set fields on create.
+    fn prepare_create(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
+        if obj.pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(ApiError::invalid("metadata.deletionTimestamp: may not be set on create"));
+        }
+        if t.res.has_status && t.res.kind != "Namespace" {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        if t.res.kind == "Namespace" {
+            let name = meta_str(obj, "name").unwrap_or_default().to_owned();
+            obj["status"] = json!({"phase": "Active"});
+            let labels = meta_mut(obj).entry("labels").or_insert_with(|| json!({}));
+            if let Some(l) = labels.as_object_mut() {
+                l.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+        }
+        let m = meta_mut(obj);
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        m.insert("generation".into(), json!(1));
+        m.remove("resourceVersion");
+        m.remove("selfLink");
+        m.remove("deletionGracePeriodSeconds");
+        normalize(obj);
+        Ok(())
+    }
+
+    async fn create(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+        if t.sub.is_some() {
+            return Err(ApiError::method_not_allowed());
+        }
+        if t.res.namespaced && t.namespace.is_none() {
+            return Err(ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+        }
+        let mut obj = Self::decode_body(body, ct)?;
+        Self::check_body(t, &mut obj)?;
+        self.namespace_exists(t).await?;
+        let generate = meta_str(&obj, "generateName").map(str::to_owned);
+        let explicit = meta_str(&obj, "name").filter(|n| !n.is_empty()).map(str::to_owned);
+        Self::prepare_create(t, &mut obj)?;
+        let dry_run = q.get("dryRun") == Some("All");
+        for _ in 0..8 {
+            let name = match (&explicit, &generate) {
+                (Some(n), _) => n.clone(),
+                (None, Some(g)) => format!("{g}{}", random_suffix(5)),
+                (None, None) => {
+                    return Err(ApiError::invalid("metadata.name: Required value: name or generateName is required"));
+                }
+            };
+            Self::validate_name(t, &name)?;
+            meta_mut(&mut obj).insert("name".into(), json!(name));
+            if dry_run {
+                if self.store.get(&Self::key(t, &name)).map_err(store_err)?.is_some() {
+                    return Err(ApiError::already_exists(&t.res.qualified(), &name));
+                }
+                return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));
+            }
+            match self.store.write(Self::key(t, &name), Op::Put(obj.clone()), Precondition::Absent).await {
+                Ok(c) => return Ok(json_response(StatusCode::CREATED, &Self::render(&c.object, headers))),
+                Err(StoreError::Conflict { .. }) if explicit.is_none() => continue,
+                Err(StoreError::Conflict { .. }) => return Err(ApiError::already_exists(&t.res.qualified(), &name)),
+                Err(e) => return Err(store_err(e)),
+            }
+        }
+        Err(ApiError::new(504, "Timeout", "could not generate a unique name"))
+    }
+
+    /// Merge a proposed object into the stored one following the update rules, then write it.
+    /// Returns the stored object (unchanged on a no-op).
+    async fn commit_update(&self, t: &Target, old: &Value, mut new: Value, dry_run: bool) -> Result<(Value, bool), ApiError> {
+        let name = t.name.as_deref().unwrap_or_default();
+        let status_sub = t.sub.as_deref() == Some("status");
+        if status_sub {
+            // Only .status changes through the status subresource.
+            let mut merged = old.clone();
+            match new.get("status") {
+                Some(s) => merged["status"] = s.clone(),
+                None => {
+                    if let Some(m) = merged.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if let Some(mf) = new.pointer("/metadata/managedFields") {
+                meta_mut(&mut merged).insert("managedFields".into(), mf.clone());
+            }
+            new = merged;
+        } else if t.res.has_status {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        // Immutable and server-owned metadata.
+        let old_meta = meta(old).cloned().unwrap_or_default();
+        {
+            let m = meta_mut(&mut new);
+            for f in ["uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+                match old_meta.get(f) {
+                    Some(v) => m.insert(f.into(), v.clone()),
+                    None => m.remove(f),
+                };
+            }
+            m.insert("resourceVersion".into(), old_meta.get("resourceVersion").cloned().unwrap_or(Value::Null));
+            if !m.contains_key("managedFields") {
+                if let Some(mf) = old_meta.get("managedFields") {
+                    m.insert("managedFields".into(), mf.clone());
+                }
+            }
+        }
+        if t.res.kind == "Namespace" {
+            new["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
+        }
+        normalize(&mut new);
+        if spec_part(old, t.res.has_status) != spec_part(&new, t.res.has_status) {
+            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+        }
+        let terminating = old_meta.contains_key("deletionTimestamp");
+        let fins = |o: &Value| -> Vec<Value> {
+            o.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default()
+        };
+        if terminating {
+            let before = fins(old);
+            if fins(&new).iter().any(|f| !before.contains(f)) {
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("{} \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted", t.res.kind),
+                ));
+            }
+        }
+        if comparable(&new) == comparable(old) {
+            return Ok((old.clone(), false));
+        }
+        if dry_run {
+            return Ok((new, true));
+        }
+        let key = Self::key(t, name);
+        let pre = Precondition::ModRev(rv_of(old));
+        let op = if terminating && fins(&new).is_empty() { Op::Delete } else { Op::Put(new) };
+        match self.store.write(key, op, pre).await {
+            Ok(c) => Ok(((*c.object).clone(), true)),
+            Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&t.res.qualified(), name)),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    async fn update(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+        check_sub(t)?;
+        let name = t.name.clone().unwrap_or_default();
+        let mut obj = Self::decode_body(body, ct)?;
+        Self::check_body(t, &mut obj)?;
+        match meta_str(&obj, "name") {
+            Some(n) if n != name => {
+                return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+            }
+            _ => {
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+            }
+        }
+        let wanted_rv = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_owned);
+        let dry_run = q.get("dryRun") == Some("All");
+        for _ in 0..MAX_RETRIES {
+            let old = self.load(t, &name)?;
+            if let Some(rv) = &wanted_rv {
+                if meta_str(&old, "resourceVersion") != Some(rv.as_str()) {
+                    return Err(ApiError::conflict(&t.res.qualified(), &name));
+                }
+            }
+            match self.commit_update(t, &old, obj.clone(), dry_run).await {
+                Ok((stored, _)) => return Ok(json_response(StatusCode::OK, &Self::render(&stored, headers))),
+                Err(e) if e.reason == "Conflict" && wanted_rv.is_none() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict(&t.res.qualified(), &name))
+    }
+
+    async fn patch(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+        check_sub(t)?;
+        let name = t.name.clone().unwrap_or_default();
+        let media = ct.split(';').next().unwrap_or_default().trim().to_owned();
+        let dry_run = q.get("dryRun") == Some("All");
+        let patch_doc: Value = match media.as_str() {
+            "application/apply-patch+yaml" | "application/apply-patch+json" => serde_yaml::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+            "application/json-patch+json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            }
+            other => return Err(ApiError::unsupported_media(other)),
+        };
+        if media == "application/strategic-merge-patch+json" && !t.res.strategic {
+            return Err(ApiError::unsupported_media(&media));
+        }
+        let is_apply = media.starts_with("application/apply-patch");
+        let manager = q.get("fieldManager").unwrap_or_default().to_owned();
+        if is_apply && manager.is_empty() {
+            return Err(ApiError::invalid("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+        }
+        let force = q.flag("force");
+        for _ in 0..MAX_RETRIES {
+            let old = match self.load(t, &name) {
+                Ok(o) => Some(o),
+                Err(e) if is_apply && e.code == 404 && t.sub.is_none() => None,
+                Err(e) => return Err(e),
+            };
+            let Some(old) = old else {
+                // Create-on-apply.
+                let mut cfg = patch_doc.clone();
+                Self::check_body(t, &mut cfg)?;
+                if meta_str(&cfg, "name").is_some_and(|n| n != name) {
+                    return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+                }
+                meta_mut(&mut cfg).insert("name".into(), json!(name));
+                self.namespace_exists(t).await?;
+                let now = now_rfc3339();
+                let api_version = t.res.api_version();
+                let req = ApplyRequest { kind: t.res.kind, strategic: t.res.strategic, manager: &manager, force, subresource: "", api_version: &api_version, now: &now };
+                let base = json!({"apiVersion": api_version, "kind": t.res.kind, "metadata": {"name": name}});
+                let mut obj = apply::apply(&req, &base, &cfg)?;
+                Self::check_body(t, &mut obj)?;
+                Self::prepare_create(t, &mut obj)?;
+                if dry_run {
+                    return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));
+                }
+                match self.store.write(Self::key(t, &name), Op::Put(obj), Precondition::Absent).await {
+                    Ok(c) => return Ok(json_response(StatusCode::CREATED, &Self::render(&c.object, headers))),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(store_err(e)),
+                }
+            };
+            let mut new = match media.as_str() {
+                "application/json-patch+json" => json_patch_k8s(&old, &patch_doc)?,
+                "application/merge-patch+json" => {
+                    let mut v = old.clone();
+                    json_patch::merge(&mut v, &patch_doc);
+                    v
+                }
+                "application/strategic-merge-patch+json" => smp::apply(t.res.kind, &old, &patch_doc)?,
+                _ => {
+                    let mut cfg = patch_doc.clone();
+                    Self::check_body(t, &mut cfg)?;
+                    let now = now_rfc3339();
+                    let api_version = t.res.api_version();
+                    let sub = t.sub.clone().unwrap_or_default();
+                    let req = ApplyRequest { kind: t.res.kind, strategic: t.res.strategic, manager: &manager, force, subresource: &sub, api_version: &api_version, now: &now };
+                    apply::apply(&req, &old, &cfg)?
+                }
+            };
+            Self::check_body(t, &mut new)?;
+            // A patch that sets resourceVersion is a precondition.
+            if let Some(rv) = meta_str(&new, "resourceVersion") {
+                if !rv.is_empty() && meta_str(&old, "resourceVersion") != Some(rv) {
+                    return Err(ApiError::conflict(&t.res.qualified(), &name));
+                }
+            }
+            match self.commit_update(t, &old, new, dry_run).await {
+                Ok((stored, _)) => return Ok(json_response(StatusCode::OK, &Self::render(&stored, headers))),
+                Err(e) if e.reason == "Conflict" && e.details.as_ref().and_then(|d| d.get("causes")).is_none() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict(&t.res.qualified(), &name))
+    }
+
+    async fn delete(&self, t: &Target, q: &Query, body: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
+        if t.sub.is_some() {
+            return Err(ApiError::method_not_allowed());
+        }
+        let name = t.name.clone().unwrap_or_default();
+        let opts: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+        let dry_run = q.get("dryRun") == Some("All")
+            || opts.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
+        for _ in 0..MAX_RETRIES {
+            let old = self.load(t, &name)?;
+            if let Some(pre) = opts.get("preconditions") {
+                let uid_ok = pre.get("uid").and_then(Value::as_str).is_none_or(|u| meta_str(&old, "uid") == Some(u));
+                let rv_ok =
+                    pre.get("resourceVersion").and_then(Value::as_str).is_none_or(|r| meta_str(&old, "resourceVersion") == Some(r));
+                if !uid_ok || !rv_ok {
+                    return Err(ApiError::new(
+                        409,
+                        "Conflict",
+                        format!("Operation cannot be fulfilled on {} \"{name}\": Precondition failed", t.res.qualified()),
+                    ));
+                }
+            }
+            if dry_run {
+                return Ok(json_response(StatusCode::OK, &Self::render(&old, headers)));
+            }
+            let has_finalizers =
+                old.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+            let key = Self::key(t, &name);
+            let pre = Precondition::ModRev(rv_of(&old));
+            if has_finalizers {
+                if old.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Ok(json_response(StatusCode::OK, &Self::render(&old, headers)));
+                }
+                let mut new = old.clone();
+                let m = meta_mut(&mut new);
+                m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                match self.store.write(key, Op::Put(new), pre).await {
+                    Ok(c) => return Ok(json_response(StatusCode::OK, &Self::render(&c.object, headers))),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(store_err(e)),
+                }
+            }
+            match self.store.write(key, Op::Delete, pre).await {
+                Ok(c) => {
+                    if t.res.kind == "Namespace" && t.res.group.is_empty() {
+                        self.purge_namespace(&t.cluster, &name).await?;
+                    }
+                    return Ok(json_response(StatusCode::OK, &Self::render(&c.object, headers)));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(store_err(e)),
+            }
+        }
+        Err(ApiError::conflict(&t.res.qualified(), &name))
+    }
+
+    /// The namespace controller's job, done inline: delete everything in a deleted namespace.
+    async fn purge_namespace(&self, cluster: &str, ns: &str) -> Result<(), ApiError> {
+        for res in registry::RESOURCES.iter().filter(|r| r.namespaced) {
+            let t = Target { cluster: cluster.to_owned(), res, namespace: Some(ns.to_owned()), name: None, sub: None };
+            let page = self.store.list(&Self::prefix(&t), None, None).map_err(store_err)?;
+            for (key, obj) in page.items {
+                let op = if obj.pointer("/metadata/finalizers").is_some() {
+                    let mut new = (*obj).clone();
+                    meta_mut(&mut new).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                    Op::Put(new)
+                } else {
+                    Op::Delete
+                };
+                match self.store.write(key, op, Precondition::ModRev(rv_of(&obj))).await {
+                    Ok(_) | Err(StoreError::Conflict { .. }) => {}
+                    Err(e) => return Err(store_err(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_collection(&self, t: &Target, q: &Query) -> Result<Response, ApiError> {
+        let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
+        let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
+        let page = self.store.list(&Self::prefix(t), None, None).map_err(store_err)?;
+        let mut deleted = Vec::new();
+        for (_, obj) in page.items.iter().filter(|(_, o)| labels.matches(o) && fields.matches(o)) {
+            let name = meta_str(obj, "name").unwrap_or_default().to_owned();
+            let ns = meta_str(obj, "namespace").map(str::to_owned);
+            let one = Target { cluster: t.cluster.clone(), res: t.res, namespace: ns, name: Some(name), sub: None };
+            if let Ok(resp) = Box::pin(self.delete(&one, q, &Bytes::new(), &HeaderMap::new())).await {
+                let bytes = axum::body::to_bytes(resp.into_body(), MAX_BODY).await.unwrap_or_default();
+                if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+                    deleted.push(v);
+                }
+            }
+        }
+        Ok(json_response(
+            StatusCode::OK,
+            &json!({"kind": format!("{}List", t.res.kind), "apiVersion": t.res.api_version(),
+                    "metadata": {"resourceVersion": self.store.current_rev().to_string()}, "items": deleted}),
+        ))
+    }
+
+    async fn watch(&self, t: &Target, q: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
+        let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
+        let rv_param = q.get("resourceVersion").unwrap_or_default();
+        let send_initial = q.flag("sendInitialEvents");
+        let bookmarks = q.flag("allowWatchBookmarks");
+        if send_initial && !bookmarks {
+            return Err(ApiError::invalid("sendInitialEvents requires allowWatchBookmarks=true"));
+        }
+        let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(1800);
+        let from: Option<u64> = match rv_param {
+            "" | "0" => None,
+            s => Some(s.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?),
+        };
+        let prefix = Self::prefix(t);
+        let partial = wants(headers, "PartialObjectMetadata");
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(64);
+        let res = t.res;
+        let interval = self.options.bookmark_interval;
+        let store = self.store.clone();
+        let line = move |kind: &str, obj: &Value, json: Option<&Bytes>| -> Bytes {
+            let mut out = Vec::with_capacity(64 + json.map_or(256, Bytes::len));
+            out.extend_from_slice(b"{\"type\":\"");
+            out.extend_from_slice(kind.as_bytes());
+            out.extend_from_slice(b"\",\"object\":");
+            match (partial, json) {
+                (false, Some(j)) => out.extend_from_slice(j),
+                (true, _) => out.extend_from_slice(&serde_json::to_vec(&partial_metadata(obj)).unwrap_or_default()),
+                (false, None) => out.extend_from_slice(&serde_json::to_vec(obj).unwrap_or_default()),
+            }
+            out.extend_from_slice(b"}\n");
+            Bytes::from(out)
+        };
+        let bookmark = move |rv: u64, initial_end: bool| -> Bytes {
+            let mut m = json!({"resourceVersion": rv.to_string()});
+            if initial_end {
+                m["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            }
+            let ev = json!({"type": "BOOKMARK", "object": {"kind": res.kind, "apiVersion": res.api_version(), "metadata": m}});
+            let mut v = serde_json::to_vec(&ev).unwrap_or_default();
+            v.push(b'\n');
+            Bytes::from(v)
+        };
+        let expired = |msg: String| -> Bytes {
+            let ev = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": msg, "reason": "Expired", "code": 410}});
+            let mut v = serde_json::to_vec(&ev).unwrap_or_default();
+            v.push(b'\n');
+            Bytes::from(v)
+        };
+        // Initial state, when asked for (RV unset/0, or sendInitialEvents).
+        let mut initial: Vec<Bytes> = Vec::new();
+        let start_rev = if from.is_none() || send_initial {
+            let page = store.list(&prefix, None, None).map_err(store_err)?;
+            for (_, obj) in page.items.iter().filter(|(_, o)| labels.matches(o) && fields.matches(o)) {
+                initial.push(line("ADDED", obj, None));
+            }
+            if send_initial {
+                initial.push(bookmark(page.rev, true));
+            }
+            page.rev
+        } else {
+            from.unwrap_or(0)
+        };
+        let watch = store.watch(&prefix, start_rev);
+        tokio::spawn(async move {
+            for b in initial {
+                if tx.send(Ok(b)).await.is_err() {
+                    return;
+                }
+            }
+            let mut watch = match watch {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = tx.send(Ok(expired(format!("too old resource version: {start_rev} ({e})")))).await;
+                    return;
+                }
+            };
+            let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+            tokio::pin!(deadline);
+            let mut ticker = tokio::time::interval(interval);
+            ticker.tick().await;
+            loop {
+                tokio::select! {
+                    () = &mut deadline => return,
+                    _ = ticker.tick(), if bookmarks => {
+                        if tx.send(Ok(bookmark(watch.progress(), false))).await.is_err() {
+                            return;
+                        }
+                    }
+                    ev = watch.next() => {
+                        let ev = match ev {
+                            Ok(ev) => ev,
+                            Err(WatchEnd::Lagged | WatchEnd::Closed) => return,
+                        };
+                        let now_in = labels.matches(&ev.object) && fields.matches(&ev.object);
+                        let kind = match ev.kind {
+                            EventKind::Added if now_in => Some("ADDED"),
+                            EventKind::Deleted if now_in => Some("DELETED"),
+                            EventKind::Modified => {
+                                let was_in = ev.prev.as_deref().is_some_and(|p| labels.matches(p) && fields.matches(p));
+                                match (was_in, now_in) {
+                                    (true, true) => Some("MODIFIED"),
+                                    (false, true) => Some("ADDED"),
+                                    (true, false) => Some("DELETED"),
+                                    (false, false) => None,
+                                }
+                            }
+                            _ => None,
+                        };
+                        if let Some(kind) = kind {
+                            if tx.send(Ok(line(kind, &ev.object, Some(&ev.object_json)))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CACHE_CONTROL, "no-cache, private")
+            .body(Body::from_stream(stream))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+    }
+}
+
+fn check_sub(t: &Target) -> Result<(), ApiError> {
+    match t.sub.as_deref() {
+        None => Ok(()),
+        Some("status") if t.res.has_status => Ok(()),
+        Some(_) => Err(ApiError::new(404, "NotFound", "the server could not find the requested resource")),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
+    let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
+    let (group, version, rest) = match segs {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(not_found()),
+    };
+    let (namespace, rest): (Option<String>, &[&str]) = match rest {
+        ["namespaces", ns, plural, more @ ..] if !matches!(*plural, "status" | "finalize") || !more.is_empty() => {
+            (Some((*ns).to_owned()), &rest[2..])
+        }
+        _ => (None, rest),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some((*n).to_owned()), None),
+        [p, n, s] => (*p, Some((*n).to_owned()), Some((*s).to_owned())),
+        _ => return Err(not_found()),
+    };
+    let res = registry::lookup(group, version, plural).ok_or_else(not_found)?;
+    if !res.namespaced && namespace.is_some() {
+        return Err(not_found());
+    }
+    Ok(Target { cluster: cluster.to_owned(), res, namespace, name, sub })
+}
+
+/// JSON patch with the Kubernetes (evanphx/json-patch) quirk: `test` of a missing path against
+/// `null` succeeds when the parent exists. The kube-rs finalizer helper depends on it.
+fn json_patch_k8s(doc: &Value, patch: &Value) -> Result<Value, ApiError> {
+    let Value::Array(ops) = patch else {
+        return Err(ApiError::bad_request("json patch must be an array of operations"));
+    };
+    let mut kept = Vec::with_capacity(ops.len());
+    for op in ops {
+        let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
+            && op.get("value").is_some_and(Value::is_null);
+        if is_null_test {
+            let path = op.get("path").and_then(Value::as_str).unwrap_or_default();
+            // Apply the ops before this one, then check the path is absent or null.
+            let staged = apply_ops(doc, &kept)?;
+            match staged.pointer(path) {
+                None | Some(Value::Null) => continue,
+                Some(_) => {
+                    return Err(ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: testing value {path} failed")));
+                }
+            }
+        }
+        kept.push(op.clone());
+    }
+    apply_ops(doc, &kept)
+}
+
+fn apply_ops(doc: &Value, ops: &[Value]) -> Result<Value, ApiError> {
+    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec()))
+        .map_err(|e| ApiError::bad_request(format!("invalid json patch: {e}")))?;
+    let mut out = doc.clone();
+    json_patch::patch(&mut out, &patch).map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_patch_test_of_missing_path_against_null_succeeds() {
+        let doc = json!({"metadata":{"name":"a"}});
+        let patch = json!([{"op":"test","path":"/metadata/finalizers","value":null},
+                           {"op":"add","path":"/metadata/finalizers","value":["x"]}]);
+        let out = json_patch_k8s(&doc, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["x"]));
+    }
+
+    #[test]
+    fn paths_parse_into_namespaced_cluster_scoped_and_subresource_targets() {
+        let t = parse_target("@", &["apis", "apps", "v1", "namespaces", "d", "deployments", "w", "status"]).unwrap();
+        assert_eq!((t.namespace.as_deref(), t.name.as_deref(), t.sub.as_deref()), (Some("d"), Some("w"), Some("status")));
+        let t = parse_target("@", &["api", "v1", "namespaces", "d", "status"]).unwrap();
+        assert_eq!((t.res.plural, t.name.as_deref(), t.sub.as_deref()), ("namespaces", Some("d"), Some("status")));
+        let t = parse_target("@", &["api", "v1", "namespaces", "d"]).unwrap();
+        assert_eq!((t.res.plural, t.name.as_deref()), ("namespaces", Some("d")));
+        assert!(parse_target("@", &["apis", "cluster.karmada.io", "v1alpha1", "namespaces", "x", "clusters"]).is_err());
+    }
+
+    #[test]
+    fn percent_decoding_handles_selectors() {
+        assert_eq!(decode("app%3Dweb%2Ctier+in+%28a%29"), "app=web,tier in (a)");
+    }
+}
