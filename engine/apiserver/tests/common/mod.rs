@@ -1,0 +1,58 @@
+//! Shared test fixtures: an in-process server on a background runtime.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use flotilla_apiserver::{Config, Running};
+
+/// A server running on its own runtime thread, stopped on drop.
+pub struct TestServer {
+    pub url: String,
+    pub kubeconfig: String,
+    pub kubeconfig_path: PathBuf,
+    pub dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Start a TLS + token server on 127.0.0.1:0 with a fresh data dir.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::new(dir.path().join("data"));
+        config.bookmark_interval = std::time::Duration::from_secs(1);
+        let (tx, rx) = mpsc::channel::<Running>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            rt.block_on(async move {
+                let running = flotilla_apiserver::start(config, async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .expect("server starts");
+                let task_url = running.url.clone();
+                let _ = task_url;
+                let (url, kubeconfig, task) = (running.url.clone(), running.kubeconfig.clone(), running.task);
+                let _ = tx.send(Running { url, kubeconfig, addr: running.addr, server: running.server, task: tokio::spawn(async {}) });
+                let _ = task.await;
+            });
+        });
+        let running = rx.recv().expect("server started");
+        let kubeconfig_path = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig_path, &running.kubeconfig).expect("write kubeconfig");
+        TestServer { url: running.url, kubeconfig: running.kubeconfig, kubeconfig_path, dir, stop: Some(stop_tx), thread: Some(thread) }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
