@@ -144,10 +144,10 @@ fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 
     let Some(requests) = requests else {
         return truncate_i32(maximum);
     };
-    if !summary.allocatable_modelings.is_empty() {
-        if let Some(num) = model_estimate(cluster, summary, requests) {
-            return truncate_i32(maximum.min(num));
-        }
+    let modelled =
+        if summary.allocatable_modelings.is_empty() { None } else { model_estimate(cluster, summary, requests) };
+    if let Some(num) = modelled {
+        return truncate_i32(maximum.min(num));
     }
     maximum = maximum.min(summary_estimate(summary, requests));
     truncate_i32(maximum)
@@ -187,7 +187,11 @@ fn summary_estimate(s: &ResourceSummary, requests: &[Request<'_>]) -> i128 {
         if req <= 0 {
             continue;
         }
-        maximum = maximum.min(avail / req);
+        let fit = match (i64::try_from(avail), i64::try_from(req)) {
+            (Ok(a), Ok(r)) => i128::from(a / r),
+            _ => avail / req,
+        };
+        maximum = maximum.min(fit);
     }
     maximum
 }
@@ -452,5 +456,48 @@ mod tests {
         let b = cluster(json!({}), None);
         let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "9"}})));
         assert_eq!(available_replicas(&[&a, &b, &c], &spec(2, None)), vec![3, 0, 9]);
+    }
+}
+
+#[cfg(test)]
+mod perf {
+    use super::*;
+    use serde_json::json;
+
+    /// Timing probe: `cargo test --release -p flotilla-core --lib estimator::perf -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "timing probe, run in release"]
+    fn thousand_clusters() {
+        let clusters: Vec<Cluster> = (0..1000)
+            .map(|i| {
+                serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": format!("m{i}")},
+                    "status": {"resourceSummary": {
+                        "allocatable": {"pods": "110", "cpu": "64", "memory": "256Gi"},
+                        "allocated": {"pods": "40", "cpu": "20500m", "memory": "100Gi"},
+                        "allocating": {"pods": "1", "cpu": "250m", "memory": "1Gi"}}}}))
+                .expect("cluster")
+            })
+            .collect();
+        let refs: Vec<&Cluster> = clusters.iter().collect();
+        let spec: ResourceBindingSpec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "replicas": 10,
+            "replicaRequirements": {"resourceRequest": {"cpu": "500m", "memory": "512Mi"}}}))
+        .expect("spec");
+        let start = std::time::Instant::now();
+        let rounds = 200;
+        let mut total = 0i64;
+        for _ in 0..rounds {
+            total += available_replicas(&refs, &spec).iter().sum::<i64>();
+        }
+        eprintln!("available_replicas(1000 clusters): {:?} per call ({total})", start.elapsed() / rounds);
+        let start = std::time::Instant::now();
+        let mut acc = 0i128;
+        for _ in 0..rounds {
+            for q in ["110", "20500m", "256Gi", "40", "1", "250m", "100Gi", "1Gi", "64"].iter().cycle().take(9000) {
+                acc += parse_nano(std::hint::black_box(q)).unwrap_or(0);
+            }
+        }
+        eprintln!("9000 parses: {:?} ({acc})", start.elapsed() / rounds);
     }
 }

@@ -35,6 +35,67 @@ pub const NANO_PER_MILLI: i128 = 1_000_000;
 /// [`QuantityError::Invalid`] when `q` is not a quantity, [`QuantityError::Overflow`] when its
 /// value × 10⁹ does not fit an `i128`.
 pub fn parse_nano(q: &str) -> Result<i128, QuantityError> {
+    if let Some(v) = parse_nano_fast(q.as_bytes()) {
+        return Ok(v);
+    }
+    parse_nano_general(q)
+}
+
+/// The common shapes (`123`, `1.5`, `500m`, `2Gi`, `64k`) without sign or exponent, computed in
+/// 64-bit arithmetic; `None` defers to the general parser (which also reports errors).
+fn parse_nano_fast(b: &[u8]) -> Option<i128> {
+    let mut pos = 0;
+    let mut int: u64 = 0;
+    while pos < b.len() && b[pos].is_ascii_digit() {
+        if pos >= 18 {
+            return None;
+        }
+        int = int * 10 + u64::from(b[pos] - b'0');
+        pos += 1;
+    }
+    let int_len = pos;
+    let (mut frac, mut frac_pow): (u64, u64) = (0, 1);
+    let mut frac_len = 0;
+    if pos < b.len() && b[pos] == b'.' {
+        pos += 1;
+        while pos < b.len() && b[pos].is_ascii_digit() {
+            if frac_len >= 9 {
+                return None;
+            }
+            frac = frac * 10 + u64::from(b[pos] - b'0');
+            frac_pow *= 10;
+            frac_len += 1;
+            pos += 1;
+        }
+    }
+    if int_len + frac_len == 0 {
+        return None;
+    }
+    let scale: u64 = match &b[pos..] {
+        b"" => 1_000_000_000,
+        b"m" => 1_000_000,
+        b"u" => 1_000,
+        b"k" => 1_000_000_000_000,
+        b"M" => 1_000_000_000_000_000,
+        b"Ki" => 1_024_000_000_000,
+        b"Mi" => 1_048_576_000_000_000,
+        b"G" => 1_000_000_000_000_000_000,
+        b"Gi" => 1_073_741_824_000_000_000,
+        _ => return None,
+    };
+    let whole = i128::from(int) * i128::from(scale);
+    if frac == 0 {
+        return Some(whole);
+    }
+    let f = u128::from(frac) * u128::from(scale);
+    let div = u128::from(frac_pow);
+    if f % div != 0 {
+        return None;
+    }
+    i128::try_from(f / div).ok().map(|f| whole + f)
+}
+
+fn parse_nano_general(q: &str) -> Result<i128, QuantityError> {
     let invalid = || QuantityError::Invalid { text: q.to_owned() };
     let overflow = || QuantityError::Overflow { text: q.to_owned() };
     let b = q.as_bytes();
@@ -164,6 +225,18 @@ pub fn nano_to_value(nano: i128) -> i128 {
 
 /// `n / d` (d > 0) rounded away from zero.
 fn div_away(n: i128, d: i128) -> i128 {
+    // 128-bit division is a slow library call; nearly every real value fits 64 bits.
+    if let (Ok(n64), Ok(d64)) = (i64::try_from(n), i64::try_from(d)) {
+        let q = n64 / d64;
+        let adj = if n64 % d64 == 0 {
+            0
+        } else if n64 > 0 {
+            1
+        } else {
+            -1
+        };
+        return i128::from(q + adj);
+    }
     let q = n / d;
     if n % d == 0 {
         q
@@ -250,6 +323,14 @@ mod tests {
             let err = parse_milli(bad).expect_err(bad);
             assert_eq!(err, QuantityError::Invalid { text: bad.to_owned() });
             assert!(err.to_string().contains(&format!("{bad:?}")));
+        }
+    }
+
+    #[test]
+    fn fast_and_general_paths_agree() {
+        for q in ["0", "7", "123456789012345678", "1.5", "0.001", "500m", "1.5m", "2.25Ki", "3Mi", "64k", "1.000000001",
+                  "12M", "3G", "1.25G", "7Gi", "0.1Gi", "0.5u", "1.2345678901", "999999999999999999", "5.", ".5", "1.5Gi", "2e3"] {
+            assert_eq!(parse_nano(q), parse_nano_general(q), "{q}");
         }
     }
 

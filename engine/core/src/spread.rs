@@ -589,9 +589,12 @@ mod tests {
 
     // ------------------------------------------------------------------ by region
 
+    /// (region, region score, [(cluster, score, available)]).
+    type RegionCase = (&'static str, i64, &'static [(&'static str, i64, i64)]);
+
     /// Build canonical details and regions with the given (explicit) region scores.
     fn by_region_case(
-        regions: &[(&'static str, i64, &[(&'static str, i64, i64)])],
+        regions: &[RegionCase],
         region_sc: SpreadConstraint,
         cluster_sc: SpreadConstraint,
     ) -> Result<Vec<String>, String> {
@@ -613,7 +616,7 @@ mod tests {
 
     #[test]
     fn by_region_karmada_cases() {
-        let two: &[(&str, i64, &[(&str, i64, i64)])] = &[
+        let two: &[RegionCase] = &[
             ("R1", 100, &[("member1", 100, 40), ("member2", 80, 40)]),
             ("R2", 80, &[("member3", 80, 40), ("member4", 80, 40), ("member5", 60, 40)]),
         ];
@@ -626,7 +629,7 @@ mod tests {
             by_region_case(two, sc("region", 3, 3), sc("cluster", 3, 3)),
             Err("the number of feasible region is less than spreadConstraint.MinGroups".into())
         );
-        let two_b: &[(&str, i64, &[(&str, i64, i64)])] = &[
+        let two_b: &[RegionCase] = &[
             ("R1", 100, &[("member1", 100, 40), ("member2", 80, 60)]),
             ("R2", 80, &[("member3", 80, 40), ("member4", 80, 40), ("member5", 60, 40)]),
         ];
@@ -634,10 +637,10 @@ mod tests {
             by_region_case(two_b, sc("region", 1, 1), sc("cluster", 4, 4)),
             Err("the number of clusters is less than the cluster spreadConstraint.MinGroups".into())
         );
-        let one: &[(&str, i64, &[(&str, i64, i64)])] = &[("R1", 100, &[("member1", 100, 40), ("member2", 80, 20)])];
+        let one: &[RegionCase] = &[("R1", 100, &[("member1", 100, 40), ("member2", 80, 20)])];
         assert!(by_region_case(one, sc("region", 1, 1), sc("cluster", 3, 4)).is_err());
 
-        let four: &[(&str, i64, &[(&str, i64, i64)])] = &[
+        let four: &[RegionCase] = &[
             ("R1", 90, &[("member1", 90, 40)]),
             ("R2", 70, &[("member2", 70, 40), ("member3", 60, 40), ("member4", 30, 40)]),
             ("R3", 80, &[("member5", 80, 40), ("member6", 50, 60)]),
@@ -647,7 +650,7 @@ mod tests {
             by_region_case(four, sc("region", 2, 2), sc("cluster", 4, 5)),
             Ok(["member1", "member2", "member3", "member4"].map(String::from).to_vec())
         );
-        let five: &[(&str, i64, &[(&str, i64, i64)])] = &[
+        let five: &[RegionCase] = &[
             ("R1", 70, &[("member1", 70, 40)]),
             ("R2", 40, &[("member2", 40, 40), ("member3", 40, 40), ("member4", 40, 40)]),
             ("R3", 60, &[("member5", 60, 40), ("member6", 50, 60)]),
@@ -663,7 +666,7 @@ mod tests {
     #[test]
     fn by_region_end_to_end_computes_scores() {
         // Two regions; Duplicated: R1 has two clusters ≥ 10 replicas (2000+avg), R2 one (1000+avg).
-        let cs = vec![cluster("a", "R1"), cluster("b", "R2"), cluster("c", "R1"), cluster("d", "")];
+        let cs = [cluster("a", "R1"), cluster("b", "R2"), cluster("c", "R1"), cluster("d", "")];
         let mut ds = vec![detail(&cs[0], 90, 20), detail(&cs[1], 100, 50), detail(&cs[2], 10, 30), detail(&cs[3], 100, 99)];
         canonical_order(&mut ds);
         let p = Placement {

@@ -159,7 +159,7 @@ pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
     } else {
         return Assignment::Assigned(scheduled.iter().map(|&(n, r)| TargetCluster::new(n, r)).collect());
     };
-    available.sort_by(|a, b| b.1.cmp(&a.1));
+    available.sort_by_key(|a| std::cmp::Reverse(a.1));
 
     let total = sum_i32(&available);
     if total < target {
