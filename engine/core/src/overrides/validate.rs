@@ -286,3 +286,85 @@ pub fn validate(policy: &OverridePolicy) -> Vec<FieldError> {
     }
     errs.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy(v: serde_json::Value) -> OverridePolicy {
+        serde_json::from_value(v).expect("policy")
+    }
+
+    fn fields(p: &OverridePolicy) -> Vec<String> {
+        validate(p).into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn valid_policy_has_no_errors() {
+        let p = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                "overrideRules": [{"targetCluster": {"fieldSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["a"]}]}},
+                    "overriders": {"plaintext": [{"path": "/spec/replicas", "operator": "remove", "value": 1}],
+                        "labelsOverrider": [{"operator": "add", "value": {"example.com/a": "b"}}],
+                        "fieldOverrider": [{"fieldPath": "/data/x", "yaml": [{"subPath": "/a", "operator": "add", "value": 1}]}]}}]}}));
+        // Karmada does not check plaintext values against the operator.
+        assert_eq!(fields(&p), Vec::<String>::new());
+    }
+
+    #[test]
+    fn every_rule() {
+        let p = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "other"}],
+                "targetCluster": {"clusterNames": ["m1"]},
+                "overriders": {"plaintext": [{"path": "/a", "operator": "add", "value": 1}]},
+                "overrideRules": [{"targetCluster": {"fieldSelector": {"matchExpressions": [{"key": "foo", "operator": "In"}]}},
+                    "overriders": {"plaintext": [{"path": "/a", "operator": "move"}],
+                        "imageOverrider": [{"predicate": {"path": "spec/x"}, "component": "Digest", "operator": "add"}],
+                        "commandOverrider": [{"containerName": "c", "operator": "replace"}],
+                        "labelsOverrider": [{"operator": "add", "value": {"bad key": "v"}}],
+                        "annotationsOverrider": [{"operator": "add", "value": {"a/b/c": "v"}}],
+                        "fieldOverrider": [
+                            {"fieldPath": "data/x", "json": [{"subPath": "a", "operator": "add"}], "yaml": [{"subPath": "/a", "operator": "remove", "value": 1}]},
+                            {"fieldPath": "/data/y"}]}}]}}));
+        let f = fields(&p);
+        for want in [
+            "spec.overrideRules[0].overriders.plaintext[0].operator",
+            "spec.overrideRules[0].overriders.imageOverrider[0].component",
+            "spec.overrideRules[0].overriders.commandOverrider[0].operator",
+            "spec.targetCluster",
+            "spec.overriders",
+            "spec.overrideRules[0].overriders.annotationsOverrider[0].value",
+            "spec.overrideRules[0].overriders.labelsOverrider[0].value",
+            "spec.overrideRules[0].overriders.imageOverrider[0].predicate.path",
+            "spec.overrideRules[0].overriders.fieldOverrider[0]",
+            "spec.overrideRules[0].overriders.fieldOverrider[0].fieldPath",
+            "spec.overrideRules[0].overriders.fieldOverrider[0].json[0].subPath",
+            "spec.overrideRules[0].overriders.fieldOverrider[0].json[0].value",
+            "spec.overrideRules[0].overriders.fieldOverrider[0].yaml[0].value",
+            "spec.overrideRules[0].overriders.fieldOverrider[1]",
+            "spec.overrideRules[0].targetCluster.fieldSelector",
+            "spec.resourceSelectors[0].namespace",
+        ] {
+            assert!(f.iter().any(|x| x == want), "missing {want} in {f:?}");
+        }
+    }
+
+    #[test]
+    fn cluster_policy_skips_namespace_rule_and_defaults() {
+        let mut p = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy",
+            "metadata": {"name": "p"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "x"}]}}));
+        assert!(validate(&p).is_empty());
+        set_defaults(&mut p);
+        assert_eq!(p.spec.resource_selectors[0].namespace, "x");
+        let mut op = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}]}}));
+        assert!(validate(&op).is_empty());
+        set_defaults(&mut op);
+        assert_eq!(op.spec.resource_selectors[0].namespace, "ns");
+    }
+}
