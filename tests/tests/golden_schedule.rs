@@ -49,10 +49,13 @@ fn run(case: &Case) -> Value {
     let ctx = BindingContext::new(spec, placement, term);
     let clusters: Vec<&Cluster> = case.input.clusters.iter().collect();
     match case.plugin.as_deref() {
-        Some(name) => {
-            if let Some(slot) = profile.filters.iter().find(|s| s.plugin.name() == name) {
+        Some(plugin) => {
+            // `score:Name` picks the score plugin when a filter has the same name.
+            let (point, name) = plugin.split_once(':').unwrap_or(("", plugin));
+            let filter = profile.filters.iter().find(|s| s.plugin.name() == name && point != "score");
+            if let Some(slot) = filter {
                 let mut out = Vec::new();
-                slot.plugin.filter(&FilterInput { binding: &ctx, clusters: &clusters }, &mut out).expect("built-in filters do not fault");
+                slot.plugin.filter(&FilterInput::new(&ctx, &clusters), &mut out).expect("built-in filters do not fault");
                 let verdicts: BTreeMap<&str, String> = clusters
                     .iter()
                     .zip(out)
@@ -62,7 +65,7 @@ fn run(case: &Case) -> Value {
             }
             let slot = profile.scores.iter().find(|s| s.plugin.name() == name).unwrap_or_else(|| panic!("no plugin {name}"));
             let mut out = Vec::new();
-            slot.plugin.score(&ScoreInput { binding: &ctx, clusters: &clusters }, &mut out).expect("built-in scores do not fault");
+            slot.plugin.score(&ScoreInput::new(&ctx, &clusters), &mut out).expect("built-in scores do not fault");
             let scores: BTreeMap<&str, i64> = clusters.iter().map(|c| c.name()).zip(out).collect();
             serde_json::json!({ "scores": scores })
         }

@@ -84,6 +84,13 @@ pub struct FilterInput<'a> {
     pub clusters: &'a [&'a Cluster],
 }
 
+impl<'a> FilterInput<'a> {
+    /// Build the input (the framework does this; tests and other hosts may too).
+    pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [&'a Cluster]) -> Self {
+        FilterInput { binding, clusters }
+    }
+}
+
 /// Filter extension point: decide, per candidate cluster, whether it may host the binding.
 pub trait FilterPlugin: Plugin {
     /// Push exactly one verdict per `input.clusters[i]` onto `out`, in the same order.
@@ -101,6 +108,13 @@ pub struct ScoreInput<'a> {
     pub binding: &'a BindingContext<'a>,
     /// Feasible clusters, sorted by name.
     pub clusters: &'a [&'a Cluster],
+}
+
+impl<'a> ScoreInput<'a> {
+    /// Build the input (the framework does this; tests and other hosts may too).
+    pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [&'a Cluster]) -> Self {
+        ScoreInput { binding, clusters }
+    }
 }
 
 /// Score extension point: rank feasible clusters. Scores are summed over plugins, times each
@@ -154,6 +168,13 @@ pub struct SelectInput<'a> {
     pub clusters: &'a [ClusterDetail<'a>],
 }
 
+impl<'a> SelectInput<'a> {
+    /// Build the input (the framework does this; tests and other hosts may too).
+    pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [ClusterDetail<'a>]) -> Self {
+        SelectInput { binding, clusters }
+    }
+}
+
 /// A select plugin's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selection {
@@ -196,6 +217,13 @@ pub struct AssignInput<'a> {
     pub mode: AssignMode,
 }
 
+impl<'a> AssignInput<'a> {
+    /// Build the input (the framework does this; tests and other hosts may too).
+    pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [ClusterDetail<'a>], replicas: i32, mode: AssignMode) -> Self {
+        AssignInput { binding, clusters, replicas, mode }
+    }
+}
+
 /// An assign plugin's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assignment {
@@ -226,6 +254,13 @@ pub struct OverrideInput<'a> {
     pub cluster: &'a Cluster,
     /// Override policies known to the engine (ClusterOverridePolicies and OverridePolicies).
     pub policies: &'a crate::overrides::OverridePolicies,
+}
+
+impl<'a> OverrideInput<'a> {
+    /// Build the input (the framework does this; tests and other hosts may too).
+    pub fn new(object: &'a Value, cluster: &'a Cluster, policies: &'a crate::overrides::OverridePolicies) -> Self {
+        OverrideInput { object, cluster, policies }
+    }
 }
 
 /// One override policy's contribution, recorded on the Work (`policy.karmada.io/applied-overrides`).

@@ -143,7 +143,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.what, " (PropagationPolicy d/p)");
-        assert!(e.message.starts_with("spec.placement.replicaScheduling: unknown field `replicaSchedulingTyp`"), "{}", e.message);
+        assert!(e.message.starts_with("spec.placement.replicaScheduling.replicaSchedulingTyp: unknown field `replicaSchedulingTyp`"), "{}", e.message);
     }
 
     #[test]
