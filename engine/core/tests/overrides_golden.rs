@@ -20,19 +20,28 @@ fn golden_dir() -> PathBuf {
 /// The outcome of one case, in the shape of its `expect` block.
 fn run_case(input: &Value) -> Result<Value, String> {
     let object = input.get("object").cloned().ok_or("input.object missing")?;
-    let cluster: Cluster =
-        serde_json::from_value(input.get("cluster").cloned().ok_or("input.cluster missing")?).map_err(|e| e.to_string())?;
+    let cluster: Cluster = serde_json::from_value(
+        input
+            .get("cluster")
+            .cloned()
+            .ok_or("input.cluster missing")?,
+    )
+    .map_err(|e| e.to_string())?;
     let list = |key: &str| -> Result<Vec<OverridePolicy>, String> {
         match input.get(key) {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(v) => serde_json::from_value(v.clone()).map_err(|e| format!("{key}: {e}")),
         }
     };
-    let policies = OverridePolicies { cluster: list("clusterOverridePolicies")?, namespaced: list("overridePolicies")? };
+    let policies = OverridePolicies {
+        cluster: list("clusterOverridePolicies")?,
+        namespaced: list("overridePolicies")?,
+    };
     let expect = match karmada_overrides(&object, &cluster, &policies) {
         Ok(patch) => {
             let final_object = apply(&object, &patch).map_err(|e| format!("apply failed: {e}"))?;
-            let annotations: BTreeMap<String, String> = applied_annotations(&patch.applied).into_iter().collect();
+            let annotations: BTreeMap<String, String> =
+                applied_annotations(&patch.applied).into_iter().collect();
             serde_json::json!({ "object": final_object, "annotations": annotations })
         }
         Err(e) => serde_json::json!({ "error": e.to_string() }),
@@ -66,13 +75,26 @@ fn overrides_golden() {
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 25, "expected at least 25 golden cases, found {}", files.len());
+    assert!(
+        files.len() >= 25,
+        "expected at least 25 golden cases, found {}",
+        files.len()
+    );
     let mut failures = Vec::new();
     for path in &files {
         let text = std::fs::read_to_string(path).expect("read");
-        let case: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let name = case.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
-        assert!(case.get("description").is_some_and(Value::is_string), "{}: description missing", path.display());
+        let case: Value =
+            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = case
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        assert!(
+            case.get("description").is_some_and(Value::is_string),
+            "{}: description missing",
+            path.display()
+        );
         let actual = match run_case(case.get("input").unwrap_or(&Value::Null)) {
             Ok(v) => v,
             Err(e) => {
@@ -88,8 +110,12 @@ fn overrides_golden() {
         if let Some(want) = expect.get("error").and_then(Value::as_str) {
             match actual.get("error").and_then(Value::as_str) {
                 Some(got) if got.contains(want) => {}
-                Some(got) => failures.push(format!("{name}: error {got:?} does not contain {want:?}")),
-                None => failures.push(format!("{name}: expected error containing {want:?}, got success {actual}")),
+                Some(got) => {
+                    failures.push(format!("{name}: error {got:?} does not contain {want:?}"))
+                }
+                None => failures.push(format!(
+                    "{name}: expected error containing {want:?}, got success {actual}"
+                )),
             }
             continue;
         }
@@ -104,10 +130,21 @@ fn overrides_golden() {
                 actual["object"]
             ));
         }
-        let want_ann = expect.get("annotations").cloned().unwrap_or(Value::Object(Default::default()));
+        let want_ann = expect
+            .get("annotations")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
         if want_ann != actual["annotations"] {
-            failures.push(format!("{name}: annotations mismatch\n  want: {want_ann}\n  got:  {}", actual["annotations"]));
+            failures.push(format!(
+                "{name}: annotations mismatch\n  want: {want_ann}\n  got:  {}",
+                actual["annotations"]
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} golden case(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} golden case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

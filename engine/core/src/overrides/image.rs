@@ -69,7 +69,9 @@ impl ImageRef {
         };
         // Only the path (not the domain) counts towards the length limit.
         let path_len = match name.split_once('/') {
-            Some((domain, path)) if is_domain_and_port(domain) && is_remote_name(path) => path.len(),
+            Some((domain, path)) if is_domain_and_port(domain) && is_remote_name(path) => {
+                path.len()
+            }
             _ => name.len(),
         };
         if path_len > NAME_TOTAL_LENGTH_MAX {
@@ -104,7 +106,11 @@ impl ImageRef {
 
     /// The tag when set, otherwise the digest.
     pub fn tag_or_digest(&self) -> &str {
-        if self.tag.is_empty() { &self.digest } else { &self.tag }
+        if self.tag.is_empty() {
+            &self.digest
+        } else {
+            &self.tag
+        }
     }
 
     /// Karmada's `SetTagOrDigest`: a value matching the tag grammar becomes the tag (digest
@@ -168,10 +174,8 @@ fn split_reference(s: &str) -> Option<(&str, Option<&str>, Option<&str>)> {
         Some(i) if !rest[i + 1..].contains('/') => (&rest[..i], Some(&rest[i + 1..])),
         _ => (rest, None),
     };
-    if let Some(t) = tag {
-        if !is_tag(t) {
-            return None;
-        }
+    if tag.is_some_and(|t| !is_tag(t)) {
+        return None;
     }
     if !is_name(name) {
         return None;
@@ -194,7 +198,9 @@ pub(crate) fn is_tag(s: &str) -> bool {
 
 /// `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][[:xdigit:]]{32,}`, anchored.
 pub(crate) fn is_digest_pattern(s: &str) -> bool {
-    let Some((alg, hex)) = s.split_once(':') else { return false };
+    let Some((alg, hex)) = s.split_once(':') else {
+        return false;
+    };
     if hex.len() < 32 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
         return false;
     }
@@ -221,8 +227,15 @@ pub(crate) fn is_digest_pattern(s: &str) -> bool {
 
 /// `go-digest` validation: a registered algorithm and lowercase hex of the exact length.
 fn validate_digest(d: &str) -> Result<(), ImageParseError> {
-    let err = |reason| Err(ImageParseError::InvalidDigest { digest: d.to_string(), reason });
-    let Some((alg, hex)) = d.split_once(':') else { return err("invalid checksum digest format") };
+    let err = |reason| {
+        Err(ImageParseError::InvalidDigest {
+            digest: d.to_string(),
+            reason,
+        })
+    };
+    let Some((alg, hex)) = d.split_once(':') else {
+        return err("invalid checksum digest format");
+    };
     let want = match alg {
         "sha256" => 64,
         "sha384" => 96,
@@ -240,12 +253,9 @@ fn validate_digest(d: &str) -> Result<(), ImageParseError> {
 
 /// `namePat = optional(domainAndPort "/") remoteName`.
 fn is_name(s: &str) -> bool {
-    if let Some((domain, path)) = s.split_once('/') {
-        if is_domain_and_port(domain) && is_remote_name(path) {
-            return true;
-        }
-    }
-    is_remote_name(s)
+    s.split_once('/')
+        .is_some_and(|(domain, path)| is_domain_and_port(domain) && is_remote_name(path))
+        || is_remote_name(s)
 }
 
 /// `pathComponent ("/" pathComponent)*`.
@@ -309,10 +319,8 @@ fn is_domain_and_port(s: &str) -> bool {
             None => (s, None),
         }
     };
-    if let Some(p) = port {
-        if p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit()) {
-            return false;
-        }
+    if port.is_some_and(|p| p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit())) {
+        return false;
     }
     if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         return !inner.is_empty() && inner.bytes().all(|c| c.is_ascii_hexdigit() || c == b':');
@@ -342,9 +350,14 @@ mod tests {
         assert_eq!(c.repository, "karmada/karmada-controller-manager");
         assert_eq!(c.tag, "v1.0.0");
         let c = p("karmada/karmada-controller-manager");
-        assert_eq!((c.hostname.as_str(), c.repository.as_str()), ("", "karmada/karmada-controller-manager"));
+        assert_eq!(
+            (c.hostname.as_str(), c.repository.as_str()),
+            ("", "karmada/karmada-controller-manager")
+        );
         let d = "sha256:50d858e0985ecc7f60418aaf0cc5ab587f42c2570a884095a9e8ccacd0f6545c";
-        let c = p(&format!("fictional.registry.example/karmada-controller-manager@{d}"));
+        let c = p(&format!(
+            "fictional.registry.example/karmada-controller-manager@{d}"
+        ));
         assert_eq!(c.digest, d);
         assert_eq!(c.tag, "");
         let c = p(&format!("karmada-controller-manager:v1.0.0@{d}"));
@@ -354,11 +367,17 @@ mod tests {
         let c = p("localhost/nginx");
         assert_eq!(c.hostname, "localhost");
         let c = p("localhost:5000/nginx:1");
-        assert_eq!((c.hostname.as_str(), c.tag.as_str()), ("localhost:5000", "1"));
+        assert_eq!(
+            (c.hostname.as_str(), c.tag.as_str()),
+            ("localhost:5000", "1")
+        );
         let c = p("nginx:5000");
         assert_eq!((c.repository.as_str(), c.tag.as_str()), ("nginx", "5000"));
         let c = p("Foo/bar");
-        assert_eq!((c.hostname.as_str(), c.repository.as_str()), ("", "Foo/bar"));
+        assert_eq!(
+            (c.hostname.as_str(), c.repository.as_str()),
+            ("", "Foo/bar")
+        );
         let c = p("[::1]:5000/foo:v1");
         assert_eq!(c.hostname, "[::1]:5000");
     }
@@ -366,10 +385,19 @@ mod tests {
     #[test]
     fn parse_errors() {
         assert_eq!(ImageRef::parse(""), Err(ImageParseError::NameEmpty));
-        assert_eq!(ImageRef::parse("Nginx"), Err(ImageParseError::NameContainsUppercase));
-        assert_eq!(ImageRef::parse("nginx:"), Err(ImageParseError::InvalidFormat));
+        assert_eq!(
+            ImageRef::parse("Nginx"),
+            Err(ImageParseError::NameContainsUppercase)
+        );
+        assert_eq!(
+            ImageRef::parse("nginx:"),
+            Err(ImageParseError::InvalidFormat)
+        );
         assert_eq!(ImageRef::parse("a//b"), Err(ImageParseError::InvalidFormat));
-        assert!(matches!(ImageRef::parse("nginx@sha256:abcd0123abcd0123abcd0123abcd0123"), Err(ImageParseError::InvalidDigest { .. })));
+        assert!(matches!(
+            ImageRef::parse("nginx@sha256:abcd0123abcd0123abcd0123abcd0123"),
+            Err(ImageParseError::InvalidDigest { .. })
+        ));
         assert!(matches!(
             ImageRef::parse("nginx@md5:abcd0123abcd0123abcd0123abcd0123"),
             Err(ImageParseError::InvalidDigest { .. })
@@ -385,7 +413,10 @@ mod tests {
         c.set_tag_or_digest("not a tag");
         assert_eq!(c.to_string(), "nginx:1.0");
         c.set_tag_or_digest("sha256:0123456789abcdef0123456789abcdef");
-        assert_eq!(c.to_string(), "nginx@sha256:0123456789abcdef0123456789abcdef");
+        assert_eq!(
+            c.to_string(),
+            "nginx@sha256:0123456789abcdef0123456789abcdef"
+        );
         c.remove_tag_or_digest();
         assert_eq!(c.to_string(), "nginx");
         let mut c = p("host.io/nginx:1");

@@ -22,7 +22,8 @@ pub use image::{ImageParseError, ImageRef};
 pub use validate::{FieldError, set_defaults, validate};
 
 /// Annotation recording the applied ClusterOverridePolicies.
-pub const APPLIED_CLUSTER_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applied-cluster-overrides";
+pub const APPLIED_CLUSTER_OVERRIDES_ANNOTATION: &str =
+    "policy.karmada.io/applied-cluster-overrides";
 /// Annotation recording the applied OverridePolicies.
 pub const APPLIED_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applied-overrides";
 
@@ -81,7 +82,11 @@ fn scope_kind(scope: OverrideScope) -> &'static str {
 /// Selects the policies (by resource selectors) and rules (by target cluster) that apply, in
 /// Karmada's order: implicit priority ascending (MatchAll < LabelSelector < Name; no selectors =
 /// MatchAll), then name ascending, stable; rules in declaration order.
-fn matching_rules<'a>(object: &Value, cluster: &Cluster, policies: &[&'a OverridePolicy]) -> Vec<(&'a OverridePolicy, usize, RuleWithCluster)> {
+fn matching_rules<'a>(
+    object: &Value,
+    cluster: &Cluster,
+    policies: &[&'a OverridePolicy],
+) -> Vec<(&'a OverridePolicy, usize, RuleWithCluster)> {
     let mut matched: Vec<(u8, &'a OverridePolicy)> = policies
         .iter()
         .filter_map(|p| {
@@ -89,16 +94,26 @@ fn matching_rules<'a>(object: &Value, cluster: &Cluster, policies: &[&'a Overrid
             if sels.is_empty() {
                 return Some((1, *p));
             }
-            let prio = sels.iter().map(|s| crate::selector::resource_selector_priority(object, s)).max().unwrap_or(0);
+            let prio = sels
+                .iter()
+                .map(|s| crate::selector::resource_selector_priority(object, s))
+                .max()
+                .unwrap_or(0);
             (prio > 0).then_some((prio, *p))
         })
         .collect();
-    matched.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.metadata.name().cmp(b.1.metadata.name())));
+    matched.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.metadata.name().cmp(b.1.metadata.name()))
+    });
     let mut out = Vec::new();
     for (_, p) in matched {
         let legacy;
         let rules: &[RuleWithCluster] = if p.spec.override_rules.is_empty() {
-            legacy = [RuleWithCluster { target_cluster: p.spec.target_cluster.clone(), overriders: p.spec.overriders.clone() }];
+            legacy = [RuleWithCluster {
+                target_cluster: p.spec.target_cluster.clone(),
+                overriders: p.spec.overriders.clone(),
+            }];
             &legacy
         } else {
             &p.spec.override_rules
@@ -126,21 +141,40 @@ fn matching_rules<'a>(object: &Value, cluster: &Cluster, policies: &[&'a Overrid
 /// # Errors
 /// The first overrider that fails (unparsable image, `fieldPath` not a string, replace of a
 /// missing path, …), identified by policy, rule, overrider and path.
-pub fn karmada_overrides(object: &Value, cluster: &Cluster, policies: &OverridePolicies) -> Result<OverridePatch, OverrideError> {
+#[allow(clippy::result_large_err)] // errors carry the full identity of the failing overrider
+pub fn karmada_overrides(
+    object: &Value,
+    cluster: &Cluster,
+    policies: &OverridePolicies,
+) -> Result<OverridePatch, OverrideError> {
     let mut work = object.clone();
     let mut out = OverridePatch::default();
     let cops: Vec<&OverridePolicy> = policies.cluster.iter().collect();
     run_pass(&mut work, cluster, &cops, OverrideScope::Cluster, &mut out)?;
     // Karmada reads the namespace after the ClusterOverridePolicy pass.
-    let namespace = work.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+    let namespace = work
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if !namespace.is_empty() {
-        let ops: Vec<&OverridePolicy> =
-            policies.namespaced.iter().filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == namespace.as_str()).collect();
-        run_pass(&mut work, cluster, &ops, OverrideScope::Namespaced, &mut out)?;
+        let ops: Vec<&OverridePolicy> = policies
+            .namespaced
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref().unwrap_or("") == namespace.as_str())
+            .collect();
+        run_pass(
+            &mut work,
+            cluster,
+            &ops,
+            OverrideScope::Namespaced,
+            &mut out,
+        )?;
     }
     Ok(out)
 }
 
+#[allow(clippy::result_large_err)]
 fn run_pass(
     work: &mut Value,
     cluster: &Cluster,
@@ -165,7 +199,10 @@ fn run_pass(
             .map_err(|(overrider, (path, message))| err(overrider, path, message))?;
         out.applied.push((
             scope,
-            AppliedOverride { policy_name: policy.metadata.name().to_string(), overriders: overriders_json(&rule.overriders) },
+            AppliedOverride {
+                policy_name: policy.metadata.name().to_string(),
+                overriders: overriders_json(&rule.overriders),
+            },
         ));
     }
     Ok(())
@@ -180,35 +217,50 @@ fn commit(
     out: &mut Vec<json_patch::PatchOperation>,
     name: &str,
 ) -> Result<(), EntryFail> {
-    let canon = patch::apply_ops(work, ops).map_err(|(i, e)| (name.to_string(), (ops[i].path.clone(), e)))?;
+    let canon = patch::apply_ops(work, ops)
+        .map_err(|(i, e)| (name.to_string(), (ops[i].path.clone(), e)))?;
     out.extend(canon);
     Ok(())
 }
 
 /// `applyPolicyOverriders`: image → command → args → labels → annotations → field → plaintext.
-fn apply_overriders(work: &mut Value, o: &Overriders, out: &mut Vec<json_patch::PatchOperation>) -> Result<(), EntryFail> {
+fn apply_overriders(
+    work: &mut Value,
+    o: &Overriders,
+    out: &mut Vec<json_patch::PatchOperation>,
+) -> Result<(), EntryFail> {
     for (i, x) in o.image_overrider.iter().enumerate() {
         let name = format!("imageOverrider[{i}]");
         let ops = overriders::image_ops(work, x).map_err(|f| (name.clone(), f))?;
         commit(work, &ops, out, &name)?;
     }
-    for (target, list, field) in [("command", &o.command_overrider, "commandOverrider"), ("args", &o.args_overrider, "argsOverrider")] {
+    for (target, list, field) in [
+        ("command", &o.command_overrider, "commandOverrider"),
+        ("args", &o.args_overrider, "argsOverrider"),
+    ] {
         for (i, x) in list.iter().enumerate() {
             let name = format!("{field}[{i}]");
-            let ops = overriders::command_args_ops(work, target, x).map_err(|f| (name.clone(), f))?;
+            let ops =
+                overriders::command_args_ops(work, target, x).map_err(|f| (name.clone(), f))?;
             commit(work, &ops, out, &name)?;
         }
     }
-    for (target, list, field) in
-        [("labels", &o.labels_overrider, "labelsOverrider"), ("annotations", &o.annotations_overrider, "annotationsOverrider")]
-    {
+    for (target, list, field) in [
+        ("labels", &o.labels_overrider, "labelsOverrider"),
+        (
+            "annotations",
+            &o.annotations_overrider,
+            "annotationsOverrider",
+        ),
+    ] {
         for (i, x) in list.iter().enumerate() {
             let name = format!("{field}[{i}]");
             let ops = overriders::label_annotation_ops(work, target, x);
             // The map creation happens on the object directly in Karmada; the key ops then form
             // one patch. Both are committed in order here.
             let (create, keys): (Vec<_>, Vec<_>) = ops.into_iter().partition(|op| {
-                op.op == "add" && (op.path == "/metadata" || op.path == format!("/metadata/{target}"))
+                op.op == "add"
+                    && (op.path == "/metadata" || op.path == format!("/metadata/{target}"))
             });
             commit(work, &create, out, &name)?;
             commit(work, &keys, out, &name)?;
@@ -222,7 +274,13 @@ fn apply_overriders(work: &mut Value, o: &Overriders, out: &mut Vec<json_patch::
     let ops: Vec<patch::RawOp> = o
         .plaintext
         .iter()
-        .map(|p| patch::RawOp::new(&p.operator, p.path.clone(), p.value.clone().unwrap_or(Value::Null)))
+        .map(|p| {
+            patch::RawOp::new(
+                &p.operator,
+                p.path.clone(),
+                p.value.clone().unwrap_or(Value::Null),
+            )
+        })
         .collect();
     let canon = patch::apply_ops(work, &ops)
         .map_err(|(i, e)| (format!("plaintext[{i}]"), (ops[i].path.clone(), e)))?;
@@ -241,7 +299,10 @@ fn overriders_json(o: &Overriders) -> Value {
                     let mut e = Map::new();
                     e.insert("subPath".into(), Value::String(p.sub_path.clone()));
                     e.insert("operator".into(), Value::String(p.operator.clone()));
-                    e.insert("value".into(), p.value.as_ref().map(gofmt::sorted).unwrap_or(Value::Null));
+                    e.insert(
+                        "value".into(),
+                        p.value.as_ref().map(gofmt::sorted).unwrap_or(Value::Null),
+                    );
                     Value::Object(e)
                 })
                 .collect(),
@@ -255,7 +316,10 @@ fn overriders_json(o: &Overriders) -> Value {
                 let mut e = Map::new();
                 e.insert("path".into(), Value::String(p.path.clone()));
                 e.insert("operator".into(), Value::String(p.operator.clone()));
-                e.insert("value".into(), p.value.as_ref().map(gofmt::sorted).unwrap_or(Value::Null));
+                e.insert(
+                    "value".into(),
+                    p.value.as_ref().map(gofmt::sorted).unwrap_or(Value::Null),
+                );
                 Value::Object(e)
             })
             .collect();
@@ -280,7 +344,10 @@ fn overriders_json(o: &Overriders) -> Value {
             .collect();
         m.insert("imageOverrider".into(), Value::Array(v));
     }
-    for (key, list) in [("commandOverrider", &o.command_overrider), ("argsOverrider", &o.args_overrider)] {
+    for (key, list) in [
+        ("commandOverrider", &o.command_overrider),
+        ("argsOverrider", &o.args_overrider),
+    ] {
         if list.is_empty() {
             continue;
         }
@@ -288,17 +355,26 @@ fn overriders_json(o: &Overriders) -> Value {
             .iter()
             .map(|x| {
                 let mut e = Map::new();
-                e.insert("containerName".into(), Value::String(x.container_name.clone()));
+                e.insert(
+                    "containerName".into(),
+                    Value::String(x.container_name.clone()),
+                );
                 e.insert("operator".into(), Value::String(x.operator.clone()));
                 if !x.value.is_empty() {
-                    e.insert("value".into(), Value::Array(x.value.iter().cloned().map(Value::String).collect()));
+                    e.insert(
+                        "value".into(),
+                        Value::Array(x.value.iter().cloned().map(Value::String).collect()),
+                    );
                 }
                 Value::Object(e)
             })
             .collect();
         m.insert(key.into(), Value::Array(v));
     }
-    for (key, list) in [("labelsOverrider", &o.labels_overrider), ("annotationsOverrider", &o.annotations_overrider)] {
+    for (key, list) in [
+        ("labelsOverrider", &o.labels_overrider),
+        ("annotationsOverrider", &o.annotations_overrider),
+    ] {
         if list.is_empty() {
             continue;
         }
@@ -307,7 +383,11 @@ fn overriders_json(o: &Overriders) -> Value {
             .map(|x| {
                 let mut e = Map::new();
                 e.insert("operator".into(), Value::String(x.operator.clone()));
-                let vals: Map<String, Value> = x.value.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+                let vals: Map<String, Value> = x
+                    .value
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect();
                 e.insert("value".into(), Value::Object(vals));
                 Value::Object(e)
             })
@@ -340,6 +420,7 @@ fn overriders_json(o: &Overriders) -> Value {
 /// # Errors
 /// An operation's path does not resolve (never the case for a patch returned by
 /// [`karmada_overrides`] for the same object).
+#[allow(clippy::result_large_err)]
 pub fn apply(object: &Value, patch: &OverridePatch) -> Result<Value, OverrideError> {
     let mut doc = object.clone();
     for (index, op) in patch.patch.iter().enumerate() {
@@ -352,7 +433,12 @@ pub fn apply(object: &Value, patch: &OverridePatch) -> Result<Value, OverrideErr
                 json_patch::PatchOperation::Copy(o) => ("copy", o.path.to_string()),
                 json_patch::PatchOperation::Test(o) => ("test", o.path.to_string()),
             };
-            OverrideError::Patch { index, op: name, path, message: e.kind.to_string() }
+            OverrideError::Patch {
+                index,
+                op: name,
+                path,
+                message: e.kind.to_string(),
+            }
         })?;
     }
     Ok(doc)
@@ -368,7 +454,11 @@ pub fn applied_annotations(applied: &[(OverrideScope, AppliedOverride)]) -> Vec<
         (OverrideScope::Cluster, APPLIED_CLUSTER_OVERRIDES_ANNOTATION),
         (OverrideScope::Namespaced, APPLIED_OVERRIDES_ANNOTATION),
     ] {
-        let mut items: Vec<&AppliedOverride> = applied.iter().filter(|(s, _)| *s == scope).map(|(_, a)| a).collect();
+        let mut items: Vec<&AppliedOverride> = applied
+            .iter()
+            .filter(|(s, _)| *s == scope)
+            .map(|(_, a)| a)
+            .collect();
         if items.is_empty() {
             continue;
         }

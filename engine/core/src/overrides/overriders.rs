@@ -1,7 +1,9 @@
 //! Lowering of each overrider type to evanphx-style operations, computed against the current
 //! object (Karmada `pkg/util/overridemanager/*`).
 
-use flotilla_api::policy::{CommandArgsOverrider, FieldOverrider, ImageOverrider, LabelAnnotationOverrider};
+use flotilla_api::policy::{
+    CommandArgsOverrider, FieldOverrider, ImageOverrider, LabelAnnotationOverrider,
+};
 use serde_json::{Map, Value};
 
 use super::gofmt::{sprintf_s, to_json_raw_numbers};
@@ -18,7 +20,9 @@ const POD_TEMPLATE_PREFIX: &str = "/spec/template/spec";
 fn workload_prefix(kind: &str) -> Option<&'static str> {
     match kind {
         "Pod" => Some(POD_SPEC_PREFIX),
-        "ReplicaSet" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job" => Some(POD_TEMPLATE_PREFIX),
+        "ReplicaSet" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job" => {
+            Some(POD_TEMPLATE_PREFIX)
+        }
         _ => None,
     }
 }
@@ -33,18 +37,32 @@ pub(crate) fn image_ops(obj: &Value, o: &ImageOverrider) -> Result<Vec<RawOp>, F
     match &o.predicate {
         Some(pred) => {
             let image = obtain_image_value(obj, &pred.path).map_err(|e| {
-                (pred.path.clone(), format!("failed to obtain imageValue with predicate path({}), error: {e}", pred.path))
+                (
+                    pred.path.clone(),
+                    format!(
+                        "failed to obtain imageValue with predicate path({}), error: {e}",
+                        pred.path
+                    ),
+                )
             })?;
             targets.push((pred.path.clone(), image));
         }
         None => {
-            let Some(prefix) = workload_prefix(kind_of(obj)) else { return Ok(Vec::new()) };
+            let Some(prefix) = workload_prefix(kind_of(obj)) else {
+                return Ok(Vec::new());
+            };
             let containers_path = format!("{prefix}/containers");
             let containers = match obj.pointer(&containers_path) {
                 None | Some(Value::Null) => return Ok(Vec::new()),
                 Some(Value::Array(a)) => a,
                 Some(_) => {
-                    return Err((containers_path, format!("failed to convert {} from unstructured object", kind_of(obj))));
+                    return Err((
+                        containers_path,
+                        format!(
+                            "failed to convert {} from unstructured object",
+                            kind_of(obj)
+                        ),
+                    ));
                 }
             };
             for (i, c) in containers.iter().enumerate() {
@@ -54,11 +72,25 @@ pub(crate) fn image_ops(obj: &Value, o: &ImageOverrider) -> Result<Vec<RawOp>, F
                         None | Some(Value::Null) => String::new(),
                         Some(Value::String(s)) => s.clone(),
                         Some(_) => {
-                            return Err((path, format!("failed to convert {} from unstructured object", kind_of(obj))));
+                            return Err((
+                                path,
+                                format!(
+                                    "failed to convert {} from unstructured object",
+                                    kind_of(obj)
+                                ),
+                            ));
                         }
                     },
                     Value::Null => String::new(),
-                    _ => return Err((path, format!("failed to convert {} from unstructured object", kind_of(obj)))),
+                    _ => {
+                        return Err((
+                            path,
+                            format!(
+                                "failed to convert {} from unstructured object",
+                                kind_of(obj)
+                            ),
+                        ));
+                    }
                 };
                 targets.push((path, image));
             }
@@ -84,13 +116,16 @@ fn obtain_image_value(obj: &Value, path: &str) -> Result<String, String> {
         match cur.get(segs[i]) {
             Some(Value::Object(m)) => cur = m,
             Some(Value::Array(a)) => {
-                let idx: i32 =
-                    segs[i + 1].parse().map_err(|_| format!("path({}) of rawObj's is not number", segs[i + 1]))?;
+                let idx: i32 = segs[i + 1]
+                    .parse()
+                    .map_err(|_| format!("path({}) of rawObj's is not number", segs[i + 1]))?;
                 let elem = usize::try_from(idx)
                     .ok()
                     .and_then(|u| a.get(u))
                     .ok_or_else(|| format!("index {idx} out of range for path({})", segs[i]))?;
-                cur = elem.as_object().ok_or_else(|| format!("element {idx} of path({}) is not a map", segs[i]))?;
+                cur = elem
+                    .as_object()
+                    .ok_or_else(|| format!("element {idx} of path({}) is not a map", segs[i]))?;
                 i += 1;
             }
             _ => {
@@ -111,7 +146,8 @@ fn obtain_image_value(obj: &Value, path: &str) -> Result<String, String> {
 
 /// Applies one image overrider to an image reference (`overrideImage`).
 pub(crate) fn override_image(image: &str, o: &ImageOverrider) -> Result<String, String> {
-    let mut c = ImageRef::parse(image).map_err(|e| format!("failed to parse image value({image}), error: {e}"))?;
+    let mut c = ImageRef::parse(image)
+        .map_err(|e| format!("failed to parse image value({image}), error: {e}"))?;
     match o.component.as_str() {
         "Registry" => match o.operator.as_str() {
             "add" => c.hostname.push_str(&o.value),
@@ -140,8 +176,14 @@ pub(crate) fn override_image(image: &str, o: &ImageOverrider) -> Result<String, 
 }
 
 /// `commandOverrider` / `argsOverrider` (`target` is `command` or `args`).
-pub(crate) fn command_args_ops(obj: &Value, target: &str, o: &CommandArgsOverrider) -> Result<Vec<RawOp>, Fail> {
-    let Some(prefix) = workload_prefix(kind_of(obj)) else { return Ok(Vec::new()) };
+pub(crate) fn command_args_ops(
+    obj: &Value,
+    target: &str,
+    o: &CommandArgsOverrider,
+) -> Result<Vec<RawOp>, Fail> {
+    let Some(prefix) = workload_prefix(kind_of(obj)) else {
+        return Ok(Vec::new());
+    };
     let containers_path = format!("{prefix}/containers");
     // unstructured.NestedSlice: walk maps; a non-map on the way or a non-slice at the end is an error.
     let mut cur = obj;
@@ -152,17 +194,25 @@ pub(crate) fn command_args_ops(obj: &Value, target: &str, o: &CommandArgsOverrid
                 Some(v) => cur = v,
             },
             _ => {
-                return Err((containers_path.clone(), format!("failed to retrieves path({containers_path}) from rawObj")));
+                return Err((
+                    containers_path.clone(),
+                    format!("failed to retrieves path({containers_path}) from rawObj"),
+                ));
             }
         }
     }
     let Value::Array(containers) = cur else {
-        return Err((containers_path.clone(), format!("failed to retrieves path({containers_path}) from rawObj")));
+        return Err((
+            containers_path.clone(),
+            format!("failed to retrieves path({containers_path}) from rawObj"),
+        ));
     };
     let mut ops = Vec::new();
     for (i, c) in containers.iter().enumerate() {
         let path = format!("{containers_path}/{i}/{target}");
-        let Value::Object(m) = c else { return Err((path, "container is not an object".into())) };
+        let Value::Object(m) = c else {
+            return Err((path, "container is not an object".into()));
+        };
         if m.get("name").and_then(Value::as_str) != Some(o.container_name.as_str()) {
             continue;
         }
@@ -192,7 +242,11 @@ fn new_command_args(mut cur: Vec<String>, o: &CommandArgsOverrider) -> Value {
 
 /// `labelsOverrider` / `annotationsOverrider` (`field` is `labels` or `annotations`). May first
 /// create the map (as a separate op set, applied to `obj` in place by the caller's sequencing).
-pub(crate) fn label_annotation_ops(obj: &Value, field: &str, o: &LabelAnnotationOverrider) -> Vec<RawOp> {
+pub(crate) fn label_annotation_ops(
+    obj: &Value,
+    field: &str,
+    o: &LabelAnnotationOverrider,
+) -> Vec<RawOp> {
     let mut ops = Vec::new();
     let string_map = |obj: &Value| -> Option<Map<String, Value>> {
         let m = obj.get("metadata")?.get(field)?.as_object()?;
@@ -202,29 +256,37 @@ pub(crate) fn label_annotation_ops(obj: &Value, field: &str, o: &LabelAnnotation
     let mut created = false;
     for (key, value) in &o.value {
         match o.operator.as_str() {
-            "remove" | "replace" => {
-                if !existing.as_ref().is_some_and(|m| m.contains_key(key)) {
-                    continue;
-                }
+            "remove" | "replace" if !existing.as_ref().is_some_and(|m| m.contains_key(key)) => {
+                continue;
             }
-            "add" => {
-                if existing.is_none() && !created {
-                    // SetNestedStringMap(obj, {}, "metadata", field): fails (key skipped) when
-                    // metadata is not a map.
-                    match obj.get("metadata") {
-                        None => ops.push(RawOp::new("add", "/metadata", serde_json::json!({ field: {} }))),
-                        Some(Value::Object(_)) => {
-                            ops.push(RawOp::new("add", format!("/metadata/{field}"), Value::Object(Map::new())));
-                        }
-                        Some(_) => continue,
+            "add" if existing.is_none() && !created => {
+                // SetNestedStringMap(obj, {}, "metadata", field): fails (key skipped) when
+                // metadata is not a map.
+                match obj.get("metadata") {
+                    None => ops.push(RawOp::new(
+                        "add",
+                        "/metadata",
+                        serde_json::json!({ field: {} }),
+                    )),
+                    Some(Value::Object(_)) => {
+                        ops.push(RawOp::new(
+                            "add",
+                            format!("/metadata/{field}"),
+                            Value::Object(Map::new()),
+                        ));
                     }
-                    created = true;
+                    Some(_) => continue,
                 }
+                created = true;
             }
             _ => {}
         }
         let escaped = key.replace('/', "~1");
-        ops.push(RawOp::new(&o.operator, format!("/metadata/{field}/{escaped}"), Value::String(value.clone())));
+        ops.push(RawOp::new(
+            &o.operator,
+            format!("/metadata/{field}/{escaped}"),
+            Value::String(value.clone()),
+        ));
     }
     ops
 }
@@ -234,7 +296,9 @@ pub(crate) fn field_ops(obj: &Value, o: &FieldOverrider) -> Result<Vec<RawOp>, F
     let fp = &o.field_path;
     let fail = |m: String| (fp.clone(), m);
     if !fp.is_empty() && !fp.starts_with('/') {
-        return Err(fail("JSON pointer must be empty or start with a \"/\"".into()));
+        return Err(fail(
+            "JSON pointer must be empty or start with a \"/\"".into(),
+        ));
     }
     // go-openapi jsonpointer Get: tokens unescaped (~1 → /, ~0 → ~), arrays by decimal index.
     let current = if fp.is_empty() {
@@ -244,7 +308,9 @@ pub(crate) fn field_ops(obj: &Value, o: &FieldOverrider) -> Result<Vec<RawOp>, F
         for raw in fp[1..].split('/') {
             let tok = raw.replace("~1", "/").replace("~0", "~");
             cur = match cur {
-                Value::Object(m) => m.get(&tok).ok_or_else(|| fail(format!("object has no key {tok:?}")))?,
+                Value::Object(m) => m
+                    .get(&tok)
+                    .ok_or_else(|| fail(format!("object has no key {tok:?}")))?,
                 Value::Array(a) => tok
                     .parse::<usize>()
                     .ok()
@@ -256,21 +322,26 @@ pub(crate) fn field_ops(obj: &Value, o: &FieldOverrider) -> Result<Vec<RawOp>, F
         cur
     };
     let Value::String(data) = current else {
-        return Err(fail(format!("Get object's value by overrider's path({fp}) is not string")));
+        return Err(fail(format!(
+            "Get object's value by overrider's path({fp}) is not string"
+        )));
     };
     let new_text = if !o.yaml.is_empty() {
-        let mut doc = yaml_to_json(data).map_err(|e| fail(format!("failed to convert yaml to json: {e}")))?;
+        let mut doc =
+            yaml_to_json(data).map_err(|e| fail(format!("failed to convert yaml to json: {e}")))?;
         let ops = sub_ops(&o.yaml);
-        apply_ops(&mut doc, &ops).map_err(|(i, e)| (format!("{fp}#yaml[{i}]{}", o.yaml[i].sub_path), e))?;
+        apply_ops(&mut doc, &ops)
+            .map_err(|(i, e)| (format!("{fp}#yaml[{i}]{}", o.yaml[i].sub_path), e))?;
         json_to_yaml(&doc)
     } else if !o.json.is_empty() {
         if data.is_empty() {
             String::new()
         } else {
-            let mut doc: Value =
-                serde_json::from_str(data).map_err(|e| fail(format!("invalid JSON document at {fp}: {e}")))?;
+            let mut doc: Value = serde_json::from_str(data)
+                .map_err(|e| fail(format!("invalid JSON document at {fp}: {e}")))?;
             let ops = sub_ops(&o.json);
-            apply_ops(&mut doc, &ops).map_err(|(i, e)| (format!("{fp}#json[{i}]{}", o.json[i].sub_path), e))?;
+            apply_ops(&mut doc, &ops)
+                .map_err(|(i, e)| (format!("{fp}#json[{i}]{}", o.json[i].sub_path), e))?;
             to_json_raw_numbers(&doc)
         }
     } else {
@@ -280,11 +351,21 @@ pub(crate) fn field_ops(obj: &Value, o: &FieldOverrider) -> Result<Vec<RawOp>, F
     if fp.is_empty() {
         return Err(fail("cannot set the whole object to a string".into()));
     }
-    Ok(vec![RawOp::new("replace", fp.clone(), Value::String(new_text))])
+    Ok(vec![RawOp::new(
+        "replace",
+        fp.clone(),
+        Value::String(new_text),
+    )])
 }
 
 fn sub_ops(ops: &[flotilla_api::policy::SubPathPatch]) -> Vec<RawOp> {
     ops.iter()
-        .map(|p| RawOp::new(&p.operator, p.sub_path.clone(), p.value.clone().unwrap_or(Value::Null)))
+        .map(|p| {
+            RawOp::new(
+                &p.operator,
+                p.sub_path.clone(),
+                p.value.clone().unwrap_or(Value::Null),
+            )
+        })
         .collect()
 }

@@ -2,8 +2,8 @@
 //! operation to a canonical [`json_patch::PatchOperation`] that the `json-patch` crate applies
 //! identically (array indices resolved, Go `Atoi` quirks and negative indices removed).
 
-use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use json_patch::jsonptr::{self, PointerBuf};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::Value;
 
 /// One operation as Karmada builds it (`overrideOption`): op name, raw path, value.
@@ -16,7 +16,11 @@ pub(crate) struct RawOp {
 
 impl RawOp {
     pub(crate) fn new(op: &str, path: impl Into<String>, value: Value) -> Self {
-        RawOp { op: op.to_string(), path: path.into(), value }
+        RawOp {
+            op: op.to_string(),
+            path: path.into(),
+            value,
+        }
     }
 }
 
@@ -65,7 +69,10 @@ fn split_path(path: &str) -> Result<Option<(Vec<String>, String)>, String> {
     if segs.len() < 2 {
         return Err(format!("doc is missing path: {path:?}"));
     }
-    let parents = segs[1..segs.len() - 1].iter().map(|s| decode_key(s)).collect();
+    let parents = segs[1..segs.len() - 1]
+        .iter()
+        .map(|s| decode_key(s))
+        .collect();
     let key = decode_key(segs[segs.len() - 1]);
     Ok(Some((parents, key)))
 }
@@ -82,7 +89,11 @@ fn array_index(key: &str, len: usize) -> Result<usize, String> {
 }
 
 /// Walks the parent tokens, returning the container and the canonical tokens walked.
-fn find_parent<'a>(doc: &'a mut Value, parents: &[String], path: &str) -> Result<(&'a mut Value, Vec<String>), String> {
+fn find_parent<'a>(
+    doc: &'a mut Value,
+    parents: &[String],
+    path: &str,
+) -> Result<(&'a mut Value, Vec<String>), String> {
     let mut cur = doc;
     let mut canon = Vec::with_capacity(parents.len() + 1);
     for part in parents {
@@ -92,7 +103,8 @@ fn find_parent<'a>(doc: &'a mut Value, parents: &[String], path: &str) -> Result
                 m.get_mut(part.as_str())
             }
             Value::Array(a) => {
-                let i = array_index(part, a.len()).map_err(|_| format!("doc is missing path: {path:?}"))?;
+                let i = array_index(part, a.len())
+                    .map_err(|_| format!("doc is missing path: {path:?}"))?;
                 canon.push(i.to_string());
                 a.get_mut(i)
             }
@@ -128,9 +140,15 @@ pub(crate) fn apply_op(doc: &mut Value, op: &RawOp) -> Result<PatchOperation, St
                 *doc = op.value.clone();
                 let path = PointerBuf::root();
                 Ok(if kind == "add" {
-                    PatchOperation::Add(AddOperation { path, value: op.value.clone() })
+                    PatchOperation::Add(AddOperation {
+                        path,
+                        value: op.value.clone(),
+                    })
                 } else {
-                    PatchOperation::Replace(ReplaceOperation { path, value: op.value.clone() })
+                    PatchOperation::Replace(ReplaceOperation {
+                        path,
+                        value: op.value.clone(),
+                    })
                 })
             }
             _ => remove_at(doc, &[], "", &op.path),
@@ -151,24 +169,39 @@ pub(crate) fn apply_op(doc: &mut Value, op: &RawOp) -> Result<PatchOperation, St
                         a.push(op.value.clone());
                         canon.push("-".to_string());
                     } else {
-                        let idx = atoi(&key)
-                            .ok_or_else(|| format!("value was not a proper array index: '{key}'"))?;
+                        let idx = atoi(&key).ok_or_else(|| {
+                            format!("value was not a proper array index: '{key}'")
+                        })?;
                         let sz = i64::try_from(a.len() + 1).unwrap_or(i64::MAX);
                         let resolved = if idx < 0 { idx + sz } else { idx };
                         if idx >= sz || resolved < 0 {
                             return Err(format!("Unable to access invalid index: {idx}"));
                         }
-                        let i = usize::try_from(resolved).map_err(|_| format!("Unable to access invalid index: {idx}"))?;
+                        let i = usize::try_from(resolved)
+                            .map_err(|_| format!("Unable to access invalid index: {idx}"))?;
                         a.insert(i, op.value.clone());
                         canon.push(i.to_string());
                     }
                 }
-                _ => return Err(format!("add operation does not apply: doc is missing path: {:?}", op.path)),
+                _ => {
+                    return Err(format!(
+                        "add operation does not apply: doc is missing path: {:?}",
+                        op.path
+                    ));
+                }
             }
-            Ok(PatchOperation::Add(AddOperation { path: pointer(canon), value: op.value.clone() }))
+            Ok(PatchOperation::Add(AddOperation {
+                path: pointer(canon),
+                value: op.value.clone(),
+            }))
         }
         _ => {
-            let missing = || format!("replace operation does not apply: doc is missing key: {}", op.path);
+            let missing = || {
+                format!(
+                    "replace operation does not apply: doc is missing key: {}",
+                    op.path
+                )
+            };
             let (parent, mut canon) = find_parent(doc, &parents, &op.path)
                 .map_err(|e| format!("replace operation does not apply: {e}"))?;
             match parent {
@@ -184,33 +217,52 @@ pub(crate) fn apply_op(doc: &mut Value, op: &RawOp) -> Result<PatchOperation, St
                 }
                 _ => return Err(missing()),
             }
-            Ok(PatchOperation::Replace(ReplaceOperation { path: pointer(canon), value: op.value.clone() }))
+            Ok(PatchOperation::Replace(ReplaceOperation {
+                path: pointer(canon),
+                value: op.value.clone(),
+            }))
         }
     }
 }
 
-fn remove_at(doc: &mut Value, parents: &[String], key: &str, path: &str) -> Result<PatchOperation, String> {
-    let (parent, mut canon) =
-        find_parent(doc, parents, path).map_err(|e| format!("remove operation does not apply: {e}"))?;
+fn remove_at(
+    doc: &mut Value,
+    parents: &[String],
+    key: &str,
+    path: &str,
+) -> Result<PatchOperation, String> {
+    let (parent, mut canon) = find_parent(doc, parents, path)
+        .map_err(|e| format!("remove operation does not apply: {e}"))?;
     match parent {
         Value::Object(m) => {
             // Order-preserving removal (evanphx keeps key order).
-            m.shift_remove(key).ok_or_else(|| format!("unable to remove nonexistent key: {key}"))?;
+            m.shift_remove(key)
+                .ok_or_else(|| format!("unable to remove nonexistent key: {key}"))?;
             canon.push(key.to_string());
         }
         Value::Array(a) => {
-            let i = array_index(key, a.len()).map_err(|e| format!("error in remove for path: '{path}': {e}"))?;
+            let i = array_index(key, a.len())
+                .map_err(|e| format!("error in remove for path: '{path}': {e}"))?;
             a.remove(i);
             canon.push(i.to_string());
         }
-        _ => return Err(format!("remove operation does not apply: doc is missing path: {path:?}")),
+        _ => {
+            return Err(format!(
+                "remove operation does not apply: doc is missing path: {path:?}"
+            ));
+        }
     }
-    Ok(PatchOperation::Remove(RemoveOperation { path: pointer(canon) }))
+    Ok(PatchOperation::Remove(RemoveOperation {
+        path: pointer(canon),
+    }))
 }
 
 /// Applies `ops` as one patch (all or nothing). Returns the canonical operations, or the index of
 /// the failing operation with the reason.
-pub(crate) fn apply_ops(doc: &mut Value, ops: &[RawOp]) -> Result<Vec<PatchOperation>, (usize, String)> {
+pub(crate) fn apply_ops(
+    doc: &mut Value,
+    ops: &[RawOp],
+) -> Result<Vec<PatchOperation>, (usize, String)> {
     let mut work = doc.clone();
     let mut out = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {

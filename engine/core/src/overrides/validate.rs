@@ -43,14 +43,23 @@ struct Errs(Vec<FieldError>);
 
 impl Errs {
     fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.0.push(FieldError { field: field.into(), message: message.into() });
+        self.0.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
     }
 }
 
 fn enum_check(errs: &mut Errs, field: String, value: &str, allowed: &[&str]) {
     if !allowed.contains(&value) {
         let list: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
-        errs.push(field, format!("Unsupported value: {value:?}: supported values: {}", list.join(", ")));
+        errs.push(
+            field,
+            format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+        );
     }
 }
 
@@ -59,26 +68,62 @@ const OPS3: &[&str] = &["add", "remove", "replace"];
 /// CRD-schema enums of one `Overriders` block.
 fn schema(errs: &mut Errs, o: &Overriders, base: &str) {
     for (i, p) in o.plaintext.iter().enumerate() {
-        enum_check(errs, format!("{base}.plaintext[{i}].operator"), &p.operator, OPS3);
+        enum_check(
+            errs,
+            format!("{base}.plaintext[{i}].operator"),
+            &p.operator,
+            OPS3,
+        );
     }
     for (i, x) in o.image_overrider.iter().enumerate() {
-        enum_check(errs, format!("{base}.imageOverrider[{i}].component"), &x.component, &["Registry", "Repository", "Tag"]);
-        enum_check(errs, format!("{base}.imageOverrider[{i}].operator"), &x.operator, OPS3);
+        enum_check(
+            errs,
+            format!("{base}.imageOverrider[{i}].component"),
+            &x.component,
+            &["Registry", "Repository", "Tag"],
+        );
+        enum_check(
+            errs,
+            format!("{base}.imageOverrider[{i}].operator"),
+            &x.operator,
+            OPS3,
+        );
     }
-    for (name, list) in [("commandOverrider", &o.command_overrider), ("argsOverrider", &o.args_overrider)] {
+    for (name, list) in [
+        ("commandOverrider", &o.command_overrider),
+        ("argsOverrider", &o.args_overrider),
+    ] {
         for (i, x) in list.iter().enumerate() {
-            enum_check(errs, format!("{base}.{name}[{i}].operator"), &x.operator, &["add", "remove"]);
+            enum_check(
+                errs,
+                format!("{base}.{name}[{i}].operator"),
+                &x.operator,
+                &["add", "remove"],
+            );
         }
     }
-    for (name, list) in [("labelsOverrider", &o.labels_overrider), ("annotationsOverrider", &o.annotations_overrider)] {
+    for (name, list) in [
+        ("labelsOverrider", &o.labels_overrider),
+        ("annotationsOverrider", &o.annotations_overrider),
+    ] {
         for (i, x) in list.iter().enumerate() {
-            enum_check(errs, format!("{base}.{name}[{i}].operator"), &x.operator, OPS3);
+            enum_check(
+                errs,
+                format!("{base}.{name}[{i}].operator"),
+                &x.operator,
+                OPS3,
+            );
         }
     }
     for (i, f) in o.field_overrider.iter().enumerate() {
         for (kind, ops) in [("json", &f.json), ("yaml", &f.yaml)] {
             for (j, p) in ops.iter().enumerate() {
-                enum_check(errs, format!("{base}.fieldOverrider[{i}].{kind}[{j}].operator"), &p.operator, OPS3);
+                enum_check(
+                    errs,
+                    format!("{base}.fieldOverrider[{i}].{kind}[{j}].operator"),
+                    &p.operator,
+                    OPS3,
+                );
             }
         }
     }
@@ -92,14 +137,25 @@ fn pointer_ok(p: &str) -> bool {
 const POINTER_MSG: &str = "JSON pointer must be empty or start with a \"/\"";
 
 fn cluster_affinity(errs: &mut Errs, a: Option<&ClusterAffinity>, field: &str) {
-    let Some(fs) = a.and_then(|a| a.field_selector.as_ref()) else { return };
+    let Some(fs) = a.and_then(|a| a.field_selector.as_ref()) else {
+        return;
+    };
     for e in &fs.match_expressions {
         if !matches!(e.key.as_str(), "provider" | "region" | "zone") {
-            errs.push(format!("{field}.fieldSelector"), format!("unsupported key {:?}, must be provider, region, or zone", e.key));
+            errs.push(
+                format!("{field}.fieldSelector"),
+                format!(
+                    "unsupported key {:?}, must be provider, region, or zone",
+                    e.key
+                ),
+            );
             return;
         }
         if !matches!(e.operator.as_str(), "In" | "NotIn") {
-            errs.push(format!("{field}.fieldSelector"), format!("unsupported operator {:?}, must be In or NotIn", e.operator));
+            errs.push(
+                format!("{field}.fieldSelector"),
+                format!("unsupported operator {:?}, must be In or NotIn", e.operator),
+            );
             return;
         }
     }
@@ -108,14 +164,23 @@ fn cluster_affinity(errs: &mut Errs, a: Option<&ClusterAffinity>, field: &str) {
 fn sub_paths(errs: &mut Errs, ops: &[SubPathPatch], field: &str) {
     for (i, p) in ops.iter().enumerate() {
         if !pointer_ok(&p.sub_path) {
-            errs.push(format!("{field}[{i}].subPath"), format!("Invalid value: {:?}: {POINTER_MSG}", p.sub_path));
+            errs.push(
+                format!("{field}[{i}].subPath"),
+                format!("Invalid value: {:?}: {POINTER_MSG}", p.sub_path),
+            );
         }
         match p.operator.as_str() {
             "add" | "replace" if p.value.is_none() => {
-                errs.push(format!("{field}[{i}].value"), "value is required for add or replace operation");
+                errs.push(
+                    format!("{field}[{i}].value"),
+                    "value is required for add or replace operation",
+                );
             }
             "remove" if p.value.is_some() => {
-                errs.push(format!("{field}[{i}].value"), "value is not allowed for remove operation");
+                errs.push(
+                    format!("{field}[{i}].value"),
+                    "value is not allowed for remove operation",
+                );
             }
             _ => {}
         }
@@ -131,7 +196,8 @@ fn is_dns1123_subdomain(s: &str) -> bool {
                 && !b[0].is_ascii_uppercase()
                 && b[b.len() - 1].is_ascii_alphanumeric()
                 && !b[b.len() - 1].is_ascii_uppercase()
-                && b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                && b.iter()
+                    .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         })
 }
 
@@ -141,7 +207,8 @@ fn is_name_part(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 const NAME_FMT_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
@@ -182,10 +249,16 @@ fn labels(errs: &mut Errs, m: &BTreeMap<String, String>, field: &str) {
             errs.push(field, format!("Invalid value: {k:?}: {msg}"));
         }
         if v.len() > 63 {
-            errs.push(field, format!("Invalid value: {v:?}: must be no more than 63 characters"));
+            errs.push(
+                field,
+                format!("Invalid value: {v:?}: must be no more than 63 characters"),
+            );
         }
         if !v.is_empty() && !is_name_part(v) {
-            errs.push(field, format!("Invalid value: {v:?}: a valid label {NAME_FMT_MSG}"));
+            errs.push(
+                field,
+                format!("Invalid value: {v:?}: a valid label {NAME_FMT_MSG}"),
+            );
         }
     }
 }
@@ -198,7 +271,10 @@ fn annotations(errs: &mut Errs, m: &BTreeMap<String, String>, field: &str) {
     }
     let total: usize = m.iter().map(|(k, v)| k.len() + v.len()).sum();
     if total > 256 * 1024 {
-        errs.push(field, format!("Too long: may not be more than {} bytes", 256 * 1024));
+        errs.push(
+            field,
+            format!("Too long: may not be more than {} bytes", 256 * 1024),
+        );
     }
 }
 
@@ -216,12 +292,23 @@ pub fn validate(policy: &OverridePolicy) -> Vec<FieldError> {
     let spec = &policy.spec;
     schema(&mut errs, &spec.overriders, "spec.overriders");
     for (i, r) in spec.override_rules.iter().enumerate() {
-        schema(&mut errs, &r.overriders, &format!("spec.overrideRules[{i}].overriders"));
+        schema(
+            &mut errs,
+            &r.overriders,
+            &format!("spec.overrideRules[{i}].overriders"),
+        );
     }
-    cluster_affinity(&mut errs, spec.target_cluster.as_ref(), "spec.targetCluster");
+    cluster_affinity(
+        &mut errs,
+        spec.target_cluster.as_ref(),
+        "spec.targetCluster",
+    );
     let has_rules = !spec.override_rules.is_empty();
     if spec.target_cluster.is_some() && has_rules {
-        errs.push("spec.targetCluster", "overrideRules and targetCluster can't co-exist");
+        errs.push(
+            "spec.targetCluster",
+            "overrideRules and targetCluster can't co-exist",
+        );
     }
     let o = &spec.overriders;
     let legacy_nonempty = !(o.plaintext.is_empty()
@@ -231,20 +318,31 @@ pub fn validate(policy: &OverridePolicy) -> Vec<FieldError> {
         && o.labels_overrider.is_empty()
         && o.annotations_overrider.is_empty());
     if legacy_nonempty && has_rules {
-        errs.push("spec.overriders", "overrideRules and overriders can't co-exist");
+        errs.push(
+            "spec.overriders",
+            "overrideRules and overriders can't co-exist",
+        );
     }
     for (ri, rule) in spec.override_rules.iter().enumerate() {
         let base = format!("spec.overrideRules[{ri}]");
         let ov = &rule.overriders;
         for (i, a) in ov.annotations_overrider.iter().enumerate() {
-            annotations(&mut errs, &a.value, &format!("{base}.overriders.annotationsOverrider[{i}].value"));
+            annotations(
+                &mut errs,
+                &a.value,
+                &format!("{base}.overriders.annotationsOverrider[{i}].value"),
+            );
         }
         for (i, l) in ov.labels_overrider.iter().enumerate() {
-            labels(&mut errs, &l.value, &format!("{base}.overriders.labelsOverrider[{i}].value"));
+            labels(
+                &mut errs,
+                &l.value,
+                &format!("{base}.overriders.labelsOverrider[{i}].value"),
+            );
         }
         for (i, im) in ov.image_overrider.iter().enumerate() {
-            if let Some(p) = &im.predicate {
-                if !pointer_ok(&p.path) {
+            if let Some(p) = im.predicate.as_ref().filter(|p| !pointer_ok(&p.path)) {
+                {
                     errs.push(
                         format!("{base}.overriders.imageOverrider[{i}].predicate.path"),
                         format!("Invalid value: {:?}: {POINTER_MSG}", p.path),
@@ -255,18 +353,31 @@ pub fn validate(policy: &OverridePolicy) -> Vec<FieldError> {
         for (i, f) in ov.field_overrider.iter().enumerate() {
             let fp = format!("{base}.overriders.fieldOverrider[{i}]");
             if !f.yaml.is_empty() && !f.json.is_empty() {
-                errs.push(fp.clone(), "FieldOverrider has both YAML and JSON set. Only one is allowed");
+                errs.push(
+                    fp.clone(),
+                    "FieldOverrider has both YAML and JSON set. Only one is allowed",
+                );
             }
             if f.yaml.is_empty() && f.json.is_empty() {
-                errs.push(fp.clone(), "Required value: FieldOverrider must have either JSON or YAML set");
+                errs.push(
+                    fp.clone(),
+                    "Required value: FieldOverrider must have either JSON or YAML set",
+                );
             }
             if !pointer_ok(&f.field_path) {
-                errs.push(format!("{fp}.fieldPath"), format!("Invalid value: {:?}: {POINTER_MSG}", f.field_path));
+                errs.push(
+                    format!("{fp}.fieldPath"),
+                    format!("Invalid value: {:?}: {POINTER_MSG}", f.field_path),
+                );
             }
             sub_paths(&mut errs, &f.json, &format!("{fp}.json"));
             sub_paths(&mut errs, &f.yaml, &format!("{fp}.yaml"));
         }
-        cluster_affinity(&mut errs, rule.target_cluster.as_ref(), &format!("{base}.targetCluster"));
+        cluster_affinity(
+            &mut errs,
+            rule.target_cluster.as_ref(),
+            &format!("{base}.targetCluster"),
+        );
     }
     if !is_cluster_scoped(policy) {
         let ns = policy.metadata.namespace.as_deref().unwrap_or("");
@@ -302,20 +413,23 @@ mod tests {
 
     #[test]
     fn valid_policy_has_no_errors() {
-        let p = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+        let p = policy(
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
             "metadata": {"name": "p", "namespace": "default"},
             "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
                 "overrideRules": [{"targetCluster": {"fieldSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["a"]}]}},
                     "overriders": {"plaintext": [{"path": "/spec/replicas", "operator": "remove", "value": 1}],
                         "labelsOverrider": [{"operator": "add", "value": {"example.com/a": "b"}}],
-                        "fieldOverrider": [{"fieldPath": "/data/x", "yaml": [{"subPath": "/a", "operator": "add", "value": 1}]}]}}]}}));
+                        "fieldOverrider": [{"fieldPath": "/data/x", "yaml": [{"subPath": "/a", "operator": "add", "value": 1}]}]}}]}}),
+        );
         // Karmada does not check plaintext values against the operator.
         assert_eq!(fields(&p), Vec::<String>::new());
     }
 
     #[test]
     fn every_rule() {
-        let p = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+        let p = policy(
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
             "metadata": {"name": "p", "namespace": "default"},
             "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "other"}],
                 "targetCluster": {"clusterNames": ["m1"]},
@@ -328,7 +442,8 @@ mod tests {
                         "annotationsOverrider": [{"operator": "add", "value": {"a/b/c": "v"}}],
                         "fieldOverrider": [
                             {"fieldPath": "data/x", "json": [{"subPath": "a", "operator": "add"}], "yaml": [{"subPath": "/a", "operator": "remove", "value": 1}]},
-                            {"fieldPath": "/data/y"}]}}]}}));
+                            {"fieldPath": "/data/y"}]}}]}}),
+        );
         let f = fields(&p);
         for want in [
             "spec.overrideRules[0].overriders.plaintext[0].operator",
@@ -354,15 +469,19 @@ mod tests {
 
     #[test]
     fn cluster_policy_skips_namespace_rule_and_defaults() {
-        let mut p = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy",
+        let mut p = policy(
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy",
             "metadata": {"name": "p"},
-            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "x"}]}}));
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "x"}]}}),
+        );
         assert!(validate(&p).is_empty());
         set_defaults(&mut p);
         assert_eq!(p.spec.resource_selectors[0].namespace, "x");
-        let mut op = policy(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+        let mut op = policy(
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
             "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}]}}));
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}]}}),
+        );
         assert!(validate(&op).is_empty());
         set_defaults(&mut op);
         assert_eq!(op.spec.resource_selectors[0].namespace, "ns");

@@ -37,11 +37,15 @@ fn convert(y: &serde_yaml::Value) -> Result<Value, String> {
                 Value::Number(u.into())
             } else {
                 let f = n.as_f64().unwrap_or(0.0);
-                Number::from_f64(f).map(Value::Number).ok_or("cannot convert NaN or Inf to JSON")?
+                Number::from_f64(f)
+                    .map(Value::Number)
+                    .ok_or("cannot convert NaN or Inf to JSON")?
             }
         }
         serde_yaml::Value::String(s) => Value::String(s.clone()),
-        serde_yaml::Value::Sequence(s) => Value::Array(s.iter().map(convert).collect::<Result<_, _>>()?),
+        serde_yaml::Value::Sequence(s) => {
+            Value::Array(s.iter().map(convert).collect::<Result<_, _>>()?)
+        }
         serde_yaml::Value::Mapping(m) => {
             let mut out = Map::new();
             for (k, v) in m {
@@ -86,12 +90,16 @@ fn key_less(a: &str, b: &str) -> bool {
         }
         let mut ai = i;
         while ai < ar.len() && ar[ai].is_ascii_digit() {
-            an = an.wrapping_mul(10).wrapping_add(i64::from(ar[ai] as u8 - b'0'));
+            an = an
+                .wrapping_mul(10)
+                .wrapping_add(i64::from(ar[ai] as u8 - b'0'));
             ai += 1;
         }
         let mut bi = i;
         while bi < br.len() && br[bi].is_ascii_digit() {
-            bn = bn.wrapping_mul(10).wrapping_add(i64::from(br[bi] as u8 - b'0'));
+            bn = bn
+                .wrapping_mul(10)
+                .wrapping_add(i64::from(br[bi] as u8 - b'0'));
             bi += 1;
         }
         if an != bn {
@@ -216,9 +224,10 @@ fn scalar(v: &Value) -> String {
 /// go-yaml v2's resolver (null, bool, int, float, timestamp, base-60 float).
 fn resolves_to_non_string(s: &str) -> bool {
     const SPECIAL: &[&str] = &[
-        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True",
-        "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", ".inf", ".Inf", ".INF", "+.inf",
-        "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN", "<<",
+        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
+        "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF",
+        ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan",
+        ".NaN", ".NAN", "<<",
     ];
     if SPECIAL.contains(&s) {
         return true;
@@ -257,7 +266,10 @@ fn resolves_to_non_string(s: &str) -> bool {
     if b.len() >= 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' {
         return true;
     }
-    if s.contains(':') && s.split(':').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit() || c == '.')) {
+    if s.contains(':')
+        && s.split(':')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    {
         return true;
     }
     false
@@ -278,7 +290,24 @@ fn plain_allowed(s: &str) -> bool {
             return false;
         }
         if i == 0 {
-            if matches!(c, '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`') {
+            if matches!(
+                c,
+                '#' | ','
+                    | '['
+                    | ']'
+                    | '{'
+                    | '}'
+                    | '&'
+                    | '*'
+                    | '!'
+                    | '|'
+                    | '>'
+                    | '\''
+                    | '"'
+                    | '%'
+                    | '@'
+                    | '`'
+            ) {
                 return false;
             }
             if matches!(c, '?' | ':' | '-') && next_blank {
@@ -322,7 +351,10 @@ fn double_quoted(s: &str) -> String {
 }
 
 fn string_scalar(s: &str) -> String {
-    if resolves_to_non_string(s) || s.contains(['\n', '\r']) || s.chars().any(|c| c.is_control() && c != '\t') {
+    if resolves_to_non_string(s)
+        || s.contains(['\n', '\r'])
+        || s.chars().any(|c| c.is_control() && c != '\t')
+    {
         return double_quoted(s);
     }
     if plain_allowed(s) {
@@ -343,7 +375,10 @@ mod tests {
     fn karmada_pinned() {
         let v = yaml_to_json("key:\n  key1: value").expect("yaml");
         assert_eq!(v, json!({"key": {"key1": "value"}}));
-        assert_eq!(json_to_yaml(&json!({"key": {"key1": "updated_value"}})), "key:\n  key1: updated_value\n");
+        assert_eq!(
+            json_to_yaml(&json!({"key": {"key1": "updated_value"}})),
+            "key:\n  key1: updated_value\n"
+        );
     }
 
     #[test]
