@@ -2,7 +2,7 @@
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{Taint, Toleration, effect};
-use flotilla_api::policy::{ClusterAffinity as Affinity, spread_field};
+use flotilla_api::policy::spread_field;
 use flotilla_core::PluginError;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Plugin, Verdict};
 use flotilla_core::selector::{cluster_matches, cluster_matches_inline};
@@ -139,12 +139,6 @@ impl FilterPlugin for ClusterAffinity {
         });
         Ok(())
     }
-}
-
-// Keep the `Affinity` alias used: static weights match with the same helper.
-#[allow(dead_code)]
-fn _matches(c: &Cluster, a: &Affinity) -> bool {
-    cluster_matches(c, a)
 }
 
 /// Rejects clusters missing the property a spread constraint groups by.

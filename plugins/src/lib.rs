@@ -13,6 +13,7 @@ pub mod select;
 use std::sync::Arc;
 
 use flotilla_core::framework::{Profile, Slot};
+use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 
 /// The `default-scheduler` profile: every in-tree Karmada plugin, in Karmada's order.
 pub fn default_profile() -> Profile {
@@ -54,7 +55,56 @@ pub mod registry {
     pub const SCORES: &[&str] = &[super::score::CLUSTER_LOCALITY, super::score::CLUSTER_AFFINITY];
     /// Select plugin names.
     pub const SELECTS: &[&str] = &[super::select::SPREAD_CONSTRAINT];
+    /// Override plugin names.
+    pub const OVERRIDERS: &[&str] = &[super::overrider::OVERRIDE_POLICY];
     /// Assign plugin names.
     pub const ASSIGNERS: &[&str] =
         &[super::assign::DUPLICATED, super::assign::STATIC_WEIGHT, super::assign::DYNAMIC_WEIGHT, super::assign::AGGREGATED];
+}
+
+/// Builds the built-in plugins by name, for profiles written as data. Specs with a `wasm` or `cel`
+/// source are left to those backends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BuiltinFactory;
+
+impl PluginFactory for BuiltinFactory {
+    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String> {
+        if spec.wasm.is_some() || spec.cel.is_some() {
+            return Ok(None);
+        }
+        if spec.config.is_some() {
+            return Err("built-in plugins take no config".into());
+        }
+        let name = spec.name.as_str();
+        Ok(match point {
+            ExtensionPoint::Filter => match name {
+                filter::API_ENABLEMENT => Some(BuiltPlugin::Filter(Arc::new(filter::ApiEnablement))),
+                filter::TAINT_TOLERATION => Some(BuiltPlugin::Filter(Arc::new(filter::TaintToleration))),
+                filter::CLUSTER_AFFINITY => Some(BuiltPlugin::Filter(Arc::new(filter::ClusterAffinity))),
+                filter::SPREAD_CONSTRAINT => Some(BuiltPlugin::Filter(Arc::new(filter::SpreadConstraint))),
+                filter::CLUSTER_EVICTION => Some(BuiltPlugin::Filter(Arc::new(filter::ClusterEviction))),
+                _ => None,
+            },
+            ExtensionPoint::Score => match name {
+                score::CLUSTER_LOCALITY => Some(BuiltPlugin::Score(Arc::new(score::ClusterLocality))),
+                score::CLUSTER_AFFINITY => Some(BuiltPlugin::Score(Arc::new(score::ClusterAffinity))),
+                _ => None,
+            },
+            ExtensionPoint::Select => match name {
+                select::SPREAD_CONSTRAINT => Some(BuiltPlugin::Select(Arc::new(select::SpreadConstraint))),
+                _ => None,
+            },
+            ExtensionPoint::Assign => match name {
+                assign::DUPLICATED => Some(BuiltPlugin::Assign(Arc::new(assign::Duplicated))),
+                assign::STATIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::StaticWeight))),
+                assign::DYNAMIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::DynamicWeight))),
+                assign::AGGREGATED => Some(BuiltPlugin::Assign(Arc::new(assign::Aggregated))),
+                _ => None,
+            },
+            ExtensionPoint::Override => match name {
+                overrider::OVERRIDE_POLICY => Some(BuiltPlugin::Override(Arc::new(overrider::OverridePolicy))),
+                _ => None,
+            },
+        })
+    }
 }

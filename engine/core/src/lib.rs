@@ -23,6 +23,7 @@ pub mod framework;
 pub mod manifest;
 pub mod overrides;
 pub mod plan;
+pub mod profile;
 pub mod quantity;
 pub mod render;
 pub mod scheduler;

@@ -25,6 +25,9 @@ pub struct Args {
     /// The time to plan at (RFC 3339); default: now.
     #[arg(long)]
     pub now: Option<String>,
+    /// SchedulerProfile files; the binding's `schedulerName` picks one.
+    #[arg(long = "profile")]
+    pub profiles: Vec<PathBuf>,
 }
 
 /// Run.
@@ -53,10 +56,14 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     }
     let now = input::now(args.now.as_deref())?;
     let (evicted, _) = failover::evict_tainted(&mut rb, &inv.clusters, now);
-    let profile = flotilla_plugins::default_profile();
+    let profiles = super::profiles::load(&args.profiles)?;
+    let profile = profiles
+        .iter()
+        .find(|p| p.name == rb.spec.scheduler_name)
+        .with_context(|| format!("no scheduler profile named {:?}", rb.spec.scheduler_name))?;
     let mut trace = Trace::default();
     let status = rb.status.clone().unwrap_or_default();
-    let result = schedule(&profile, &rb.spec, &status, &inv.clusters, Default::default(), Some(&mut trace));
+    let result = schedule(profile, &rb.spec, &status, &inv.clusters, Default::default(), Some(&mut trace));
 
     let mut s = String::new();
     let _ = writeln!(s, "{} {} claimed by {} {}", rb.kind, key, claim.policy.kind, claim.policy.metadata.name());

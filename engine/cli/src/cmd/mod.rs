@@ -3,5 +3,6 @@
 pub mod explain;
 pub mod input;
 pub mod plan;
+pub mod profiles;
 pub mod up;
 pub mod validate;

@@ -36,6 +36,9 @@ pub struct Args {
     /// Do not evict clusters with untolerated NoExecute taints.
     #[arg(long)]
     pub no_taint_eviction: bool,
+    /// SchedulerProfile files (built-in, Wasm and CEL plugins); bindings pick one by `schedulerName`.
+    #[arg(long = "profile")]
+    pub profiles: Vec<PathBuf>,
 }
 
 /// Run.
@@ -46,7 +49,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         taint_eviction: !args.no_taint_eviction,
         scheduler: Default::default(),
     };
-    let profiles = vec![flotilla_plugins::default_profile()];
+    let profiles = super::profiles::load(&args.profiles)?;
     let plan = plan(&inv, &profiles, options);
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&as_list(&plan))?),

@@ -1,0 +1,52 @@
+//! Scheduler profiles for the offline commands: the built-in `default-scheduler` plus any
+//! `SchedulerProfile` documents given with `--profile`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use flotilla_core::framework::Profile;
+use flotilla_core::profile::{PluginFactory, ProfileDocument, build_profile};
+
+/// The plugin backends, in lookup order. Backends register here.
+pub fn factories() -> Vec<Box<dyn PluginFactory>> {
+    vec![Box::new(flotilla_plugins::BuiltinFactory)]
+}
+
+/// The default profile, then one per `--profile` document (a document named `default-scheduler`
+/// replaces the built-in one).
+pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
+    let base = flotilla_plugins::default_profile();
+    let factories = factories();
+    let refs: Vec<&dyn PluginFactory> = factories.iter().map(|f| f.as_ref()).collect();
+    let mut profiles = vec![base.clone()];
+    for path in paths {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let dir = path.parent().map(PathBuf::from).unwrap_or_default();
+        for (i, de) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+            let value: serde_json::Value = serde::Deserialize::deserialize(de)
+                .with_context(|| format!("{}: document {}: invalid YAML", path.display(), i + 1))?;
+            if value.is_null() {
+                continue;
+            }
+            let mut doc: ProfileDocument = serde_path_to_error::deserialize(value)
+                .map_err(|e| anyhow::anyhow!("{}: document {}: {}: {}", path.display(), i + 1, e.path(), e.inner()))?;
+            for list in [&mut doc.spec.filters, &mut doc.spec.scores, &mut doc.spec.selects, &mut doc.spec.assigners, &mut doc.spec.overriders]
+                .into_iter()
+                .flatten()
+            {
+                for spec in list.iter_mut() {
+                    if let Some(w) = spec.wasm.as_mut() {
+                        let p = PathBuf::from(&w.path);
+                        if p.is_relative() {
+                            w.path = dir.join(p).display().to_string();
+                        }
+                    }
+                }
+            }
+            let profile = build_profile(&doc, &base, &refs).with_context(|| format!("{}: document {}", path.display(), i + 1))?;
+            profiles.retain(|p| p.name != profile.name);
+            profiles.push(profile);
+        }
+    }
+    Ok(profiles)
+}

@@ -1,0 +1,273 @@
+//! Scheduler profiles as data: a `SchedulerProfile` document names the plugins per extension point,
+//! each from a backend (built-in, Wasm, CEL), with config, failure policy, score weight and limits.
+//! Backends turn a [`PluginSpec`] into a plugin through a [`PluginFactory`]; the core knows none of
+//! them.
+//!
+//! ```yaml
+//! apiVersion: flotilla.dev/v1alpha1
+//! kind: SchedulerProfile
+//! metadata: {name: gpu-aware}
+//! spec:
+//!   scores:                 # omitted lists keep the default profile's plugins
+//!   - name: ClusterLocality
+//!   - name: gpu-score
+//!     weight: 2
+//!     wasm: {path: plugins/gpu.wasm}
+//!     config: {label: example.com/gpu}
+//!     failurePolicy: Ignore
+//! ```
+
+use std::sync::Arc;
+
+use flotilla_api::meta::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::framework::{
+    AssignPlugin, FailurePolicy, FilterPlugin, OverridePlugin, Profile, ScorePlugin, SelectPlugin, Slot,
+};
+
+/// API version of [`ProfileDocument`].
+pub const API_VERSION: &str = "flotilla.dev/v1alpha1";
+/// Kind of [`ProfileDocument`].
+pub const KIND: &str = "SchedulerProfile";
+
+/// A `SchedulerProfile` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileDocument {
+    /// `flotilla.dev/v1alpha1`.
+    pub api_version: String,
+    /// `SchedulerProfile`.
+    pub kind: String,
+    /// `metadata.name` is the scheduler name bindings select with `spec.schedulerName`.
+    pub metadata: ObjectMeta,
+    /// The plugins.
+    #[serde(default)]
+    pub spec: ProfileSpec,
+}
+
+/// Plugins per extension point. A list that is absent keeps the default profile's plugins for that
+/// point; an empty list means none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileSpec {
+    /// Filter plugins, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters: Option<Vec<PluginSpec>>,
+    /// Score plugins (weights apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<Vec<PluginSpec>>,
+    /// Select plugins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selects: Option<Vec<PluginSpec>>,
+    /// Assign plugins, asked in order until one does not skip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigners: Option<Vec<PluginSpec>>,
+    /// Override plugins, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overriders: Option<Vec<PluginSpec>>,
+}
+
+/// One plugin in a profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginSpec {
+    /// Plugin name (a built-in's Karmada name, or any name for Wasm/CEL plugins).
+    pub name: String,
+    /// Score weight (scores only), default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i64>,
+    /// What a plugin fault does: `Fail` (default) or `Ignore`.
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    /// A Wasm module source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasm: Option<WasmSource>,
+    /// CEL expressions (shape defined by the CEL backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel: Option<Value>,
+    /// Plugin configuration, passed to the plugin as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// Per-call limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PluginLimits>,
+}
+
+/// Where a Wasm module comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WasmSource {
+    /// Path of the `.wasm` file (relative paths resolve against the profile file's directory).
+    pub path: String,
+    /// Expected sha256 of the module (hex); checked at load when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// Per-call resource limits of a sandboxed plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginLimits {
+    /// Wall-clock budget per call, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Linear memory cap, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Largest reply accepted, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
+}
+
+/// The extension points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtensionPoint {
+    /// Filter.
+    Filter,
+    /// Score.
+    Score,
+    /// Select.
+    Select,
+    /// Assign.
+    Assign,
+    /// Override.
+    Override,
+}
+
+impl std::fmt::Display for ExtensionPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExtensionPoint::Filter => "filters",
+            ExtensionPoint::Score => "scores",
+            ExtensionPoint::Select => "selects",
+            ExtensionPoint::Assign => "assigners",
+            ExtensionPoint::Override => "overriders",
+        })
+    }
+}
+
+/// A plugin built for one extension point.
+#[derive(Clone)]
+pub enum BuiltPlugin {
+    /// A filter.
+    Filter(Arc<dyn FilterPlugin>),
+    /// A score plugin.
+    Score(Arc<dyn ScorePlugin>),
+    /// A select plugin.
+    Select(Arc<dyn SelectPlugin>),
+    /// An assign plugin.
+    Assign(Arc<dyn AssignPlugin>),
+    /// An override plugin.
+    Override(Arc<dyn OverridePlugin>),
+}
+
+/// Why a profile could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// No factory knows the plugin.
+    #[error("profile {profile}: spec.{point}[{index}]: unknown plugin {name:?} (not a built-in {point} plugin, and no wasm or cel source given)")]
+    UnknownPlugin {
+        /// Profile name.
+        profile: String,
+        /// Extension point.
+        point: ExtensionPoint,
+        /// Index in the list.
+        index: usize,
+        /// Plugin name.
+        name: String,
+    },
+    /// A factory rejected the plugin (bad module, bad expression, bad config).
+    #[error("profile {profile}: spec.{point}[{index}] ({name}): {message}")]
+    Invalid {
+        /// Profile name.
+        profile: String,
+        /// Extension point.
+        point: ExtensionPoint,
+        /// Index in the list.
+        index: usize,
+        /// Plugin name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A factory built a plugin for another extension point than asked.
+    #[error("profile {profile}: spec.{point}[{index}] ({name}): plugin does not implement {point}")]
+    WrongPoint {
+        /// Profile name.
+        profile: String,
+        /// Extension point.
+        point: ExtensionPoint,
+        /// Index in the list.
+        index: usize,
+        /// Plugin name.
+        name: String,
+    },
+    /// The document is not a SchedulerProfile.
+    #[error("{0}")]
+    Document(String),
+}
+
+/// Turns a [`PluginSpec`] into a plugin. One per backend (built-in, Wasm, CEL).
+pub trait PluginFactory: Send + Sync {
+    /// Build the plugin for `point`, `Ok(None)` when this factory does not handle `spec`.
+    ///
+    /// # Errors
+    /// The spec is for this factory but invalid (message without the profile/field prefix).
+    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String>;
+}
+
+/// Build a [`Profile`] from a document: absent lists come from `base` (the default profile).
+///
+/// # Errors
+/// The first plugin no factory builds, or a factory's rejection.
+pub fn build_profile(doc: &ProfileDocument, base: &Profile, factories: &[&dyn PluginFactory]) -> Result<Profile, ProfileError> {
+    if doc.kind != KIND || doc.api_version != API_VERSION {
+        return Err(ProfileError::Document(format!(
+            "expected apiVersion {API_VERSION} kind {KIND}, got {} {}",
+            doc.api_version, doc.kind
+        )));
+    }
+    let profile = doc.metadata.name().to_owned();
+    if profile.is_empty() {
+        return Err(ProfileError::Document("SchedulerProfile: metadata.name is required".into()));
+    }
+    let build = |point: ExtensionPoint, index: usize, spec: &PluginSpec| -> Result<BuiltPlugin, ProfileError> {
+        for f in factories {
+            match f.build(point, spec) {
+                Ok(Some(p)) => return Ok(p),
+                Ok(None) => {}
+                Err(message) => {
+                    return Err(ProfileError::Invalid { profile: profile.clone(), point, index, name: spec.name.clone(), message });
+                }
+            }
+        }
+        Err(ProfileError::UnknownPlugin { profile: profile.clone(), point, index, name: spec.name.clone() })
+    };
+    let wrong = |point, index, spec: &PluginSpec| ProfileError::WrongPoint { profile: profile.clone(), point, index, name: spec.name.clone() };
+    let mut out = base.clone();
+    out.name = profile.clone();
+    macro_rules! point {
+        ($list:ident, $field:ident, $point:expr, $variant:ident) => {
+            if let Some(specs) = &doc.spec.$list {
+                out.$field = Vec::with_capacity(specs.len());
+                for (i, s) in specs.iter().enumerate() {
+                    match build($point, i, s)? {
+                        BuiltPlugin::$variant(p) => out.$field.push(
+                            Slot::new(p).with_failure_policy(s.failure_policy).with_weight(s.weight.unwrap_or(1)),
+                        ),
+                        _ => return Err(wrong($point, i, s)),
+                    }
+                }
+            }
+        };
+    }
+    point!(filters, filters, ExtensionPoint::Filter, Filter);
+    point!(scores, scores, ExtensionPoint::Score, Score);
+    point!(selects, selects, ExtensionPoint::Select, Select);
+    point!(assigners, assigners, ExtensionPoint::Assign, Assign);
+    point!(overriders, overriders, ExtensionPoint::Override, Override);
+    Ok(out)
+}
