@@ -98,7 +98,7 @@ impl FilterPlugin for TaintToleration {
             }
             match first_untolerated(&c.spec.taints, tolerations) {
                 None => Verdict::Fit,
-                Some(t) => Verdict::Unschedulable(format!("cluster(s) had untolerated taint {{{}}}", taint_text(t))),
+                Some(t) => Verdict::unschedulable(format!("cluster(s) had untolerated taint {{{}}}", taint_text(t))),
             }
         });
         Ok(())
@@ -163,7 +163,7 @@ impl FilterPlugin for SpreadConstraint {
                     _ => None,
                 };
                 if let Some(p) = missing {
-                    return Verdict::Unschedulable(format!("cluster(s) did not have {p} property"));
+                    return Verdict::unschedulable(format!("cluster(s) did not have {p} property"));
                 }
             }
             Verdict::Fit

@@ -59,7 +59,7 @@ fn run(case: &Case) -> Value {
                 let verdicts: BTreeMap<&str, String> = clusters
                     .iter()
                     .zip(out)
-                    .map(|(c, v)| (c.name(), match v { Verdict::Fit => "fit".to_owned(), Verdict::Unschedulable(r) => r }))
+                    .map(|(c, v)| (c.name(), match v { Verdict::Fit => "fit".to_owned(), Verdict::Unschedulable(r) => r.into_owned() }))
                     .collect();
                 return serde_json::json!({ "verdicts": verdicts });
             }

@@ -58,18 +58,21 @@ impl<'a> BindingContext<'a> {
     }
 }
 
+/// Why a cluster is unschedulable. Static reasons (the common case) cost no allocation.
+pub type Reason = std::borrow::Cow<'static, str>;
+
 /// A filter's answer for one cluster. "No" is data, not an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The cluster may host the binding.
     Fit,
     /// The cluster may not; the reason is reported Karmada-style (`cluster(s) had untolerated taint {k:NoSchedule}`).
-    Unschedulable(String),
+    Unschedulable(Reason),
 }
 
 impl Verdict {
     /// An unschedulable verdict with `reason`.
-    pub fn unschedulable(reason: impl Into<String>) -> Self {
+    pub fn unschedulable(reason: impl Into<Reason>) -> Self {
         Verdict::Unschedulable(reason.into())
     }
 }

@@ -11,6 +11,8 @@ use crate::framework::{
     AssignInput, AssignMode, Assignment, BindingContext, ClusterDetail, FailurePolicy, FilterInput,
     Profile, ScoreInput, SelectInput, Selection, Verdict,
 };
+use crate::estimator::Capacity;
+use crate::framework::Reason;
 use crate::selector::cluster_matches_inline;
 use crate::time::parse_rfc3339;
 
@@ -118,10 +120,44 @@ pub fn schedule(
     status: &ResourceBindingStatus,
     clusters: &[Cluster],
     options: Options,
+    trace: Option<&mut Trace>,
+) -> ScheduleResult {
+    schedule_in(profile, spec, status, &ClusterSet::new(clusters), options, trace)
+}
+
+/// A snapshot of the cluster set: sorted by name, with each cluster's capacity parsed once. Build it
+/// when the cluster set changes and schedule every binding against it ([`schedule_in`]).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSet<'a> {
+    clusters: Vec<&'a Cluster>,
+    capacity: Vec<Capacity>,
+}
+
+impl<'a> ClusterSet<'a> {
+    /// Snapshot `clusters` (any order).
+    pub fn new(clusters: impl IntoIterator<Item = &'a Cluster>) -> Self {
+        let mut clusters: Vec<&Cluster> = clusters.into_iter().collect();
+        clusters.sort_by(|a, b| a.name().cmp(b.name()));
+        let capacity = clusters.iter().map(|c| Capacity::of(c)).collect();
+        ClusterSet { clusters, capacity }
+    }
+
+    /// The clusters, sorted by name.
+    pub fn clusters(&self) -> &[&'a Cluster] {
+        &self.clusters
+    }
+}
+
+/// [`schedule`] against a prepared [`ClusterSet`].
+pub fn schedule_in(
+    profile: &Profile,
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    set: &ClusterSet<'_>,
+    options: Options,
     mut trace: Option<&mut Trace>,
 ) -> ScheduleResult {
-    let mut sorted: Vec<&Cluster> = clusters.iter().collect();
-    sorted.sort_by(|a, b| a.name().cmp(b.name()));
+    let sorted = set;
     let empty = Placement::default();
     let placement = spec.placement.as_ref().unwrap_or(&empty);
     let mut ignored = Vec::new();
@@ -129,7 +165,7 @@ pub fn schedule(
 
     if placement.cluster_affinity.is_some() || placement.cluster_affinities.is_empty() {
         let ctx = BindingContext::new(spec, placement, None);
-        let outcome = attempt(profile, &ctx, &sorted, options, mode, &mut ignored, trace.as_deref_mut());
+        let outcome = attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut());
         return ScheduleResult {
             outcome,
             observed_affinity_name: status.scheduler_observing_affinity_name.clone(),
@@ -147,7 +183,7 @@ pub fn schedule(
     while index < terms.len() {
         let term = &terms[index];
         let ctx = BindingContext::new(spec, placement, Some(term));
-        match attempt(profile, &ctx, &sorted, options, mode, &mut ignored, trace.as_deref_mut()) {
+        match attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut()) {
             Ok(result) => {
                 return ScheduleResult {
                     outcome: Ok(result),
@@ -207,7 +243,7 @@ fn check_len(plugin: &str, got: usize, want: usize) -> Result<(), crate::PluginE
 fn attempt(
     profile: &Profile,
     ctx: &BindingContext<'_>,
-    all: &[&Cluster],
+    all: &ClusterSet<'_>,
     options: Options,
     mode: AssignMode,
     ignored: &mut Vec<String>,
@@ -228,44 +264,58 @@ fn attempt(
 fn attempt_inner(
     profile: &Profile,
     ctx: &BindingContext<'_>,
-    all: &[&Cluster],
+    all: &ClusterSet<'_>,
     options: Options,
     mode: AssignMode,
     ignored: &mut Vec<String>,
     mut trace: Option<&mut AttemptTrace>,
 ) -> Result<Vec<TargetCluster>, Failure> {
     let spec = ctx.spec;
-    let candidates: Vec<&Cluster> = all.iter().copied().filter(|c| !c.is_deleting()).collect();
+    let candidate_idx: Vec<usize> = (0..all.clusters.len()).filter(|&i| !all.clusters[i].is_deleting()).collect();
+    let candidates: Vec<&Cluster> = candidate_idx.iter().map(|&i| all.clusters[i]).collect();
 
     // Filter: each plugin sees the clusters still feasible (all of them when tracing, so that
     // explain can show every verdict); a cluster's reason is its first failing plugin's.
-    let mut feasible = candidates.clone();
-    let mut reasons: BTreeMap<&str, String> = BTreeMap::new();
+    // Feasibility is tracked by candidate index: no per-cluster name lookups on the hot path.
+    let mut reasons: Vec<Option<Reason>> = vec![None; candidates.len()];
+    let mut live: Vec<usize> = (0..candidates.len()).collect();
+    let mut input_clusters: Vec<&Cluster> = candidates.clone();
     let mut verdicts = Vec::with_capacity(candidates.len());
     for slot in &profile.filters {
         let name = slot.plugin.name();
-        let input_clusters: &[&Cluster] = if trace.is_some() { &candidates } else { &feasible };
+        let tracing = trace.is_some();
         verdicts.clear();
-        let input = FilterInput { binding: ctx, clusters: input_clusters };
-        let res = slot.plugin.filter(&input, &mut verdicts).and_then(|()| check_len(name, verdicts.len(), input_clusters.len()));
+        let input = FilterInput { binding: ctx, clusters: if tracing { &candidates } else { &input_clusters } };
+        let n = input.clusters.len();
+        let res = slot.plugin.filter(&input, &mut verdicts).and_then(|()| check_len(name, verdicts.len(), n));
         if let Err(e) = res {
             fault(slot.failure_policy, e, ignored)?;
             continue;
         }
-        for (c, v) in input_clusters.iter().zip(verdicts.iter()) {
+        let mut any_failed = false;
+        for (pos, v) in verdicts.iter().enumerate() {
+            let idx = if tracing { pos } else { live[pos] };
             if let Some(t) = trace.as_deref_mut() {
-                t.filters.entry(c.name().to_owned()).or_default().push((name.to_owned(), v.clone()));
+                t.filters.entry(candidates[idx].name().to_owned()).or_default().push((name.to_owned(), v.clone()));
             }
             if let Verdict::Unschedulable(reason) = v {
-                reasons.entry(c.name()).or_insert_with(|| reason.clone());
+                if reasons[idx].is_none() {
+                    reasons[idx] = Some(reason.clone());
+                    any_failed = true;
+                }
             }
         }
-        if !reasons.is_empty() {
-            feasible.retain(|c| !reasons.contains_key(c.name()));
+        if any_failed {
+            live.retain(|&i| reasons[i].is_none());
+            input_clusters.clear();
+            input_clusters.extend(live.iter().map(|&i| candidates[i]));
         }
     }
+    let feasible = input_clusters;
     if feasible.is_empty() {
-        return Err(fit_error(all.len(), &reasons));
+        let named: BTreeMap<&str, Reason> =
+            candidates.iter().zip(reasons).filter_map(|(c, r)| Some((c.name(), r?))).collect();
+        return Err(fit_error(all.clusters.len(), &named));
     }
 
     // Score: weighted sum over plugins.
@@ -294,7 +344,9 @@ fn attempt_inner(
     }
 
     // Estimate and order canonically.
-    let allocatable = crate::estimator::available_replicas(&feasible, spec);
+    let with_capacity: Vec<(&Cluster, &Capacity)> =
+        live.iter().map(|&i| (candidates[i], &all.capacity[candidate_idx[i]])).collect();
+    let allocatable = crate::estimator::available_replicas_with(&with_capacity, spec);
     let mut details: Vec<ClusterDetail<'_>> = feasible
         .iter()
         .zip(totals.iter().zip(allocatable.iter()))
@@ -306,7 +358,7 @@ fn attempt_inner(
             overflow_order: overflow_order(ctx, c),
         })
         .collect();
-    crate::spread::canonical_order(&mut details);
+    crate::spread::canonical_order_presorted(&mut details);
     if let Some(t) = trace.as_deref_mut() {
         t.ordered = details
             .iter()
@@ -357,13 +409,13 @@ fn attempt_inner(
     Ok(result)
 }
 
-fn fit_error(num_all: usize, reasons: &BTreeMap<&str, String>) -> Failure {
+fn fit_error(num_all: usize, reasons: &BTreeMap<&str, Reason>) -> Failure {
     if num_all == 0 || reasons.is_empty() {
         return Failure::new(FailureKind::NoClusterFit, format!("0/{num_all} clusters are available: no cluster exists."));
     }
     let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
     for r in reasons.values() {
-        *histogram.entry(r.as_str()).or_default() += 1;
+        *histogram.entry(r.as_ref()).or_default() += 1;
     }
     let mut parts: Vec<String> = histogram.iter().map(|(r, n)| format!("{n} {r}")).collect();
     parts.sort();

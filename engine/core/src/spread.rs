@@ -36,6 +36,17 @@ pub fn canonical_order(details: &mut [ClusterDetail<'_>]) {
     details.sort_by(compare);
 }
 
+/// [`canonical_order`] for input already sorted by name: a stable sort on the other keys gives the
+/// same order without comparing names (the scheduler's hot path).
+pub fn canonical_order_presorted(details: &mut [ClusterDetail<'_>]) {
+    details.sort_by(|a, b| {
+        a.overflow_order
+            .cmp(&b.overflow_order)
+            .then_with(|| b.score.cmp(&a.score))
+            .then_with(|| b.available_replicas.cmp(&a.available_replicas))
+    });
+}
+
 /// `shouldIgnoreSpreadConstraint`: Divided + Weighted with no `weightPreference`, or with a
 /// non-empty `staticWeightList` and no `dynamicWeight`. A present but empty `weightPreference`
 /// does **not** ignore spread constraints.
