@@ -180,6 +180,7 @@ pub fn plan(inv: &Inventory, profiles: &[Profile], options: PlanOptions) -> Plan
     templates.sort_by(|a, b| (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name())));
     let cluster_map: BTreeMap<&str, &Cluster> = inv.clusters.iter().map(|c| (c.name(), c)).collect();
     let now = format_rfc3339(options.now);
+    let cluster_set = scheduler::ClusterSet::new(&inv.clusters);
 
     for t in templates {
         let Some(claim) = detector::claim(t, &inv.propagation_policies, &inv.cluster_propagation_policies) else {
@@ -222,7 +223,7 @@ pub fn plan(inv: &Inventory, profiles: &[Profile], options: PlanOptions) -> Plan
             match profiles.iter().find(|p| p.name == rb.spec.scheduler_name) {
                 None => set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation),
                 Some(profile) => {
-                    let res = scheduler::schedule(profile, &rb.spec, &status, &inv.clusters, options.scheduler, None);
+                    let res = scheduler::schedule_in(profile, &rb.spec, &status, &cluster_set, options.scheduler, None);
                     if let Some(c) = res.clusters_to_write() {
                         rb.spec.clusters = c;
                         let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();
