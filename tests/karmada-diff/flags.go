@@ -1,0 +1,5 @@
+package main
+
+import "flag"
+
+func flagLookup(name string) *flag.Flag { return flag.CommandLine.Lookup(name) }
