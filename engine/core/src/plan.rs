@@ -91,10 +91,11 @@ fn known_kind(inv: &Inventory, api_version: &str, kind: &str) -> bool {
 /// kinds. Policies are defaulted in place.
 pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
     let mut errors = Vec::new();
-    let known: Vec<(String, String, usize, String, String)> = Vec::new();
-    let _ = known;
     for p in inv.propagation_policies.iter_mut().chain(inv.cluster_propagation_policies.iter_mut()) {
         default_propagation_policy(p);
+    }
+    for o in inv.overrides.cluster.iter_mut().chain(inv.overrides.namespaced.iter_mut()) {
+        crate::overrides::set_defaults(o);
     }
     let check_kinds = |inv: &Inventory, kind: &str, name: String, sels: &[flotilla_api::policy::ResourceSelector], field: &str, out: &mut Vec<PolicyError>| {
         for (i, s) in sels.iter().enumerate() {

@@ -10,7 +10,7 @@ use flotilla_api::meta::ObjectMeta;
 use flotilla_api::work::{ResourceBinding, WORK_API_VERSION, Work, WorkSpec, WorkloadTemplate};
 use serde_json::{Map, Value};
 
-use crate::framework::{FailurePolicy, OverrideInput, OverrideScope, Profile};
+use crate::framework::{FailurePolicy, OverrideInput, Profile};
 use crate::overrides::OverridePolicies;
 
 /// FNV-1a 32-bit hash (Karmada hashes names and UIDs with it).
@@ -164,9 +164,8 @@ pub fn render_works(
                         object = crate::overrides::apply(&object, &p).map_err(|e| err(e.to_string()))?;
                         applied.extend(p.applied);
                     }
-                    Err(e) if slot.failure_policy == FailurePolicy::Ignore => {
-                        let _ = e;
-                    }
+                    // An ignored overrider fault leaves the manifest as the earlier overriders made it.
+                    Err(_) if slot.failure_policy == FailurePolicy::Ignore => {}
                     Err(e) => return Err(err(e.to_string())),
                 }
             }
@@ -196,7 +195,6 @@ pub fn render_works(
             for (k, v) in crate::overrides::applied_annotations(&applied) {
                 annotations.insert(k, v);
             }
-            let _ = OverrideScope::Cluster;
 
             merge_into(&mut object, "labels", labels::MANAGED, "true");
             merge_into(&mut object, "annotations", labels::TEMPLATE_UID, template.uid());
