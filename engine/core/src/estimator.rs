@@ -207,27 +207,7 @@ fn cached_estimate(p: &ParsedSummary, requests: Option<&[Request<'_>]>) -> i32 {
         return 0;
     }
     let Some(requests) = requests else { return truncate_i32(maximum) };
-    let mut fit_max = i128::from(i64::MAX);
-    for r in requests {
-        if r.value <= 0 {
-            continue;
-        }
-        let Some(&(_, avail)) = p.available.iter().find(|(n, _)| n == r.name) else {
-            return 0;
-        };
-        if nano_to_value(avail) <= 0 {
-            return 0;
-        }
-        let (avail, req) = if r.name == CPU { (nano_to_milli(avail), r.amount) } else { (nano_to_value(avail), r.value) };
-        if req <= 0 {
-            continue;
-        }
-        let fit = match (i64::try_from(avail), i64::try_from(req)) {
-            (Ok(a), Ok(r)) => i128::from(a / r),
-            _ => avail / req,
-        };
-        fit_max = fit_max.min(fit);
-    }
+    let fit_max = summary_fit(requests, |name| p.available.iter().find(|(n, _)| n == name).map(|&(_, a)| a));
     truncate_i32(maximum.min(fit_max))
 }
 
@@ -268,17 +248,23 @@ fn allowed_pods(s: &ResourceSummary) -> i128 {
 
 /// `getMaximumReplicasBasedOnClusterSummary`.
 fn summary_estimate(s: &ResourceSummary, requests: &[Request<'_>]) -> i128 {
+    summary_fit(requests, |name| {
+        let allocatable = nano_of(&s.allocatable, name)?;
+        Some(allocatable - nano_of(&s.allocated, name).unwrap_or(0) - nano_of(&s.allocating, name).unwrap_or(0))
+    })
+}
+
+/// The summary rule over an "available nano-units of resource `name`" lookup (`None`: the resource
+/// is not allocatable there): the minimum over requested resources of `⌊available / request⌋`.
+fn summary_fit(requests: &[Request<'_>], available: impl Fn(&str) -> Option<i128>) -> i128 {
     let mut maximum = i128::from(i64::MAX);
     for r in requests {
         if r.value <= 0 {
             continue;
         }
-        let Some(allocatable) = nano_of(&s.allocatable, r.name) else {
+        let Some(avail) = available(r.name) else {
             return 0;
         };
-        let avail = allocatable
-            - nano_of(&s.allocated, r.name).unwrap_or(0)
-            - nano_of(&s.allocating, r.name).unwrap_or(0);
         if nano_to_value(avail) <= 0 {
             return 0;
         }

@@ -124,11 +124,7 @@ pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
     for o in ops {
         let name = qualified(o.metadata.namespace(), o.metadata.name());
         for e in crate::overrides::validate(o) {
-            errors.push(PolicyError {
-                kind: o.kind.clone(),
-                name: name.clone(),
-                error: FieldError { field: e.field, message: e.message },
-            });
+            errors.push(PolicyError { kind: o.kind.clone(), name: name.clone(), error: e });
         }
         check_kinds(inv, &o.kind, name, &o.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
     }

@@ -13,12 +13,8 @@ use super::input;
 /// Arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Files or directories, as for `plan`.
-    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
-    pub files: Vec<PathBuf>,
-    /// Recurse into directories.
-    #[arg(short = 'R', long)]
-    pub recursive: bool,
+    #[command(flatten)]
+    pub input: super::input::Files,
     /// The template: `KIND/NAMESPACE/NAME`, or `KIND/NAME` when cluster-scoped.
     #[arg(long)]
     pub resource: String,
@@ -32,7 +28,7 @@ pub struct Args {
 
 /// Run.
 pub fn main(args: Args) -> anyhow::Result<()> {
-    let inv = input::load(&args.files, args.recursive)?;
+    let inv = args.input.load()?;
     let parts: Vec<&str> = args.resource.split('/').collect();
     let (kind, ns, name) = match parts.as_slice() {
         [k, n] => (*k, "", *n),

@@ -6,6 +6,24 @@ use anyhow::{Context, bail};
 use flotilla_core::manifest::parse_documents;
 use flotilla_core::plan::{Inventory, admit};
 
+/// The `-f`/`-R` arguments every offline command takes.
+#[derive(Debug, clap::Args)]
+pub struct Files {
+    /// Files or directories with templates, policies, Clusters and existing ResourceBindings (`-` for stdin).
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Recurse into directories.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+}
+
+impl Files {
+    /// Load and admit the inputs ([`load`]).
+    pub fn load(&self) -> anyhow::Result<Inventory> {
+        load(&self.files, self.recursive)
+    }
+}
+
 /// Expand `-f` arguments: files as given, directories to their `*.yaml|*.yml|*.json` files (sorted;
 /// recursively with `recursive`). `-` reads standard input.
 pub fn expand(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Vec<PathBuf>> {

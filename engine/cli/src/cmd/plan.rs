@@ -21,12 +21,8 @@ pub enum Output {
 /// Arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Files or directories with templates, policies, Clusters and existing ResourceBindings (`-` for stdin).
-    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
-    pub files: Vec<PathBuf>,
-    /// Recurse into directories.
-    #[arg(short = 'R', long)]
-    pub recursive: bool,
+    #[command(flatten)]
+    pub input: super::input::Files,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
@@ -43,7 +39,7 @@ pub struct Args {
 
 /// Run.
 pub fn main(args: Args) -> anyhow::Result<()> {
-    let inv = input::load(&args.files, args.recursive)?;
+    let inv = args.input.load()?;
     let options = PlanOptions {
         now: input::now(args.now.as_deref())?,
         taint_eviction: !args.no_taint_eviction,

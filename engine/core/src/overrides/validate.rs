@@ -6,20 +6,7 @@ use std::collections::BTreeMap;
 
 use flotilla_api::policy::{ClusterAffinity, OverridePolicy, Overriders, SubPathPatch};
 
-/// One validation failure, Kubernetes `field.Error` style.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The offending field, e.g. `spec.overrideRules[0].overriders.plaintext[1].operator`.
-    pub field: String,
-    /// Why it is invalid.
-    pub message: String,
-}
-
-impl std::fmt::Display for FieldError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
+pub use crate::validate::FieldError;
 
 fn is_cluster_scoped(policy: &OverridePolicy) -> bool {
     policy.kind == "ClusterOverridePolicy"
