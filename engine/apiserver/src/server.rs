@@ -524,11 +524,10 @@ impl ApiServer {
         if obj.pointer("/metadata/deletionTimestamp").is_some() {
             return Err(ApiError::invalid("metadata.deletionTimestamp: may not be set on create"));
         }
-        if t.res.has_status && t.res.kind != "Namespace" {
-            if let Some(m) = obj.as_object_mut() {
+        if t.res.has_status && t.res.kind != "Namespace"
+            && let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
-        }
         if t.res.kind == "Namespace" {
             let name = meta_str(obj, "name").unwrap_or_default().to_owned();
             obj["status"] = json!({"phase": "Active"});
@@ -629,11 +628,10 @@ impl ApiServer {
                 };
             }
             m.insert("resourceVersion".into(), old_meta.get("resourceVersion").cloned().unwrap_or(Value::Null));
-            if !m.contains_key("managedFields") {
-                if let Some(mf) = old_meta.get("managedFields") {
+            if !m.contains_key("managedFields")
+                && let Some(mf) = old_meta.get("managedFields") {
                     m.insert("managedFields".into(), mf.clone());
                 }
-            }
         }
         if t.res.kind == "Namespace" {
             new["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
@@ -690,11 +688,10 @@ impl ApiServer {
         let dry_run = q.get("dryRun") == Some("All");
         for _ in 0..MAX_RETRIES {
             let old = self.load(t, &name)?;
-            if let Some(rv) = &wanted_rv {
-                if meta_str(&old, "resourceVersion") != Some(rv.as_str()) {
+            if let Some(rv) = &wanted_rv
+                && meta_str(&old, "resourceVersion") != Some(rv.as_str()) {
                     return Err(ApiError::conflict(&t.res.qualified(), &name));
                 }
-            }
             match self.commit_update(t, &old, obj.clone(), dry_run).await {
                 Ok((stored, _)) => return Ok(json_response(StatusCode::OK, &Self::render(&stored, headers))),
                 Err(e) if e.reason == "Conflict" && wanted_rv.is_none() => continue,
@@ -777,11 +774,10 @@ impl ApiServer {
             };
             Self::check_body(t, &mut new)?;
             // A patch that sets resourceVersion is a precondition.
-            if let Some(rv) = meta_str(&new, "resourceVersion") {
-                if !rv.is_empty() && meta_str(&old, "resourceVersion") != Some(rv) {
+            if let Some(rv) = meta_str(&new, "resourceVersion")
+                && !rv.is_empty() && meta_str(&old, "resourceVersion") != Some(rv) {
                     return Err(ApiError::conflict(&t.res.qualified(), &name));
                 }
-            }
             match self.commit_update(t, &old, new, dry_run).await {
                 Ok((stored, _)) => return Ok(json_response(StatusCode::OK, &Self::render(&stored, headers))),
                 Err(e) if e.reason == "Conflict" && e.details.as_ref().and_then(|d| d.get("causes")).is_none() => continue,
@@ -1003,11 +999,10 @@ impl ApiServer {
                             }
                             _ => None,
                         };
-                        if let Some(kind) = kind {
-                            if tx.send(Ok(line(kind, &ev.object, Some(&ev.object_json)))).await.is_err() {
+                        if let Some(kind) = kind
+                            && tx.send(Ok(line(kind, &ev.object, Some(&ev.object_json)))).await.is_err() {
                                 return;
                             }
-                        }
                     }
                     () = tx.closed() => return,
                 }
