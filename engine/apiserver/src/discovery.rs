@@ -96,7 +96,7 @@ fn gv_path(group: &str, version: &str) -> String {
 pub fn openapi_index() -> Value {
     let mut paths = serde_json::Map::new();
     let mut gvs: Vec<(&str, &str)> = Vec::new();
-    for r in registry::RESOURCES {
+    for r in registry::all() {
         if !gvs.contains(&(r.group, r.version)) {
             gvs.push((r.group, r.version));
         }
@@ -178,7 +178,7 @@ fn pb_field(tag: u32, payload: &[u8]) -> Vec<u8> {
 /// `fieldValidation` query parameter, so kubectl delegates validation to the server.
 pub fn openapi_v2_protobuf() -> Vec<u8> {
     let mut paths = Vec::new();
-    for r in registry::RESOURCES {
+    for r in registry::all() {
         let base = format!("/{}", gv_path(r.group, r.version));
         let path = if r.namespaced {
             format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural)

@@ -107,20 +107,85 @@ pub static RESOURCES: &[Resource] = &[
     r("cluster.karmada.io", "v1alpha1", "Cluster", "clusters", "cluster", false, true, NONE, KARMADA, false),
 ];
 
+/// Resources registered at run time from CustomResourceDefinitions.
+static DYNAMIC: std::sync::RwLock<Vec<&'static Resource>> = std::sync::RwLock::new(Vec::new());
+
+/// Every served resource: the built-in table, then registered custom resources.
+pub fn all() -> Vec<&'static Resource> {
+    let mut out: Vec<&'static Resource> = RESOURCES.iter().collect();
+    if let Ok(dynamic) = DYNAMIC.read() {
+        out.extend(dynamic.iter().copied());
+    }
+    out
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+fn leak_list(v: Option<&serde_json::Value>) -> &'static [&'static str] {
+    let items: Vec<&'static str> =
+        v.and_then(serde_json::Value::as_array).into_iter().flatten().filter_map(serde_json::Value::as_str).map(leak).collect();
+    if items.is_empty() { &[] } else { Box::leak(items.into_boxed_slice()) }
+}
+
+/// Register the served versions of a CustomResourceDefinition (idempotent per group/version/plural).
+///
+/// Registrations are process-wide (shared by every logical cluster) and are not withdrawn when
+/// the CRD is deleted; each distinct resource leaks a few bytes once.
+///
+/// # Errors
+/// A message naming the missing field when the CRD lacks `spec.group`, names or versions.
+pub fn register_crd(crd: &serde_json::Value) -> Result<(), String> {
+    let spec = crd.get("spec").ok_or("spec: Required value")?;
+    let group = spec.get("group").and_then(serde_json::Value::as_str).ok_or("spec.group: Required value")?;
+    let names = spec.get("names").ok_or("spec.names: Required value")?;
+    let kind = names.get("kind").and_then(serde_json::Value::as_str).ok_or("spec.names.kind: Required value")?;
+    let plural = names.get("plural").and_then(serde_json::Value::as_str).ok_or("spec.names.plural: Required value")?;
+    let singular = names.get("singular").and_then(serde_json::Value::as_str).map_or_else(|| kind.to_lowercase(), str::to_owned);
+    let namespaced = spec.get("scope").and_then(serde_json::Value::as_str) != Some("Cluster");
+    let versions = spec.get("versions").and_then(serde_json::Value::as_array).ok_or("spec.versions: Required value")?;
+    let mut dynamic = DYNAMIC.write().map_err(|_| "registry lock poisoned")?;
+    for v in versions {
+        let Some(version) = v.get("name").and_then(serde_json::Value::as_str) else { continue };
+        if v.get("served").and_then(serde_json::Value::as_bool) == Some(false) {
+            continue;
+        }
+        let known = RESOURCES.iter().chain(dynamic.iter().copied()).any(|r| r.group == group && r.version == version && r.plural == plural);
+        if known {
+            continue;
+        }
+        let has_status = v.pointer("/subresources/status").is_some();
+        dynamic.push(Box::leak(Box::new(Resource {
+            group: leak(group),
+            version: leak(version),
+            kind: leak(kind),
+            plural: leak(plural),
+            singular: leak(&singular),
+            namespaced,
+            has_status,
+            short_names: leak_list(names.get("shortNames")),
+            categories: leak_list(names.get("categories")),
+            strategic: false,
+        })));
+    }
+    Ok(())
+}
+
 /// Find a resource by group, version and plural.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    all().into_iter().find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// Find a resource by apiVersion and kind.
 pub fn lookup_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
-    RESOURCES.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+    all().into_iter().find(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 /// The served groups, each with its versions, in discovery order.
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for res in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+    for res in all().into_iter().filter(|r| !r.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == res.group) {
             Some((_, versions)) => {
                 if !versions.contains(&res.version) {
@@ -138,6 +203,6 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 /// The resources of one group version.
-pub fn resources_of<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static Resource> + use<'a> {
-    RESOURCES.iter().filter(move |r| r.group == group && r.version == version)
+pub fn resources_of(group: &str, version: &str) -> Vec<&'static Resource> {
+    all().into_iter().filter(|r| r.group == group && r.version == version).collect()
 }

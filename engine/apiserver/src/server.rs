@@ -281,6 +281,7 @@ impl ApiServer {
             cluster = name.to_owned();
             segs.drain(..2);
         }
+        self.ensure_cluster(&cluster).await?;
         let get = parts.method == Method::GET;
         match segs.as_slice() {
             ["version"] if get => return Ok(json_response(StatusCode::OK, &discovery::version())),
@@ -321,7 +322,6 @@ impl ApiServer {
             _ => {}
         }
         let target = parse_target(&cluster, &segs)?;
-        self.ensure_cluster(&cluster).await?;
         let body = axum::body::to_bytes(body, MAX_BODY)
             .await
             .map_err(|_| ApiError::new(413, "RequestEntityTooLarge", "request entity too large"))?;
@@ -367,6 +367,10 @@ impl ApiServer {
                 Ok(_) | Err(StoreError::Conflict { .. }) => {}
                 Err(e) => return Err(store_err(e)),
             }
+        }
+        let crds = self.store.list(&format!("/{cluster}/apiextensions.k8s.io/customresourcedefinitions/"), None, None).map_err(store_err)?;
+        for (_, crd) in crds.items {
+            let _ = registry::register_crd(&crd);
         }
         if let Ok(mut s) = self.ready_clusters.lock() {
             s.insert(cluster.to_owned());
@@ -528,6 +532,18 @@ impl ApiServer {
             && let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
+        if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
+            registry::register_crd(obj).map_err(|m| ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}")))?;
+            let now = now_rfc3339();
+            let cond = |ty: &str, reason: &str| json!({"type": ty, "status": "True", "reason": reason, "message": "", "lastTransitionTime": now});
+            obj["status"] = json!({
+                "acceptedNames": obj.pointer("/spec/names").cloned().unwrap_or(json!({})),
+                "conditions": [cond("NamesAccepted", "NoConflicts"), cond("Established", "InitialNamesAccepted")],
+                "storedVersions": obj.pointer("/spec/versions").and_then(Value::as_array).map(|vs| {
+                    vs.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).filter_map(|v| v.get("name").cloned()).collect::<Vec<_>>()
+                }).unwrap_or_default(),
+            });
+        }
         if t.res.kind == "Namespace" {
             let name = meta_str(obj, "name").unwrap_or_default().to_owned();
             obj["status"] = json!({"phase": "Active"});
@@ -638,6 +654,9 @@ impl ApiServer {
         }
         normalize(&mut new);
         if spec_part(old, t.res.has_status) != spec_part(&new, t.res.has_status) {
+            if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
+                registry::register_crd(&new).map_err(|m| ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}")))?;
+            }
             let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
@@ -846,7 +865,7 @@ impl ApiServer {
 
     /// The namespace controller's job, done inline: delete everything in a deleted namespace.
     async fn purge_namespace(&self, cluster: &str, ns: &str) -> Result<(), ApiError> {
-        for res in registry::RESOURCES.iter().filter(|r| r.namespaced) {
+        for res in registry::all().into_iter().filter(|r| r.namespaced) {
             let t = Target { cluster: cluster.to_owned(), res, namespace: Some(ns.to_owned()), name: None, sub: None };
             let page = self.store.list(&Self::prefix(&t), None, None).map_err(store_err)?;
             for (key, obj) in page.items {

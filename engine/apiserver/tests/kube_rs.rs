@@ -229,3 +229,42 @@ async fn kube_client_works_over_tls_with_the_generated_kubeconfig_and_logical_cl
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 401), "{err:?}");
     let _ = stop.send(());
 }
+
+#[tokio::test]
+async fn custom_resource_definitions_become_established_and_serve_their_kind() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    use kube::runtime::wait::{await_condition, conditions};
+
+    let (client, _server, _dir) = in_process();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "schedulerplugins.flotilla.dev"},
+        "spec": {"group": "flotilla.dev", "scope": "Namespaced",
+                 "names": {"kind": "SchedulerPlugin", "plural": "schedulerplugins", "singular": "schedulerplugin", "shortNames": ["sp"]},
+                 "versions": [{"name": "v1alpha1", "served": true, "storage": true, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd).await.expect("create crd");
+    tokio::time::timeout(Duration::from_secs(10), await_condition(crds, "schedulerplugins.flotilla.dev", conditions::is_crd_established()))
+        .await
+        .expect("in time")
+        .expect("established");
+
+    let discovery = kube::Discovery::new(client.clone()).run().await.expect("discovery");
+    let (ar, caps) = discovery.resolve_gvk(&GroupVersionKind::gvk("flotilla.dev", "v1alpha1", "SchedulerPlugin")).expect("discovered");
+    assert_eq!(ar.plural, "schedulerplugins");
+    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "status"), "status subresource advertised");
+
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ApiResource::from_gvk(&GroupVersionKind::gvk("flotilla.dev", "v1alpha1", "SchedulerPlugin")));
+    let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerPlugin", "metadata": {"name": "spread"}, "spec": {"weight": 3}
+    }))
+    .expect("object");
+    api.create(&PostParams::default(), &obj).await.expect("create custom object");
+    let got = api.get("spread").await.expect("get custom object");
+    assert_eq!(got.data["spec"]["weight"], 3);
+    assert_eq!(api.list(&Default::default()).await.expect("list").items.len(), 1);
+}
