@@ -40,6 +40,21 @@ pub struct BindingContext<'a> {
     pub placement: &'a Placement,
     /// The `clusterAffinities` term being tried, when the placement uses ordered affinity groups.
     pub affinity_term: Option<&'a ClusterAffinityTerm>,
+    /// The cluster-set snapshot the inputs' clusters are taken from, when the caller has one (the
+    /// scheduler always does). Sandboxed backends use it to keep cluster data across bindings.
+    pub snapshot: Option<ClusterSnapshot<'a>>,
+}
+
+/// The cluster set a scheduling attempt runs against, with an identity: the same `generation`
+/// always denotes the same clusters with the same content, so a backend may cache per-cluster data
+/// (e.g. a serialized copy inside a Wasm instance) keyed by it. Every cluster a plugin input refers
+/// to is one of `clusters` (the same reference).
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterSnapshot<'a> {
+    /// Process-unique identity of the set (never 0 for a set built by `ClusterSet::new`).
+    pub generation: u64,
+    /// All clusters of the set, sorted by name.
+    pub clusters: &'a [&'a Cluster],
 }
 
 impl<'a> BindingContext<'a> {
@@ -49,7 +64,13 @@ impl<'a> BindingContext<'a> {
         placement: &'a Placement,
         affinity_term: Option<&'a ClusterAffinityTerm>,
     ) -> Self {
-        BindingContext { spec, placement, affinity_term }
+        BindingContext { spec, placement, affinity_term, snapshot: None }
+    }
+
+    /// The same context, tagged with the cluster-set snapshot its inputs come from.
+    pub fn with_snapshot(mut self, snapshot: ClusterSnapshot<'a>) -> Self {
+        self.snapshot = Some(snapshot);
+        self
     }
 
     /// Karmada's `IsWorkload`: replicas, replica requirements or components present.

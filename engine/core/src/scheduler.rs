@@ -131,7 +131,11 @@ pub fn schedule(
 pub struct ClusterSet<'a> {
     clusters: Vec<&'a Cluster>,
     capacity: Vec<Capacity>,
+    generation: u64,
 }
+
+/// Source of [`ClusterSet`] generations (0 is the empty default set).
+static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<'a> ClusterSet<'a> {
     /// Snapshot `clusters` (any order).
@@ -139,7 +143,18 @@ impl<'a> ClusterSet<'a> {
         let mut clusters: Vec<&Cluster> = clusters.into_iter().collect();
         clusters.sort_by(|a, b| a.name().cmp(b.name()));
         let capacity = clusters.iter().map(|c| Capacity::of(c)).collect();
-        ClusterSet { clusters, capacity }
+        let generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ClusterSet { clusters, capacity, generation }
+    }
+
+    /// Process-unique identity of this snapshot (clones share it: they hold the same clusters).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The snapshot as plugins see it ([`BindingContext::snapshot`]).
+    pub fn snapshot(&self) -> crate::framework::ClusterSnapshot<'_> {
+        crate::framework::ClusterSnapshot { generation: self.generation, clusters: &self.clusters }
     }
 
     /// The clusters, sorted by name.
@@ -164,7 +179,7 @@ pub fn schedule_in(
     let mode = if reschedule_required(spec, status) { AssignMode::Fresh } else { AssignMode::Steady };
 
     if placement.cluster_affinity.is_some() || placement.cluster_affinities.is_empty() {
-        let ctx = BindingContext::new(spec, placement, None);
+        let ctx = BindingContext::new(spec, placement, None).with_snapshot(sorted.snapshot());
         let outcome = attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut());
         return ScheduleResult {
             outcome,
@@ -182,7 +197,7 @@ pub fn schedule_in(
     let mut first_err: Option<Failure> = None;
     while index < terms.len() {
         let term = &terms[index];
-        let ctx = BindingContext::new(spec, placement, Some(term));
+        let ctx = BindingContext::new(spec, placement, Some(term)).with_snapshot(sorted.snapshot());
         match attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut()) {
             Ok(result) => {
                 return ScheduleResult {
