@@ -30,6 +30,7 @@ pub mod selector;
 pub mod server;
 pub mod smp;
 pub mod store;
+pub mod table;
 mod time;
 pub mod tls;
 

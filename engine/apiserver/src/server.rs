@@ -18,6 +18,7 @@ use crate::error::ApiError;
 use crate::registry::{self, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::smp;
+use crate::table;
 use crate::store::{EventKind, Op, Precondition, Store, StoreError, WatchEnd};
 use crate::time::now_rfc3339;
 
@@ -407,10 +408,15 @@ impl ApiServer {
         check_sub(t)?;
         let name = t.name.as_deref().unwrap_or_default();
         let obj = self.load(t, name)?;
+        if wants(headers, "Table") {
+            let meta = json!({"resourceVersion": meta_str(&obj, "resourceVersion").unwrap_or_default()});
+            return Ok(json_response(StatusCode::OK, &table::table(t.res.kind, &[&obj], meta, table::Include::parse(None))));
+        }
         Ok(json_response(StatusCode::OK, &Self::render(&obj, headers)))
     }
 
     fn list(&self, t: &Target, q: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let as_table = wants(headers, "Table");
         let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
         let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
         let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
@@ -420,6 +426,16 @@ impl ApiServer {
         };
         let prefix = Self::prefix(t);
         let page = self.store.list(&prefix, start.as_deref(), limit).map_err(store_err)?;
+        if as_table {
+            let mut list_meta = json!({"resourceVersion": page.rev.to_string()});
+            if let Some(after) = &page.more_after {
+                list_meta["continue"] = json!(encode_continue(page.rev, after));
+            }
+            let objs: Vec<&Value> =
+                page.items.iter().map(|(_, o)| &**o).filter(|o| labels.matches(o) && fields.matches(o)).collect();
+            let include = table::Include::parse(q.get("includeObject"));
+            return Ok(json_response(StatusCode::OK, &table::table(t.res.kind, &objs, list_meta, include)));
+        }
         let partial = wants(headers, "PartialObjectMetadataList");
         let items: Vec<Value> = page
             .items
@@ -928,12 +944,18 @@ impl ApiServer {
         let res = t.res;
         let interval = self.options.bookmark_interval;
         let store = self.store.clone();
+        let as_table = wants(headers, "Table");
         let line = move |kind: &str, obj: &Value, json: Option<&Bytes>| -> Bytes {
             let mut out = Vec::with_capacity(64 + json.map_or(256, Bytes::len));
             out.extend_from_slice(b"{\"type\":\"");
             out.extend_from_slice(kind.as_bytes());
             out.extend_from_slice(b"\",\"object\":");
             match (partial, json) {
+                _ if as_table => {
+                    let meta = json!({"resourceVersion": meta_str(obj, "resourceVersion").unwrap_or_default()});
+                    let t = table::table(res.kind, &[obj], meta, table::Include::Metadata);
+                    out.extend_from_slice(&serde_json::to_vec(&t).unwrap_or_default());
+                }
                 (false, Some(j)) => out.extend_from_slice(j),
                 (true, _) => out.extend_from_slice(&serde_json::to_vec(&partial_metadata(obj)).unwrap_or_default()),
                 (false, None) => out.extend_from_slice(&serde_json::to_vec(obj).unwrap_or_default()),

@@ -268,3 +268,22 @@ async fn custom_resource_definitions_become_established_and_serve_their_kind() {
     assert_eq!(got.data["spec"]["weight"], 3);
     assert_eq!(api.list(&Default::default()).await.expect("list").items.len(), 1);
 }
+
+#[tokio::test]
+async fn streaming_list_watcher_gets_initial_events_and_the_end_bookmark() {
+    let (client, _server, _dir) = in_process();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &cm("s1", "1")).await.expect("create");
+    let mut stream = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    assert!(matches!(next_event(&mut stream).await, watcher::Event::Init));
+    match next_event(&mut stream).await {
+        watcher::Event::InitApply(o) => assert_eq!(o.name_any(), "s1"),
+        other => panic!("expected InitApply(s1), got {other:?}"),
+    }
+    assert!(matches!(next_event(&mut stream).await, watcher::Event::InitDone));
+    api.create(&PostParams::default(), &cm("s2", "1")).await.expect("create");
+    match next_event(&mut stream).await {
+        watcher::Event::Apply(o) => assert_eq!(o.name_any(), "s2"),
+        other => panic!("expected Apply(s2), got {other:?}"),
+    }
+}

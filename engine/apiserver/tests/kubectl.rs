@@ -158,8 +158,14 @@ fn journey(bin: PathBuf) {
     // get -o yaml / wide, describe.
     let yaml = k.ok(&["get", "deploy", "web", "-o", "yaml"]);
     assert!(yaml.contains("kind: Deployment") && yaml.contains("image: nginx:1.26"), "{yaml}");
+    let table = k.ok(&["get", "deploy"]);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.contains("READY") && header.contains("UP-TO-DATE") && header.contains("AGE"), "server-side columns: {table}");
+    assert!(table.lines().any(|l| l.starts_with("web") && l.contains("0/5")), "{table}");
     let wide = k.ok(&["get", "deploy", "-o", "wide"]);
-    assert!(wide.lines().any(|l| l.starts_with("web")), "{wide}");
+    assert!(wide.contains("IMAGES") && wide.contains("nginx:1.26") && wide.contains("app=web"), "{wide}");
+    let namespaces = k.ok(&["get", "namespaces"]);
+    assert!(namespaces.lines().any(|l| l.starts_with("default") && l.contains("Active")), "{namespaces}");
     let pp = k.ok(&["get", "pp"]);
     assert!(pp.lines().any(|l| l.starts_with("web")), "{pp}");
     let described = k.ok(&["describe", "deployment", "web"]);
@@ -196,7 +202,7 @@ fn journey(bin: PathBuf) {
     assert!(waited.contains("condition met"), "{waited}");
 
     // get --watch sees a later change.
-    let mut watch = k.cmd(&["get", "configmaps", "--watch", "-o", "name"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn watch");
+    let mut watch = k.cmd(&["get", "configmaps", "--watch", "--no-headers"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn watch");
     std::thread::sleep(Duration::from_millis(700));
     k.ok_stdin(&["apply", "-f", "-"], "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: watched}\ndata: {a: \"1\"}\n");
     let stdout = watch.stdout.take().expect("watch stdout");
@@ -212,7 +218,9 @@ fn journey(bin: PathBuf) {
     let seen = rx.recv_timeout(Duration::from_secs(10)).expect("the watch prints the new ConfigMap");
     let _ = watch.kill();
     let _ = watch.wait();
-    assert_eq!(seen.trim(), "configmap/watched");
+    let cells: Vec<&str> = seen.split_whitespace().collect();
+    assert_eq!(cells.first(), Some(&"watched"), "{seen}");
+    assert_eq!(cells.get(1), Some(&"1"), "the DATA column counts one key: {seen}");
 
     // delete waits for the object to go away.
     let out = k.ok(&["delete", "-f", &deploy, "-f", &policy]);
