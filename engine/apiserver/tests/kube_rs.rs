@@ -105,6 +105,25 @@ struct ReconcileError(#[from] kube::Error);
 #[tokio::test]
 async fn controller_with_finalizer_reconciles_and_cleans_up_in_process() {
     let (client, _server, _dir) = in_process();
+    controller_with_finalizer(client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_with_finalizer_reconciles_and_cleans_up_over_tls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = flotilla_apiserver::start(flotilla_apiserver::Config::new(dir.path().join("data")), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("starts");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&running.kubeconfig).expect("kubeconfig parses");
+    let cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    controller_with_finalizer(Client::try_from(cfg).expect("client")).await;
+    let _ = stop.send(());
+}
+
+async fn controller_with_finalizer(client: Client) {
     let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let controller_api = api.clone();
     let handle = tokio::spawn(async move {
