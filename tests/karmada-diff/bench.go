@@ -28,6 +28,11 @@ func loadScenarios(path string) ([]*Scenario, error) {
 			if derr != nil {
 				return nil, fmt.Errorf("%s: scenario %d: %w", path, len(out)+1, derr)
 			}
+			for i := range sc.Clusters {
+				if err := storeCluster(&sc.Clusters[i]); err != nil {
+					return nil, err
+				}
+			}
 			out = append(out, sc)
 		}
 		if err == io.EOF {

@@ -145,6 +145,11 @@ func (o *oracle) evaluate(sc *Scenario) Result {
 	if msg := admissionProblems(sc); msg != "" {
 		return Result{Name: sc.Name, Invalid: msg}
 	}
+	for i := range sc.Clusters {
+		if err := storeCluster(&sc.Clusters[i]); err != nil {
+			return Result{Name: sc.Name, Invalid: err.Error()}
+		}
+	}
 	clusters, observed, err := o.schedule(sc)
 	res := Result{Name: sc.Name, ObservedAffinity: observed}
 	if err != nil {
