@@ -72,6 +72,16 @@ pub fn default_placement(p: &mut Placement) {
     }
 }
 
+/// What Karmada's API server does to a Cluster when storing it (`pkg/registry/cluster/strategy.go`,
+/// canonicalize): the deprecated single `spec.zone` moves into `spec.zones` when `zones` is empty.
+/// Zone spread constraints and zone field selectors read only `zones`.
+pub fn default_cluster(cluster: &mut flotilla_api::cluster::Cluster) {
+    let spec = &mut cluster.spec;
+    if spec.zones.is_empty() && !spec.zone.is_empty() {
+        spec.zones = vec![std::mem::take(&mut spec.zone)];
+    }
+}
+
 /// Validate a (defaulted) PropagationPolicy or ClusterPropagationPolicy.
 pub fn validate_propagation_policy(policy: &PropagationPolicy) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -288,6 +298,17 @@ mod tests {
         let mut p: PropagationPolicy = serde_yaml::from_str(yaml).expect("test yaml");
         default_propagation_policy(&mut p);
         p
+    }
+
+    #[test]
+    fn legacy_zone_moves_into_zones_only_when_zones_is_empty() {
+        let mut c = flotilla_api::cluster::Cluster::default();
+        c.spec.zone = "z1".into();
+        default_cluster(&mut c);
+        assert_eq!((c.spec.zone.as_str(), c.spec.zones.clone()), ("", vec!["z1".to_string()]));
+        c.spec.zone = "z9".into();
+        default_cluster(&mut c);
+        assert_eq!((c.spec.zone.as_str(), c.spec.zones.clone()), ("z9", vec!["z1".to_string()]));
     }
 
     #[test]

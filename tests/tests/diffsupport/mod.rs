@@ -69,8 +69,10 @@ pub fn parse(
 
 /// Schedule a scenario with flotilla's default profile.
 pub fn flotilla(scenario: &Value) -> Outcome {
-    let (spec, status, clusters) = parse(scenario)
+    let (spec, status, mut clusters) = parse(scenario)
         .unwrap_or_else(|e| panic!("scenario does not parse in flotilla: {e}\n{scenario}"));
+    // Clusters as flotilla's admission stores them (Karmada's API server does the same).
+    clusters.iter_mut().for_each(flotilla_core::validate::default_cluster);
     let profile = flotilla_plugins::default_profile();
     let res = scheduler::schedule(
         &profile,
@@ -302,27 +304,6 @@ pub fn class_of(s: &Value, fl: &Outcome, ka: &Outcome) -> String {
 /// can be (re-run flotilla on the input with the cause removed and require agreement).
 pub fn explain(s: &Value, fl: &Outcome, ka: &Outcome) -> Option<&'static str> {
     let p = &s["spec"]["placement"];
-    // D2 (pending fix outside the scheduler core): Karmada's API server moves the deprecated
-    // spec.zone into spec.zones when storing a Cluster; flotilla does not.
-    let legacy = |c: &Value| {
-        c["spec"]["zone"].as_str().is_some_and(|z| !z.is_empty()) && c["spec"]["zones"].is_null()
-    };
-    if s["clusters"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(legacy))
-    {
-        let mut m = s.clone();
-        for c in m["clusters"].as_array_mut().into_iter().flatten() {
-            if legacy(c) {
-                let z = c["spec"]["zone"].take();
-                c["spec"]["zones"] = Value::Array(vec![z]);
-                c["spec"].as_object_mut().map(|o| o.remove("zone"));
-            }
-        }
-        if flotilla(&m).agrees(ka) {
-            return Some("D2 legacy spec.zone not migrated to spec.zones (fix pending)");
-        }
-    }
     // D3 (pending fix in scheduler.rs): Karmada runs the first overflow tier even with nothing to
     // place; a replicas-0 workload (replicaRequirements set) can then fail on the int32 overflow of
     // MaxInt32 availabilities in Fresh mode.
