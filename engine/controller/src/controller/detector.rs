@@ -1,0 +1,84 @@
+//! Detector: a resource template claimed by a (Cluster)PropagationPolicy gets its ResourceBinding.
+
+use std::sync::Arc;
+
+use flotilla_api::Object;
+use flotilla_api::labels;
+use flotilla_api::policy::PropagationPolicy;
+use flotilla_core::detector::{self, PolicyScope};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use crate::{Context, Error, api_resource, typed_all};
+
+/// The field manager of the detector's writes.
+pub const MANAGER: &str = "flotilla-detector";
+
+/// The policies, defaulted as admission would.
+pub fn policies(ctx: &Context) -> (Vec<PropagationPolicy>, Vec<PropagationPolicy>) {
+    let mut pps: Vec<PropagationPolicy> = typed_all(&ctx.pps);
+    let mut cpps: Vec<PropagationPolicy> = typed_all(&ctx.cpps);
+    for p in pps.iter_mut().chain(cpps.iter_mut()) {
+        flotilla_core::validate::default_propagation_policy(p);
+    }
+    (pps, cpps)
+}
+
+/// Reconcile one template.
+///
+/// # Errors
+/// Fails when a write fails.
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let template = Object(serde_json::to_value(&*obj).map_err(|source| Error::Decode { what: "template".into(), source })?);
+    if detector::is_ignored(&template) || obj.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let (pps, cpps) = policies(&ctx);
+    let Some(claim) = detector::claim(&template, &pps, &cpps) else {
+        // Unclaimed: an existing binding stays until the binding controller sees its template go.
+        return Ok(Action::await_change());
+    };
+    let scope = claim.scope;
+    let policy = claim.policy.clone();
+    let rb = detector::build_binding(&template, claim);
+
+    // Claim the template (Karmada's policy labels and annotations).
+    let (id_key, id) = match scope {
+        PolicyScope::Namespaced => (labels::PP_PERMANENT_ID, rb.metadata.labels.get(labels::PP_PERMANENT_ID).cloned().unwrap_or_default()),
+        PolicyScope::Cluster => (labels::CPP_PERMANENT_ID, rb.metadata.labels.get(labels::CPP_PERMANENT_ID).cloned().unwrap_or_default()),
+    };
+    let mut annotations = serde_json::Map::new();
+    if scope == PolicyScope::Namespaced {
+        annotations.insert(labels::PP_NAMESPACE.into(), Value::from(policy.metadata.namespace()));
+        annotations.insert(labels::PP_NAME.into(), Value::from(policy.metadata.name()));
+    } else {
+        annotations.insert(labels::CPP_NAME.into(), Value::from(policy.metadata.name()));
+    }
+    let current = template.labels();
+    let current_ann = template.annotations();
+    let claimed = current.get(id_key) == Some(&id) && annotations.iter().all(|(k, v)| current_ann.get(k).map(String::as_str) == v.as_str());
+    if !claimed {
+        let api: Api<DynamicObject> = namespaced_or_all(&ctx, template.namespace(), &api_resource(template.api_version(), template.kind()));
+        let patch = json!({"metadata": {"labels": {id_key: id}, "annotations": annotations}});
+        api.patch(template.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    }
+
+    // The binding: everything but `spec.clusters` (the scheduler's) and status.
+    let mut body = serde_json::to_value(&rb).map_err(|source| Error::Decode { what: "binding".into(), source })?;
+    if let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("clusters");
+    }
+    if let Some(m) = body.as_object_mut() {
+        m.remove("status");
+    }
+    let rb_res = api_resource(&rb.api_version, &rb.kind);
+    let api: Api<DynamicObject> = namespaced_or_all(&ctx, rb.metadata.namespace(), &rb_res);
+    api.patch(rb.metadata.name(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await?;
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// An `Api` in `namespace`, or cluster-wide when it is empty.
+pub fn namespaced_or_all(ctx: &Context, namespace: &str, resource: &kube::api::ApiResource) -> Api<DynamicObject> {
+    if namespace.is_empty() { Api::all_with(ctx.client.clone(), resource) } else { Api::namespaced_with(ctx.client.clone(), namespace, resource) }
+}

@@ -1,0 +1,134 @@
+//! Scheduler: a ResourceBinding gets its target clusters (`spec.clusters`) and `Scheduled` condition.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flotilla_api::cluster::Cluster;
+use flotilla_api::labels;
+use flotilla_api::meta::Condition;
+use flotilla_api::work::{ResourceBinding, ResourceBindingStatus, TargetCluster};
+use flotilla_core::scheduler::{self, FailureKind, SUCCESS_MESSAGE};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::detector::namespaced_or_all;
+use crate::{Context, Error, api_resource, typed, typed_all};
+
+/// What one scheduling run decided.
+#[derive(Debug)]
+struct Decision {
+    clusters: Option<Vec<TargetCluster>>,
+    observed_affinity_name: String,
+    outcome: Result<(), (String, String)>,
+}
+
+/// Reconcile one binding.
+///
+/// # Errors
+/// Fails when a write fails or the scheduling task dies.
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let rb: ResourceBinding = typed(&obj)?;
+    if rb.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
+    let needs = {
+        let map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
+        scheduler::needs_scheduling(&rb, &map)
+    };
+    let generation = rb.metadata.generation.unwrap_or(1);
+    let mut status = rb.status.clone().unwrap_or_default();
+    let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
+    let now = flotilla_core::time::format_rfc3339(crate::members::now_epoch());
+    let mut observed_generation = generation;
+
+    if needs {
+        let template = ctx
+            .templates
+            .get(&(rb.spec.resource.api_version.clone(), rb.spec.resource.kind.clone()))
+            .and_then(|c| c.get(&rb.spec.resource.namespace, &rb.spec.resource.name))
+            .and_then(|t| serde_json::to_value(&*t).ok());
+        let profile = ctx.profiles.iter().find(|p| p.name == rb.spec.scheduler_name).cloned();
+        let Some(profile) = profile else {
+            set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation);
+            status.scheduler_observed_generation = generation;
+            write_status(&api, &rb, &status).await?;
+            return Ok(Action::requeue(ctx.settings.resync));
+        };
+        let spec = rb.spec.clone();
+        let st = status.clone();
+        let started = std::time::Instant::now();
+        // The CPU-heavy part off the async workers.
+        let decision = tokio::task::spawn_blocking(move || {
+            let set = scheduler::ClusterSet::new(&clusters);
+            let res = scheduler::schedule_in_with(&profile, &spec, &st, &set, scheduler::Options::default(), None, template.as_ref());
+            Decision {
+                clusters: res.clusters_to_write(),
+                observed_affinity_name: res.observed_affinity_name.clone(),
+                outcome: res.outcome.map(|_| ()).map_err(|f| (f.kind.reason().to_owned(), f.message)),
+            }
+        })
+        .await?;
+        ctx.metrics.record_scheduling(started.elapsed());
+        if let Some(targets) = decision.clusters {
+            let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();
+            let patch = json!({
+                "metadata": {"annotations": {labels::APPLIED_PLACEMENT: placement}},
+                "spec": {"clusters": targets},
+            });
+            let updated = api.patch(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+            observed_generation = updated.metadata.generation.unwrap_or(generation);
+        }
+        status.scheduler_observing_affinity_name = decision.observed_affinity_name;
+        match decision.outcome {
+            Ok(()) => {
+                set_scheduled(&mut status, true, "Success", SUCCESS_MESSAGE, &now, observed_generation);
+                status.last_scheduled_time = Some(now.clone());
+            }
+            Err((reason, message)) => set_scheduled(&mut status, false, &reason, &message, &now, observed_generation),
+        }
+    }
+    status.scheduler_observed_generation = observed_generation;
+    if needs {
+        write_status(&api, &rb, &status).await?;
+    } else if rb.status.as_ref().map(|s| s.scheduler_observed_generation) != Some(observed_generation) {
+        // Only the generation: the cached object may predate our own last status write.
+        let patch = json!({"status": {"schedulerObservedGeneration": observed_generation}});
+        api.patch_status(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    }
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+async fn write_status(api: &kube::Api<DynamicObject>, rb: &ResourceBinding, status: &ResourceBindingStatus) -> Result<(), Error> {
+    let patch = json!({"status": {
+        "schedulerObservedGeneration": status.scheduler_observed_generation,
+        "schedulerObservingAffinityName": status.scheduler_observing_affinity_name,
+        "lastScheduledTime": status.last_scheduled_time,
+        "conditions": status.conditions,
+    }});
+    api.patch_status(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    Ok(())
+}
+
+/// Set the `Scheduled` condition, keeping the transition time when the status did not flip.
+pub fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
+    let cond = Condition {
+        type_: "Scheduled".into(),
+        status: if ok { "True" } else { "False" }.into(),
+        observed_generation: Some(generation),
+        last_transition_time: Some(now.to_owned()),
+        reason: reason.into(),
+        message: message.into(),
+    };
+    match status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
+        Some(c) => {
+            let keep = (c.status == cond.status).then(|| c.last_transition_time.clone()).flatten();
+            *c = cond;
+            if keep.is_some() {
+                c.last_transition_time = keep;
+            }
+        }
+        None => status.conditions.push(cond),
+    }
+}

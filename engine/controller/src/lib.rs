@@ -1,0 +1,268 @@
+//! Flotilla's controllers: Karmada's propagation pipeline running live on kube-rs.
+//!
+//! The offline pipeline of `flotilla_core::plan::plan` split into level-triggered controllers,
+//! each a kube-rs `Controller` driven by watch events, with the objects it reads kept in
+//! reflector stores:
+//!
+//! - [`controller::detector`]: resource templates + (Cluster)PropagationPolicies → ResourceBindings;
+//! - [`controller::scheduler`]: ResourceBindings + Clusters → `spec.clusters` and the `Scheduled` condition;
+//! - [`controller::binding`]: ResourceBindings + OverridePolicies → Works in `karmada-es-<cluster>`,
+//!   Work status → `aggregatedStatus` → template status, and binding deletion;
+//! - [`controller::execution`]: Works → server-side apply into the member, `Applied` + `manifestStatuses`;
+//! - [`controller::simulator`]: simulated members' Deployments become available after a delay.
+//!
+//! [`members`] registers simulated members (logical clusters of the embedded API server) as
+//! `Cluster` objects.
+
+pub mod client;
+pub mod controller;
+pub mod members;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tokio::sync::broadcast;
+
+pub use client::Members;
+
+/// A controller failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A request to an API server failed.
+    #[error("API request failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// An object could not be read as its Karmada type.
+    #[error("decoding {what}: {source}")]
+    Decode {
+        /// What was decoded.
+        what: String,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Works could not be rendered.
+    #[error("rendering works: {0}")]
+    Render(String),
+    /// A reflector store went away.
+    #[error("a watch cache stopped")]
+    CacheStopped,
+    /// A blocking task panicked or was cancelled.
+    #[error("scheduling task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// What a change event is about; controllers re-check everything they own on the kinds they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    /// A resource template.
+    Template,
+    /// A PropagationPolicy or ClusterPropagationPolicy.
+    Propagation,
+    /// An OverridePolicy or ClusterOverridePolicy.
+    Override,
+    /// A Cluster.
+    Cluster,
+    /// A Work.
+    Work,
+    /// An object in a member cluster.
+    Member,
+}
+
+/// Tunables.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The template kinds the detector watches, as `(apiVersion, kind)`.
+    pub template_kinds: Vec<(String, String)>,
+    /// How long a simulated member takes to make a Deployment available.
+    pub ready_delay: Duration,
+    /// Requeue interval of healthy objects (a safety net; changes arrive by watch).
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            template_kinds: DEFAULT_TEMPLATE_KINDS.iter().map(|(a, k)| ((*a).to_owned(), (*k).to_owned())).collect(),
+            ready_delay: Duration::from_millis(500),
+            resync: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The template kinds watched by default.
+pub const DEFAULT_TEMPLATE_KINDS: &[(&str, &str)] = &[
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("v1", "Secret"),
+];
+
+/// The `ApiResource` of a kind, with the plural from the embedded server's registry when it knows the kind.
+pub fn api_resource(api_version: &str, kind: &str) -> ApiResource {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    match flotilla_apiserver::registry::lookup_kind(api_version, kind) {
+        Some(r) => ApiResource::from_gvk_with_plural(&gvk, r.plural),
+        None => ApiResource::from_gvk(&gvk),
+    }
+}
+
+/// A watched kind: its resource and its cache.
+#[derive(Clone)]
+pub struct Cached {
+    /// The resource.
+    pub resource: ApiResource,
+    /// The reflector store.
+    pub store: Store<DynamicObject>,
+}
+
+impl Cached {
+    /// The object `namespace/name` (namespace empty for cluster-scoped kinds).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        let r = ObjectRef::new_with(name, self.resource.clone());
+        let r = if namespace.is_empty() { r } else { r.within(namespace) };
+        self.store.get(&r)
+    }
+}
+
+/// Shared state of all controllers.
+pub struct Context {
+    /// The control plane.
+    pub client: Client,
+    /// Member clusters.
+    pub members: Members,
+    /// Tunables.
+    pub settings: Settings,
+    /// The scheduler profile(s).
+    pub profiles: Vec<flotilla_core::framework::Profile>,
+    /// Template caches by `(apiVersion, kind)`.
+    pub templates: BTreeMap<(String, String), Cached>,
+    /// PropagationPolicies.
+    pub pps: Cached,
+    /// ClusterPropagationPolicies.
+    pub cpps: Cached,
+    /// OverridePolicies.
+    pub ops: Cached,
+    /// ClusterOverridePolicies.
+    pub cops: Cached,
+    /// Clusters.
+    pub clusters: Cached,
+    /// Works.
+    pub works: Cached,
+    /// Change notifications.
+    pub events: broadcast::Sender<Topic>,
+    /// Counters.
+    pub metrics: controller::Metrics,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+/// Decode a cached object as a Karmada type.
+pub fn typed<T: serde::de::DeserializeOwned>(o: &DynamicObject) -> Result<T, Error> {
+    let what = format!("{} {}", o.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("object"), o.metadata.name.as_deref().unwrap_or(""));
+    serde_json::to_value(o).and_then(serde_json::from_value).map_err(|source| Error::Decode { what, source })
+}
+
+/// The cached objects of `cached` decoded as `T`; undecodable objects are skipped with a warning.
+pub fn typed_all<T: serde::de::DeserializeOwned>(cached: &Cached) -> Vec<T> {
+    cached
+        .store
+        .state()
+        .iter()
+        .filter_map(|o| match typed(o) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping an undecodable object");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Start a reflector for `resource` on `client`, publishing `topic` on every change.
+pub fn cache(client: &Client, resource: ApiResource, topic: Topic, events: &broadcast::Sender<Topic>, tasks: &mut tokio::task::JoinSet<()>) -> Cached {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let writer = reflector::store::Writer::new(resource.clone());
+    let store = writer.as_reader();
+    let events = events.clone();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => {
+                    let _ = events.send(topic);
+                }
+                Err(e) => tracing::debug!(error = %e, "watch error; retrying"),
+            }
+        }
+    });
+    Cached { resource, store }
+}
+
+/// Running controllers; dropping this stops them.
+#[derive(Debug)]
+pub struct Running {
+    /// The shared state.
+    pub context: Arc<Context>,
+    /// Every task.
+    pub tasks: tokio::task::JoinSet<()>,
+}
+
+/// Start the caches and every controller against `client` (the control plane) and `members`.
+///
+/// # Errors
+/// Fails when a cache cannot complete its initial list.
+pub async fn start(client: Client, members: Members, settings: Settings) -> Result<Running, Error> {
+    let (events, _) = broadcast::channel(1024);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut templates = BTreeMap::new();
+    for (api_version, kind) in &settings.template_kinds {
+        let c = cache(&client, api_resource(api_version, kind), Topic::Template, &events, &mut tasks);
+        templates.insert((api_version.clone(), kind.clone()), c);
+    }
+    let k = |v: &str, kind: &str| api_resource(v, kind);
+    let pps = cache(&client, k("policy.karmada.io/v1alpha1", "PropagationPolicy"), Topic::Propagation, &events, &mut tasks);
+    let cpps = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy"), Topic::Propagation, &events, &mut tasks);
+    let ops = cache(&client, k("policy.karmada.io/v1alpha1", "OverridePolicy"), Topic::Override, &events, &mut tasks);
+    let cops = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterOverridePolicy"), Topic::Override, &events, &mut tasks);
+    let clusters = cache(&client, k("cluster.karmada.io/v1alpha1", "Cluster"), Topic::Cluster, &events, &mut tasks);
+    let works = cache(&client, k("work.karmada.io/v1alpha1", "Work"), Topic::Work, &events, &mut tasks);
+    let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &works]).collect();
+    for c in all {
+        c.store.wait_until_ready().await.map_err(|_| Error::CacheStopped)?;
+    }
+    let ctx = Arc::new(Context {
+        client,
+        members,
+        settings,
+        profiles: vec![flotilla_plugins::default_profile()],
+        templates,
+        pps,
+        cpps,
+        ops,
+        cops,
+        clusters,
+        works,
+        events,
+        metrics: controller::Metrics::default(),
+    });
+    controller::spawn_all(&ctx, &mut tasks);
+    Ok(Running { context: ctx, tasks })
+}

@@ -1,0 +1,239 @@
+//! End to end, in process: the embedded API server, two simulated members and every controller.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_controller::{Members, Settings, api_resource, client, members};
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use flotilla_apiserver::{ApiServer, ServerOptions, Store};
+
+struct Env {
+    control: Client,
+    member: Vec<Client>,
+    _running: flotilla_controller::Running,
+    _server: Arc<ApiServer>,
+    _dir: tempfile::TempDir,
+}
+
+async fn env() -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store opens");
+    let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
+    let router = server.router();
+    let control = client::in_process(router.clone(), None);
+    let names = members::names(2);
+    for n in &names {
+        members::register(&control, n, &format!("/clusters/{n}"), &members::Capacity::default()).await.expect("member registers");
+    }
+    let settings = Settings { ready_delay: Duration::from_millis(100), ..Settings::default() };
+    let running = flotilla_controller::start(control.clone(), Members::simulated(&router, &names), settings).await.expect("controllers start");
+    let member = names.iter().map(|n| client::in_process(router.clone(), Some(n))).collect();
+    Env { control, member, _running: running, _server: server, _dir: dir }
+}
+
+fn example(file: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nginx").join(file);
+    let text = std::fs::read_to_string(&path).expect("example reads");
+    serde_yaml::from_str(&text).expect("example parses")
+}
+
+fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let res = api_resource(&s("/apiVersion"), &s("/kind"));
+    let ns = s("/metadata/namespace");
+    if ns.is_empty() { Api::all_with(client.clone(), &res) } else { Api::namespaced_with(client.clone(), &ns, &res) }
+}
+
+async fn apply(client: &Client, obj: &Value) {
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("name");
+    api_for(client, obj).patch(name, &PatchParams::apply("kubectl").force(), &Patch::Apply(obj)).await.expect("apply");
+}
+
+/// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn deployments(c: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(c.clone(), "default", &api_resource("apps/v1", "Deployment"))
+}
+
+async fn member_deployment(c: &Client) -> Option<DynamicObject> {
+    deployments(c).get_opt("nginx").await.ok().flatten()
+}
+
+fn replicas(d: &DynamicObject) -> i64 {
+    d.data.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(-1)
+}
+
+fn image(d: &DynamicObject) -> String {
+    d.data.pointer("/spec/template/spec/containers/0/image").and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+async fn split(e: &Env) -> Vec<(String, i64)> {
+    let rbs: Api<DynamicObject> = Api::namespaced_with(e.control.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+    let Ok(Some(rb)) = rbs.get_opt("nginx-deployment").await else { return Vec::new() };
+    rb.data
+        .pointer("/spec/clusters")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().map(|c| (c["name"].as_str().unwrap_or("").to_owned(), c["replicas"].as_i64().unwrap_or(0))).collect())
+        .unwrap_or_default()
+}
+
+async fn seed(e: &Env) {
+    for f in ["propagationpolicy.yaml", "overridepolicy.yaml", "deployment.yaml"] {
+        apply(&e.control, &example(f)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_example_propagates_one_replica_to_each_member_with_the_override_on_member2() {
+    let e = env().await;
+    seed(&e).await;
+    let (d1, d2) = eventually("both member copies", WAIT, || async {
+        Some((member_deployment(&e.member[0]).await?, member_deployment(&e.member[1]).await?))
+    })
+    .await;
+    assert_eq!((replicas(&d1), replicas(&d2)), (1, 1));
+    assert_eq!(image(&d1), "nginx:1.27");
+    assert_eq!(image(&d2), "registry.member2.example/nginx:1.27");
+    assert_eq!(split(&e).await, vec![("member1".to_owned(), 1), ("member2".to_owned(), 1)]);
+
+    // The binding is Scheduled, both Works Applied, and member status flows back to the template.
+    let rbs: Api<DynamicObject> = Api::namespaced_with(e.control.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+    let rb = rbs.get("nginx-deployment").await.expect("rb");
+    let scheduled = rb.data.pointer("/status/conditions").and_then(Value::as_array).and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled")).cloned();
+    assert_eq!(scheduled.as_ref().map(|c| c["status"].clone()), Some(json!("True")), "{rb:?}");
+    for m in ["member1", "member2"] {
+        let works: Api<DynamicObject> = Api::namespaced_with(e.control.clone(), &format!("karmada-es-{m}"), &api_resource("work.karmada.io/v1alpha1", "Work"));
+        let list = works.list(&Default::default()).await.expect("works");
+        assert_eq!(list.items.len(), 1, "one Work in {m}");
+    }
+    let template = eventually("template status summed", WAIT, || async {
+        let d = deployments(&e.control).get("nginx").await.ok()?;
+        let ready = d.data.pointer("/status/readyReplicas").and_then(Value::as_i64);
+        let available = d.data.pointer("/status/availableReplicas").and_then(Value::as_i64);
+        (ready == Some(2) && available == Some(2)).then_some(d)
+    })
+    .await;
+    // The template is claimed by its policy.
+    let labels = template.metadata.labels.clone().unwrap_or_default();
+    assert!(labels.contains_key("propagationpolicy.karmada.io/permanent-id"), "{labels:?}");
+    let rb = rbs.get("nginx-deployment").await.expect("rb");
+    let agg = rb.data.pointer("/status/aggregatedStatus").and_then(Value::as_array).cloned().unwrap_or_default();
+    assert_eq!(agg.len(), 2, "{agg:?}");
+    assert!(agg.iter().all(|i| i["applied"] == json!(true)), "{agg:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_the_template_to_five_redivides_stably() {
+    let e = env().await;
+    seed(&e).await;
+    eventually("initial split", WAIT, || async { (split(&e).await.len() == 2).then_some(()) }).await;
+    deployments(&e.control).patch("nginx", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 5}}))).await.expect("scale");
+    let first = eventually("split of 5", WAIT, || async {
+        let s = split(&e).await;
+        (s.iter().map(|(_, r)| r).sum::<i64>() == 5).then_some(s)
+    })
+    .await;
+    let mut counts: Vec<i64> = first.iter().map(|(_, r)| *r).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, vec![2, 3], "{first:?}");
+    // Members follow the split.
+    eventually("members at 5", WAIT, || async {
+        let a = replicas(&member_deployment(&e.member[0]).await?);
+        let b = replicas(&member_deployment(&e.member[1]).await?);
+        (vec![("member1".to_owned(), a), ("member2".to_owned(), b)] == first).then_some(())
+    })
+    .await;
+    // A template change that does not touch replicas keeps the division.
+    deployments(&e.control).patch("nginx", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}))).await.expect("touch");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(split(&e).await, first, "the division is stable");
+    // Back to 2 and up to 5 again gives the same answer.
+    for n in [2, 5] {
+        deployments(&e.control).patch("nginx", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": n}}))).await.expect("scale");
+        eventually("rescaled", WAIT, || async { (split(&e).await.iter().map(|(_, r)| r).sum::<i64>() == n).then_some(()) }).await;
+    }
+    assert_eq!(split(&e).await, first, "the same division after scaling down and up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_template_removes_the_member_copies_works_and_binding() {
+    let e = env().await;
+    seed(&e).await;
+    eventually("both member copies", WAIT, || async {
+        Some((member_deployment(&e.member[0]).await?, member_deployment(&e.member[1]).await?))
+    })
+    .await;
+    deployments(&e.control).delete("nginx", &DeleteParams::default()).await.expect("delete");
+    eventually("member copies gone", WAIT, || async {
+        (member_deployment(&e.member[0]).await.is_none() && member_deployment(&e.member[1]).await.is_none()).then_some(())
+    })
+    .await;
+    eventually("binding and works gone", WAIT, || async {
+        let rbs: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+        let works: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("work.karmada.io/v1alpha1", "Work"));
+        let n = rbs.list(&Default::default()).await.ok()?.items.len() + works.list(&Default::default()).await.ok()?.items.len();
+        (n == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preserve_resources_on_deletion_keeps_the_member_copies() {
+    let e = env().await;
+    let mut pp = example("propagationpolicy.yaml");
+    pp["spec"]["preserveResourcesOnDeletion"] = json!(true);
+    apply(&e.control, &pp).await;
+    apply(&e.control, &example("deployment.yaml")).await;
+    eventually("both member copies", WAIT, || async {
+        Some((member_deployment(&e.member[0]).await?, member_deployment(&e.member[1]).await?))
+    })
+    .await;
+    deployments(&e.control).delete("nginx", &DeleteParams::default()).await.expect("delete");
+    eventually("works gone", WAIT, || async {
+        let works: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("work.karmada.io/v1alpha1", "Work"));
+        works.list(&Default::default()).await.ok()?.items.is_empty().then_some(())
+    })
+    .await;
+    assert!(member_deployment(&e.member[0]).await.is_some(), "member1 keeps its copy");
+    assert!(member_deployment(&e.member[1]).await.is_some(), "member2 keeps its copy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_members_register_ready_with_capacity_and_api_enablements() {
+    let started = std::time::Instant::now();
+    let e = env().await;
+    assert!(started.elapsed() < Duration::from_secs(5), "ready in {:?}", started.elapsed());
+    let clusters: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
+    let list = clusters.list(&Default::default()).await.expect("clusters");
+    let names: Vec<String> = list.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    assert_eq!(names, ["member1", "member2"]);
+    for c in &list.items {
+        let c: flotilla_api::cluster::Cluster = flotilla_controller::typed(c).expect("decodes as a Karmada Cluster");
+        let status = c.status.expect("status");
+        assert!(status.conditions.iter().any(|x| x.type_ == "Ready" && x.status == "True"));
+        assert!(status.api_enablements.iter().any(|a| a.group_version == "apps/v1" && a.resources.iter().any(|r| r.kind == "Deployment")));
+        let alloc = status.resource_summary.expect("summary").allocatable;
+        assert_eq!(serde_json::to_value(&alloc).expect("json")["cpu"], json!("64"));
+    }
+}
