@@ -1,0 +1,68 @@
+//! `WasmFactory`: builds Wasm plugins from profile specs (`wasm: {path, sha256}`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
+
+use crate::host::Host;
+use crate::instance::Limits;
+use crate::module::{LoadError, sha256};
+use crate::plugin::{WasmPlugin, export_for};
+
+/// The Wasm backend of profiles. Records every module file it reads, so a
+/// [`crate::Registry`] knows what to watch.
+#[derive(Debug, Default)]
+pub struct WasmFactory {
+    read: Mutex<Vec<PathBuf>>,
+}
+
+impl WasmFactory {
+    /// A factory on the process-wide [`Host`].
+    pub fn new() -> Self {
+        WasmFactory::default()
+    }
+
+    /// The module files read since the last call.
+    pub fn take_read_files(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.read.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Load the plugin `spec` describes for `point`.
+    ///
+    /// # Errors
+    /// Reading, digest, compile, link, a missing export for `point`, or the first instantiation.
+    pub fn load(&self, point: ExtensionPoint, spec: &PluginSpec, path: &Path) -> Result<WasmPlugin, LoadError> {
+        let host = Host::global()?;
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.display().to_string(), source })?;
+        let digest = sha256(&bytes);
+        if let Some(expected) = spec.wasm.as_ref().and_then(|w| w.sha256.as_deref()) {
+            let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
+            if expected != digest.to_string() {
+                return Err(LoadError::DigestMismatch { expected, actual: digest.to_string() });
+            }
+        }
+        let module = host.compile(&bytes)?;
+        let export = export_for(point);
+        if !module.exports_point(export) {
+            return Err(LoadError::MissingExport { name: export.into(), what: "the extension point the profile uses it for" });
+        }
+        WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), Limits::from_spec(spec.limits.as_ref()))
+    }
+}
+
+impl PluginFactory for WasmFactory {
+    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String> {
+        let Some(source) = &spec.wasm else { return Ok(None) };
+        let path = PathBuf::from(&source.path);
+        let plugin = Arc::new(self.load(point, spec, &path).map_err(|e| format!("{}: {e}", path.display()))?);
+        Ok(Some(match point {
+            ExtensionPoint::Filter => BuiltPlugin::Filter(plugin),
+            ExtensionPoint::Score => BuiltPlugin::Score(plugin),
+            ExtensionPoint::Select => BuiltPlugin::Select(plugin),
+            ExtensionPoint::Assign => BuiltPlugin::Assign(plugin),
+            ExtensionPoint::Override => BuiltPlugin::Override(plugin),
+        }))
+    }
+}

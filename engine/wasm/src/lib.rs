@@ -1,0 +1,35 @@
+//! Flotilla's Wasm plugin host: runs sandboxed plugins for every extension point (filter, score,
+//! select, assign, override) behind the same traits the built-ins implement.
+//!
+//! Where to start: [`WasmFactory`] turns a profile's `wasm: {path, sha256}` plugin spec into a
+//! [`WasmPlugin`]; [`Registry`] keeps a hot-reloadable set of profiles; `sdk/ABI.md` specifies what
+//! a module must export (ABI v1, names and messages in the `flotilla-abi` crate).
+//!
+//! Concepts:
+//! - **[`Host`]**: one process-wide wasmtime `Engine` (Cranelift, pooling allocator, epoch
+//!   interruption driven by one ticker thread) and `Linker` with the host imports
+//!   (`flotilla:host/v1`: `log`, `set_result`, `set_rows`) and a deny-all `wasi_snapshot_preview1`
+//!   (clock and random only) for wasip1 reactors such as Go's `-buildmode=c-shared`.
+//! - **[`Compiled`]**: a module compiled once per sha256, its imports checked (anything unknown is
+//!   rejected at load, with the import named), its exports checked, linked into an `InstancePre`.
+//! - **[`WasmPlugin`]**: a module + config + [`Limits`], with a pool of warm instances. The cluster
+//!   set is pushed into an instance once per cluster-set generation and kept there; each call then
+//!   carries the binding (JSON) and one compact binary row per cluster, and crosses the boundary
+//!   once. A call runs under an epoch deadline and a memory cap; every trap, timeout, memory
+//!   exhaustion or malformed reply becomes a `PluginError` (classified by type) and the faulted
+//!   instance is dropped. The host never panics on guest behaviour.
+
+mod factory;
+mod host;
+mod instance;
+mod module;
+mod plugin;
+mod registry;
+mod wasi;
+
+pub use factory::WasmFactory;
+pub use host::{Host, MAX_MEMORY_BYTES};
+pub use instance::Limits;
+pub use module::{Compiled, Digest, LoadError, custom_section, sha256};
+pub use plugin::{WasmPlugin, export_for, fuzz_decode};
+pub use registry::{Loaded, Registry, profiles_from_file};

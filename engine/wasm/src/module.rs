@@ -1,0 +1,260 @@
+//! Loading a module: digest, compile, check imports/exports/metadata, link (`InstancePre`).
+
+use std::fmt;
+
+use flotilla_abi::{CUSTOM_SECTION, HOST_MODULE, Metadata, WASI_MODULE, export, import};
+use sha2::Digest as _;
+use wasmtime::{ExternType, InstancePre, Module};
+
+use crate::host::Host;
+use crate::instance::State;
+
+/// A module's sha256.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest(pub [u8; 32]);
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{self}")
+    }
+}
+
+/// sha256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> Digest {
+    Digest(sha2::Sha256::digest(bytes).into())
+}
+
+/// Why a module could not be made ready. A failed load never affects plugins already loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The module's digest is not the one the profile pins.
+    #[error("module digest sha256:{actual} does not match the expected sha256:{expected}")]
+    DigestMismatch {
+        /// Pinned digest (hex).
+        expected: String,
+        /// Actual digest (hex).
+        actual: String,
+    },
+    /// Not valid Wasm (or WAT), or Cranelift rejected it.
+    #[error("cannot compile module: {message}")]
+    Compile {
+        /// The compiler's message.
+        message: String,
+    },
+    /// The module imports something the host does not provide.
+    #[error(
+        "module imports {module}.{name}, which the host does not provide (plugins may import only {HOST_MODULE}.{{log,set_result,set_rows}} and the deny-all {WASI_MODULE})"
+    )]
+    UnknownImport {
+        /// Import module.
+        module: String,
+        /// Import name.
+        name: String,
+    },
+    /// A required export is missing or has the wrong kind.
+    #[error("module does not export {name} ({what})")]
+    MissingExport {
+        /// Export name.
+        name: String,
+        /// What it should be.
+        what: &'static str,
+    },
+    /// The module targets another ABI version.
+    #[error("module targets plugin ABI v{found}, the host speaks v{}", flotilla_abi::ABI_VERSION)]
+    AbiVersion {
+        /// The version in the module.
+        found: u32,
+    },
+    /// The `flotilla.plugin` custom section is not valid metadata JSON.
+    #[error("invalid {CUSTOM_SECTION} custom section: {message}")]
+    Metadata {
+        /// What is wrong.
+        message: String,
+    },
+    /// Linking (import types) or the first instantiation failed.
+    #[error("cannot instantiate module: {message}")]
+    Instantiate {
+        /// What happened.
+        message: String,
+    },
+    /// The Wasm engine could not be created.
+    #[error("cannot create the wasm engine: {message}")]
+    Engine {
+        /// What happened.
+        message: String,
+    },
+}
+
+impl LoadError {
+    /// CamelCase reason, for status conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            LoadError::Read { .. } => "ReadFailed",
+            LoadError::DigestMismatch { .. } => "DigestMismatch",
+            LoadError::Compile { .. } => "CompileFailed",
+            LoadError::UnknownImport { .. } => "UnknownImport",
+            LoadError::MissingExport { .. } => "MissingExport",
+            LoadError::AbiVersion { .. } => "AbiVersionUnsupported",
+            LoadError::Metadata { .. } => "InvalidMetadata",
+            LoadError::Instantiate { .. } => "InstantiateFailed",
+            LoadError::Engine { .. } => "EngineFailed",
+        }
+    }
+}
+
+/// A compiled, checked and linked module, shared by every plugin using the same bytes.
+pub struct Compiled {
+    /// sha256 of the source bytes.
+    pub digest: Digest,
+    pub(crate) pre: InstancePre<State>,
+    /// The `flotilla.plugin` section, if present.
+    pub metadata: Option<Metadata>,
+    /// Which of [`export::POINTS`] the module exports.
+    pub points: [bool; 5],
+    /// Exports `flotilla_init_v1`.
+    pub has_init: bool,
+    pub(crate) has_initialize: bool,
+    /// Imports `wasi_snapshot_preview1` (runs with the deny-all context).
+    pub wasi: bool,
+    /// Imports, as `module.name`.
+    pub imports: Vec<String>,
+    /// Exports.
+    pub exports: Vec<String>,
+    /// Size of the Wasm binary.
+    pub size: usize,
+}
+
+impl fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Compiled").field("digest", &self.digest).field("points", &self.points).finish_non_exhaustive()
+    }
+}
+
+impl Compiled {
+    /// Does the module export the extension point `export` (one of [`export::POINTS`])?
+    pub fn exports_point(&self, export: &str) -> bool {
+        export::POINTS.iter().position(|p| *p == export).is_some_and(|i| self.points[i])
+    }
+
+    pub(crate) fn load(host: &Host, digest: Digest, bytes: &[u8]) -> Result<Compiled, LoadError> {
+        let wasm = if bytes.starts_with(b"\0asm") {
+            std::borrow::Cow::Borrowed(bytes)
+        } else {
+            std::borrow::Cow::Owned(wat::parse_bytes(bytes).map_err(|e| LoadError::Compile { message: e.to_string() })?.into_owned())
+        };
+        let metadata = match custom_section(&wasm, CUSTOM_SECTION) {
+            Some(raw) => {
+                let m: Metadata =
+                    serde_json::from_slice(raw).map_err(|e| LoadError::Metadata { message: e.to_string() })?;
+                if m.abi != flotilla_abi::ABI_VERSION {
+                    return Err(LoadError::AbiVersion { found: m.abi });
+                }
+                Some(m)
+            }
+            None => None,
+        };
+        let module = Module::new(host.engine(), &wasm).map_err(|e| LoadError::Compile { message: format!("{e:#}") })?;
+        let mut wasi = false;
+        let mut imports = Vec::new();
+        for imp in module.imports() {
+            let known = match imp.module() {
+                HOST_MODULE => import::ALL.contains(&imp.name()),
+                WASI_MODULE => {
+                    wasi = true;
+                    crate::wasi::provides(imp.name())
+                }
+                _ => false,
+            };
+            if !known {
+                return Err(LoadError::UnknownImport { module: imp.module().to_owned(), name: imp.name().to_owned() });
+            }
+            imports.push(format!("{}.{}", imp.module(), imp.name()));
+        }
+        let exports: Vec<String> = module.exports().map(|e| e.name().to_owned()).collect();
+        let ty = |name: &str| module.get_export(name);
+        if !matches!(ty(export::MEMORY), Some(ExternType::Memory(_))) {
+            return Err(LoadError::MissingExport { name: export::MEMORY.into(), what: "memory" });
+        }
+        for (name, what) in [
+            (export::ABI_VERSION, "func () -> i32"),
+            (export::ALLOC, "func (i32) -> i32"),
+            (export::DEALLOC, "func (i32, i32)"),
+            (export::CLUSTERS, "func (i32, i32) -> i32"),
+        ] {
+            if !matches!(ty(name), Some(ExternType::Func(_))) {
+                return Err(LoadError::MissingExport { name: name.into(), what });
+            }
+        }
+        let mut points = [false; 5];
+        for (slot, name) in points.iter_mut().zip(export::POINTS) {
+            *slot = matches!(ty(name), Some(ExternType::Func(_)));
+        }
+        if !points.iter().any(|p| *p) {
+            return Err(LoadError::MissingExport {
+                name: "flotilla_{filter,score,select,assign,override}_v1".into(),
+                what: "at least one extension point",
+            });
+        }
+        let has_init = matches!(ty(export::INIT), Some(ExternType::Func(_)));
+        let has_initialize = matches!(ty(export::WASI_INITIALIZE), Some(ExternType::Func(_)));
+        let pre = host.linker.instantiate_pre(&module).map_err(|e| LoadError::Instantiate { message: format!("{e:#}") })?;
+        Ok(Compiled { digest, pre, metadata, points, has_init, has_initialize, wasi, imports, exports, size: wasm.len() })
+    }
+}
+
+/// The first custom section named `name` (a minimal walk over the binary's sections).
+pub fn custom_section<'a>(wasm: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    fn leb(b: &[u8], pos: &mut usize) -> Option<usize> {
+        let mut result = 0usize;
+        let mut shift = 0;
+        loop {
+            let byte = *b.get(*pos)?;
+            *pos += 1;
+            result |= usize::from(byte & 0x7f).checked_shl(shift)?;
+            if byte & 0x80 == 0 {
+                return Some(result);
+            }
+            shift += 7;
+            if shift > 35 {
+                return None;
+            }
+        }
+    }
+    let mut pos = 8;
+    while pos < wasm.len() {
+        let id = wasm[pos];
+        pos += 1;
+        let size = leb(wasm, &mut pos)?;
+        let end = pos.checked_add(size)?;
+        let body = wasm.get(pos..end)?;
+        if id == 0 {
+            let mut p = 0;
+            let n = leb(body, &mut p)?;
+            let section_name = body.get(p..p.checked_add(n)?)?;
+            if section_name == name.as_bytes() {
+                return body.get(p + n..);
+            }
+        }
+        pos = end;
+    }
+    None
+}

@@ -1,0 +1,360 @@
+//! `WasmPlugin`: a module with its config and limits, implementing every extension-point trait
+//! over a pool of warm instances.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use flotilla_abi::{AssignReply, BindingRequest, DetailRow, FilterReply, OverrideReply, SelectReply, export};
+use flotilla_api::cluster::Cluster;
+use flotilla_api::work::TargetCluster;
+use flotilla_core::PluginError;
+use flotilla_core::framework::{
+    AssignInput, AssignMode, AssignPlugin, Assignment, BindingContext, ClusterDetail, FilterInput, FilterPlugin,
+    OverrideInput, OverridePatch, OverridePlugin, Plugin, Reason, ScoreInput, ScorePlugin, SelectInput, SelectPlugin,
+    Selection, Verdict,
+};
+
+use crate::host::{Host, Snapshot};
+use crate::instance::{Fail, Limits, Reply, Warm};
+use crate::module::{Compiled, LoadError};
+
+const FILTER: usize = 0;
+const SCORE: usize = 1;
+const SELECT: usize = 2;
+const ASSIGN: usize = 3;
+const OVERRIDE: usize = 4;
+
+/// Warm instances kept per plugin (more may exist while calls run concurrently).
+const MAX_IDLE: usize = 8;
+
+/// A Wasm plugin: one module, one config, one set of limits. Implements all five extension-point
+/// traits; a call to a point the module does not export is a plugin error (factories check first).
+pub struct WasmPlugin {
+    name: String,
+    module: Arc<Compiled>,
+    init: Vec<u8>,
+    limits: Limits,
+    host: &'static Host,
+    pool: Mutex<Vec<Warm>>,
+    /// Log lines of the most recent call, when capturing (for `flotilla plugin test`).
+    last_logs: Mutex<Option<Vec<(i32, String)>>>,
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmPlugin").field("name", &self.name).field("module", &self.module).finish_non_exhaustive()
+    }
+}
+
+impl WasmPlugin {
+    /// Build the plugin and instantiate it once (the ABI version check, `_initialize` and `init`
+    /// run now, off the hot path); that instance becomes the first warm one.
+    ///
+    /// # Errors
+    /// The first instantiation failed.
+    pub fn load(
+        host: &'static Host,
+        name: impl Into<String>,
+        module: Arc<Compiled>,
+        config: Option<&serde_json::Value>,
+        limits: Limits,
+    ) -> Result<WasmPlugin, LoadError> {
+        let name = name.into();
+        let init = serde_json::to_vec(&flotilla_abi::InitRequest { name: name.clone(), config })
+            .map_err(|e| LoadError::Instantiate { message: e.to_string() })?;
+        let warm = Warm::new(&module, &limits, &init).map_err(|(f, hit)| LoadError::Instantiate {
+            message: f.into_plugin_error(&name, hit).to_string(),
+        })?;
+        Ok(WasmPlugin { name, module, init, limits, host, pool: Mutex::new(vec![warm]), last_logs: Mutex::new(None) })
+    }
+
+    /// The module.
+    pub fn module(&self) -> &Arc<Compiled> {
+        &self.module
+    }
+
+    /// Keep the log lines of each call for [`WasmPlugin::take_logs`].
+    pub fn capture_logs(&self) {
+        *self.last_logs.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+
+    /// Log lines of the most recent call (when capturing).
+    pub fn take_logs(&self) -> Vec<(i32, String)> {
+        self.last_logs.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Run `f` on a warm instance; a fault drops the instance (the next call gets a fresh one).
+    fn with_instance<R>(&self, f: impl FnOnce(&mut Warm) -> Result<R, Fail>) -> Result<R, PluginError> {
+        let pooled = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut warm = match pooled {
+            Some(w) => w,
+            None => Warm::new(&self.module, &self.limits, &self.init).map_err(|(f, hit)| f.into_plugin_error(&self.name, hit))?,
+        };
+        let result = f(&mut warm);
+        if let Some(logs) = self.last_logs.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            *logs = warm.take_logs();
+        }
+        match result {
+            Ok(r) => {
+                let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+                if pool.len() < MAX_IDLE {
+                    pool.push(warm);
+                }
+                Ok(r)
+            }
+            Err(fail) => Err(fail.into_plugin_error(&self.name, warm.memory_hit())),
+        }
+    }
+
+    /// The snapshot the clusters come from, and their indices in it. Without a snapshot in the
+    /// context, or for clusters not in it, an ad-hoc set of exactly these clusters (pushed per call).
+    fn rows<'c>(&self, binding: &BindingContext<'_>, clusters: impl Iterator<Item = &'c Cluster> + Clone) -> (Arc<Snapshot>, Vec<u32>) {
+        let mut idx = Vec::new();
+        if let Some(s) = &binding.snapshot {
+            let snap = self.host.snapshot(s);
+            if snap.indices(clusters.clone(), &mut idx) {
+                return (snap, idx);
+            }
+            idx.clear();
+        }
+        let list: Vec<&Cluster> = clusters.collect();
+        idx.extend(0..list.len() as u32);
+        (Arc::new(Snapshot::build(0, &list)), idx)
+    }
+
+    fn binding_json(binding: &BindingContext<'_>, replicas: Option<i32>, mode: Option<flotilla_abi::AssignMode>) -> Vec<u8> {
+        let req = BindingRequest { binding: binding.spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
+        serde_json::to_vec(&req).unwrap_or_default()
+    }
+
+    fn call_rows(&self, point: usize, snap: &Snapshot, json: &[u8], rows: &[u8], count: usize) -> Result<Reply, PluginError> {
+        self.with_instance(|w| {
+            w.ensure_clusters(snap, &self.limits)?;
+            w.call(point, json, rows, count, &self.limits)
+        })
+    }
+
+    fn detail_rows(&self, binding: &BindingContext<'_>, clusters: &[ClusterDetail<'_>]) -> (Arc<Snapshot>, Vec<u8>) {
+        let (snap, idx) = self.rows(binding, clusters.iter().map(|d| d.cluster));
+        let mut rows = Vec::with_capacity(clusters.len() * DetailRow::SIZE);
+        for (d, i) in clusters.iter().zip(idx) {
+            let row = DetailRow {
+                index: i,
+                overflow_order: d.overflow_order,
+                score: d.score,
+                allocatable_replicas: d.allocatable_replicas,
+                available_replicas: d.available_replicas,
+            };
+            rows.extend_from_slice(&row.to_bytes());
+        }
+        (snap, rows)
+    }
+
+    fn invalid(&self, message: impl Into<String>) -> PluginError {
+        PluginError::InvalidOutput { plugin: self.name.clone(), message: message.into() }
+    }
+
+}
+
+impl Plugin for WasmPlugin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Reasons are interned (bounded) so that a reason shared by a thousand clusters is one
+/// allocation for the process, not one per cluster and call.
+fn intern(reason: &str) -> Reason {
+    const MAX_ENTRIES: usize = 4096;
+    const MAX_LEN: usize = 512;
+    static TABLE: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    if reason.len() > MAX_LEN {
+        return Cow::Owned(reason.to_owned());
+    }
+    let mut table = TABLE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = table.get(reason) {
+        return Cow::Borrowed(*s);
+    }
+    if table.len() >= MAX_ENTRIES {
+        return Cow::Owned(reason.to_owned());
+    }
+    let s: &'static str = Box::leak(reason.to_owned().into_boxed_str());
+    table.insert(s);
+    Cow::Borrowed(s)
+}
+
+impl FilterPlugin for WasmPlugin {
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
+        let n = input.clusters.len();
+        let (snap, idx) = self.rows(input.binding, input.clusters.iter().copied());
+        let rows: Vec<u8> = idx.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let json = Self::binding_json(input.binding, None, None);
+        let reply = self.call_rows(FILTER, &snap, &json, &rows, n)?;
+        decode::filter(n, &reply, out).map_err(|m| self.invalid(m))
+    }
+}
+
+impl ScorePlugin for WasmPlugin {
+    fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
+        let n = input.clusters.len();
+        let (snap, idx) = self.rows(input.binding, input.clusters.iter().copied());
+        let rows: Vec<u8> = idx.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let json = Self::binding_json(input.binding, None, None);
+        let reply = self.call_rows(SCORE, &snap, &json, &rows, n)?;
+        decode::score(n, &reply, out).map_err(|m| self.invalid(m))
+    }
+}
+
+impl SelectPlugin for WasmPlugin {
+    fn select(&self, input: &SelectInput<'_>) -> Result<Selection, PluginError> {
+        let (snap, rows) = self.detail_rows(input.binding, input.clusters);
+        let json = Self::binding_json(input.binding, None, None);
+        let reply = self.call_rows(SELECT, &snap, &json, &rows, input.clusters.len())?;
+        decode::select(&reply).map_err(|m| self.invalid(m))
+    }
+}
+
+impl AssignPlugin for WasmPlugin {
+    fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError> {
+        let (snap, rows) = self.detail_rows(input.binding, input.clusters);
+        let mode = match input.mode {
+            AssignMode::Steady => flotilla_abi::AssignMode::Steady,
+            AssignMode::Fresh => flotilla_abi::AssignMode::Fresh,
+        };
+        let json = Self::binding_json(input.binding, Some(input.replicas), Some(mode));
+        let reply = self.call_rows(ASSIGN, &snap, &json, &rows, input.clusters.len())?;
+        let names: Vec<&str> = input.clusters.iter().map(|d| d.name()).collect();
+        decode::assign(&names, &reply).map_err(|m| self.invalid(m))
+    }
+}
+
+impl OverridePlugin for WasmPlugin {
+    fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError> {
+        let req = flotilla_abi::OverrideRequest { object: input.object, cluster: input.cluster };
+        let json = serde_json::to_vec(&req).map_err(|e| PluginError::failed(&self.name, e.to_string()))?;
+        let reply = self.with_instance(|w| w.call_json(OVERRIDE, &json, &self.limits))?;
+        decode::override_patch(&reply).map_err(|m| self.invalid(m))
+    }
+}
+
+/// Reply decoding: pure functions over what the guest passed (the ABI boundary's host side; fuzzed
+/// by `tests/fuzz.rs`). Errors are invalid-output messages.
+pub(crate) mod decode {
+    use super::*;
+
+    fn parse<T: serde::de::DeserializeOwned>(reply: Option<&[u8]>, what: &str) -> Result<T, String> {
+        let bytes = reply.ok_or_else(|| format!("no {what} reply (set_result was not called)"))?;
+        serde_json::from_slice(bytes).map_err(|e| format!("{what} reply: {e}"))
+    }
+
+    pub(crate) fn filter(n: usize, reply: &Reply, out: &mut Vec<Verdict>) -> Result<(), String> {
+        let verdicts = reply.rows.as_deref().ok_or("no filter verdicts (set_rows was not called)")?;
+        if verdicts.len() != n {
+            return Err(format!("returned {} verdicts for {n} clusters", verdicts.len()));
+        }
+        let reasons: Vec<Reason> = if verdicts.iter().any(|&v| v != flotilla_abi::FIT) {
+            let r: FilterReply = parse(reply.result.as_deref(), "filter")?;
+            r.reasons.iter().map(|s| intern(s)).collect()
+        } else {
+            Vec::new()
+        };
+        out.reserve(n);
+        for &v in verdicts {
+            if v == flotilla_abi::FIT {
+                out.push(Verdict::Fit);
+            } else {
+                let r = reasons.get(usize::from(v) - 1).ok_or_else(|| format!("verdict {v} has no reason"))?;
+                out.push(Verdict::Unschedulable(r.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn score(n: usize, reply: &Reply, out: &mut Vec<i64>) -> Result<(), String> {
+        let scores = reply.rows.as_deref().ok_or("no scores (set_rows was not called)")?;
+        if scores.len() != n * flotilla_abi::SCORE_ROW_SIZE {
+            return Err(format!("returned {} score bytes for {n} clusters", scores.len()));
+        }
+        out.extend(scores.chunks_exact(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])));
+        Ok(())
+    }
+
+    pub(crate) fn select(reply: &Reply) -> Result<Selection, String> {
+        Ok(match parse::<SelectReply>(reply.result.as_deref(), "select")? {
+            SelectReply::Selected(rows) => Selection::Selected(rows.into_iter().map(|r| r as usize).collect()),
+            SelectReply::Failed(msg) => Selection::Failed(msg),
+        })
+    }
+
+    pub(crate) fn assign(names: &[&str], reply: &Reply) -> Result<Assignment, String> {
+        Ok(match parse::<AssignReply>(reply.result.as_deref(), "assign")? {
+            AssignReply::Skip => Assignment::Skip,
+            AssignReply::Unschedulable(msg) => Assignment::Unschedulable(msg),
+            AssignReply::Assigned(pairs) => {
+                let mut out = Vec::with_capacity(pairs.len());
+                for (row, replicas) in pairs {
+                    let name = names.get(row as usize).ok_or_else(|| format!("assigned row {row} of {}", names.len()))?;
+                    out.push(TargetCluster::new(*name, replicas));
+                }
+                Assignment::Assigned(out)
+            }
+        })
+    }
+
+    pub(crate) fn override_patch(reply: &Reply) -> Result<OverridePatch, String> {
+        let r: OverrideReply = parse(reply.result.as_deref(), "override")?;
+        let patch = r
+            .patch
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<Vec<json_patch::PatchOperation>, _>>()
+            .map_err(|e| format!("override reply: patch: {e}"))?;
+        Ok(OverridePatch { patch, applied: Vec::new() })
+    }
+}
+
+/// Decode a guest reply for extension point `point` (index into [`export::POINTS`]) over `n`
+/// rows, as the host does after a call. For fuzzing the ABI boundary; never panics.
+///
+/// # Errors
+/// The invalid-output message.
+#[doc(hidden)]
+pub fn fuzz_decode(point: usize, n: usize, result: Option<&[u8]>, rows: Option<&[u8]>) -> Result<usize, String> {
+    let reply = Reply { result: result.map(<[u8]>::to_vec), rows: rows.map(<[u8]>::to_vec) };
+    let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    match point {
+        FILTER => {
+            let mut out = Vec::new();
+            decode::filter(n, &reply, &mut out)?;
+            Ok(out.len())
+        }
+        SCORE => {
+            let mut out = Vec::new();
+            decode::score(n, &reply, &mut out)?;
+            Ok(out.len())
+        }
+        SELECT => decode::select(&reply).map(|s| match s {
+            Selection::Selected(v) => v.len(),
+            Selection::Failed(_) => 0,
+        }),
+        ASSIGN => decode::assign(&names, &reply).map(|a| match a {
+            Assignment::Assigned(v) => v.len(),
+            _ => 0,
+        }),
+        _ => decode::override_patch(&reply).map(|p| p.patch.len()),
+    }
+}
+
+/// The export implementing `point` (for messages).
+pub fn export_for(point: flotilla_core::profile::ExtensionPoint) -> &'static str {
+    use flotilla_core::profile::ExtensionPoint as P;
+    match point {
+        P::Filter => export::FILTER,
+        P::Score => export::SCORE,
+        P::Select => export::SELECT,
+        P::Assign => export::ASSIGN,
+        P::Override => export::OVERRIDE,
+    }
+}

@@ -1,0 +1,3 @@
+module flotilla.dev/sdk/go
+
+go 1.24

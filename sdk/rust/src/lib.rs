@@ -1,0 +1,502 @@
+//! Flotilla plugin development kit for Rust.
+//!
+//! Implement [`Plugin`] (only the extension points you need), then export it:
+//!
+//! ```no_run
+//! use flotilla_pdk::{FilterOut, Plugin, abi::{BindingRequest, InitRequest}};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Cluster { metadata: Meta }
+//! #[derive(serde::Deserialize)]
+//! struct Meta { #[serde(default)] labels: std::collections::BTreeMap<String, String> }
+//!
+//! struct GpuOnly;
+//!
+//! impl Plugin for GpuOnly {
+//!     type Cluster = Cluster;
+//!     type Binding = BindingRequest;
+//!     fn new(_init: InitRequest) -> Result<Self, String> { Ok(GpuOnly) }
+//!     fn filter(&mut self, _b: &BindingRequest, clusters: &[&Cluster], out: &mut FilterOut) -> Result<(), String> {
+//!         for c in clusters {
+//!             if c.metadata.labels.contains_key("example.com/gpu") { out.fit() } else { out.unfit("cluster has no GPU") }
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! flotilla_pdk::export_plugin!(GpuOnly, name = "gpu-only", version = "0.1.0", points = [filter]);
+//! ```
+//!
+//! Build with `cargo build --release --target wasm32-unknown-unknown` (crate type `cdylib`);
+//! see `sdk/ABI.md` for the toolchain. The macro generates every export of ABI v1: the version
+//! marker, the allocator, `init`, the cluster-set push and the listed extension points, plus the
+//! `flotilla.plugin` metadata section. Clusters are parsed once per cluster-set generation into
+//! `Plugin::Cluster` (parse only the fields you read: unknown fields are skipped), and each call
+//! hands the plugin references into that set.
+
+pub use flotilla_abi as abi;
+pub use serde_json;
+
+use flotilla_abi::{AssignReply, ClustersRequest, DetailRow, FilterReply, InitRequest, OverrideReply, OverrideRequest, SelectReply};
+use serde::de::DeserializeOwned;
+
+/// A plugin. Implement the extension points listed in `export_plugin!`; the others keep their
+/// default ("not implemented") bodies.
+pub trait Plugin: Sized + 'static {
+    /// How each cluster of the pushed set is parsed (Karmada `Cluster` JSON).
+    type Cluster: DeserializeOwned;
+    /// How the binding part of a call is parsed, e.g. [`abi::BindingRequest`] with typed fields.
+    type Binding: DeserializeOwned;
+
+    /// Create the plugin from its name and profile config.
+    ///
+    /// # Errors
+    /// Bad config: the plugin fails to load.
+    fn new(init: InitRequest) -> Result<Self, String>;
+
+    /// Filter: push exactly one verdict per cluster, in order.
+    ///
+    /// # Errors
+    /// A plugin failure (handled by the plugin's failure policy).
+    fn filter(&mut self, _binding: &Self::Binding, _clusters: &[&Self::Cluster], _out: &mut FilterOut) -> Result<(), String> {
+        Err("filter not implemented".into())
+    }
+
+    /// Score: push exactly one score per cluster, in order.
+    ///
+    /// # Errors
+    /// A plugin failure.
+    fn score(&mut self, _binding: &Self::Binding, _clusters: &[&Self::Cluster], _out: &mut Vec<i64>) -> Result<(), String> {
+        Err("score not implemented".into())
+    }
+
+    /// Select: choose rows (positions in `clusters`).
+    ///
+    /// # Errors
+    /// A plugin failure.
+    fn select(&mut self, _binding: &Self::Binding, _clusters: &[Detail<'_, Self::Cluster>]) -> Result<SelectReply, String> {
+        Err("select not implemented".into())
+    }
+
+    /// Assign replicas to rows (positions in `clusters`).
+    ///
+    /// # Errors
+    /// A plugin failure.
+    fn assign(&mut self, _binding: &Self::Binding, _clusters: &[Detail<'_, Self::Cluster>]) -> Result<AssignReply, String> {
+        Err("assign not implemented".into())
+    }
+
+    /// Override: JSON patch for the manifest bound to one cluster.
+    ///
+    /// # Errors
+    /// A plugin failure.
+    fn override_manifest(&mut self, _request: OverrideRequest<serde_json::Value, Self::Cluster>) -> Result<OverrideReply, String> {
+        Err("override not implemented".into())
+    }
+}
+
+/// A feasible cluster with what the scheduler computed for it (select and assign).
+#[derive(Debug)]
+pub struct Detail<'a, C> {
+    /// The cluster.
+    pub cluster: &'a C,
+    /// The decoded row (index, overflow order, score, allocatable and available replicas).
+    pub row: DetailRow,
+}
+
+impl<C> Clone for Detail<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for Detail<'_, C> {}
+
+/// Filter verdicts under construction: one byte per cluster, reasons deduplicated.
+#[derive(Debug, Default)]
+pub struct FilterOut {
+    verdicts: Vec<u8>,
+    reasons: Vec<String>,
+    last: usize,
+}
+
+impl FilterOut {
+    /// The next cluster fits.
+    pub fn fit(&mut self) {
+        self.verdicts.push(abi::FIT);
+    }
+
+    /// The next cluster does not fit, for `reason`.
+    pub fn unfit(&mut self, reason: &str) {
+        let k = if self.reasons.get(self.last).is_some_and(|r| r == reason) {
+            self.last
+        } else if let Some(k) = self.reasons.iter().position(|r| r == reason) {
+            k
+        } else {
+            self.reasons.push(reason.to_owned());
+            self.reasons.len() - 1
+        };
+        self.last = k;
+        // More than 255 distinct reasons in one call: the rest share the last slot's text.
+        self.verdicts.push(u8::try_from(k + 1).unwrap_or(u8::MAX));
+    }
+
+    /// Verdicts so far.
+    pub fn len(&self) -> usize {
+        self.verdicts.len()
+    }
+
+    /// No verdict yet.
+    pub fn is_empty(&self) -> bool {
+        self.verdicts.is_empty()
+    }
+}
+
+/// Host imports. Off wasm32 they are stubs that record what they are given (for native tests).
+pub mod host {
+    #[cfg(target_arch = "wasm32")]
+    #[link(wasm_import_module = "flotilla:host/v1")]
+    unsafe extern "C" {
+        #[link_name = "log"]
+        fn host_log(level: i32, ptr: *const u8, len: usize);
+        #[link_name = "set_result"]
+        fn host_set_result(ptr: *const u8, len: usize);
+        #[link_name = "set_rows"]
+        fn host_set_rows(ptr: *const u8, len: usize);
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    thread_local! {
+        /// Native stand-in for the host: (result, rows, log lines) of the last call.
+        pub static RECORDED: std::cell::RefCell<(Vec<u8>, Vec<u8>, Vec<String>)> = Default::default();
+    }
+
+    /// Log a line (levels in [`crate::abi::log_level`]).
+    pub fn log(level: i32, message: &str) {
+        #[cfg(target_arch = "wasm32")]
+        // SAFETY: the pointer and length describe a live string; the host copies it.
+        unsafe {
+            host_log(level, message.as_ptr(), message.len())
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        RECORDED.with_borrow_mut(|r| r.2.push(format!("{level}: {message}")));
+    }
+
+    /// Pass the call's JSON reply (or error message).
+    pub fn set_result(bytes: &[u8]) {
+        #[cfg(target_arch = "wasm32")]
+        // SAFETY: as for `log`.
+        unsafe {
+            host_set_result(bytes.as_ptr(), bytes.len())
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        RECORDED.with_borrow_mut(|r| r.0 = bytes.to_vec());
+    }
+
+    /// Pass the call's per-row binary reply.
+    pub fn set_rows(bytes: &[u8]) {
+        #[cfg(target_arch = "wasm32")]
+        // SAFETY: as for `log`.
+        unsafe {
+            host_set_rows(bytes.as_ptr(), bytes.len())
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        RECORDED.with_borrow_mut(|r| r.1 = bytes.to_vec());
+    }
+}
+
+/// The runtime behind the generated exports. Not part of the stable API.
+#[doc(hidden)]
+pub mod rt {
+    use super::*;
+    use flotilla_abi::status;
+
+    /// Block allocation for the host ([`flotilla_abi::export::ALLOC`]).
+    pub fn alloc(len: usize) -> *mut u8 {
+        match std::alloc::Layout::from_size_align(len.max(1), 8) {
+            // SAFETY: the layout has a non-zero size.
+            Ok(layout) => unsafe { std::alloc::alloc(layout) },
+            Err(_) => std::ptr::null_mut(),
+        }
+    }
+
+    /// Free a block from [`alloc`].
+    ///
+    /// # Safety
+    /// `ptr` and `len` come from one [`alloc`] call.
+    pub unsafe fn dealloc(ptr: *mut u8, len: usize) {
+        if let Ok(layout) = std::alloc::Layout::from_size_align(len.max(1), 8) {
+            // SAFETY: per the contract.
+            unsafe { std::alloc::dealloc(ptr, layout) }
+        }
+    }
+
+    /// View host-written input.
+    ///
+    /// # Safety
+    /// The host wrote `len` bytes at `ptr` for this call.
+    pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+
+    fn fail(message: &str) -> i32 {
+        host::set_result(message.as_bytes());
+        status::ERROR
+    }
+
+    fn parse<T: DeserializeOwned>(json: &[u8], what: &str) -> Result<T, String> {
+        serde_json::from_slice(json).map_err(|e| format!("cannot parse {what}: {e}"))
+    }
+
+    /// Plugin state inside the instance: the plugin and the pushed cluster set.
+    pub struct Runtime<P: Plugin> {
+        plugin: Option<P>,
+        clusters: Vec<P::Cluster>,
+    }
+
+    impl<P: Plugin> Default for Runtime<P> {
+        fn default() -> Self {
+            Runtime { plugin: None, clusters: Vec::new() }
+        }
+    }
+
+    impl<P: Plugin> Runtime<P> {
+        fn plugin(&mut self) -> Result<&mut P, String> {
+            self.plugin.as_mut().ok_or_else(|| "plugin not initialized".to_owned())
+        }
+
+        fn run(&mut self, f: impl FnOnce(&mut Self) -> Result<(), String>) -> i32 {
+            match f(self) {
+                Ok(()) => status::OK,
+                Err(e) => fail(&e),
+            }
+        }
+
+        /// `flotilla_init_v1`.
+        pub fn init(&mut self, json: &[u8]) -> i32 {
+            std::panic::set_hook(Box::new(|info| host::log(abi::log_level::ERROR, &info.to_string())));
+            self.run(|rt| {
+                rt.plugin = Some(P::new(parse(json, "init request")?)?);
+                Ok(())
+            })
+        }
+
+        /// `flotilla_clusters_v1`.
+        pub fn clusters(&mut self, json: &[u8]) -> i32 {
+            self.run(|rt| {
+                let req: ClustersRequest<P::Cluster> = parse(json, "cluster set")?;
+                rt.clusters = req.clusters;
+                Ok(())
+            })
+        }
+
+        fn indexed<'c>(set: &'c [P::Cluster], rows: &[u8], count: usize) -> Result<Vec<&'c P::Cluster>, String> {
+            let mut out = Vec::with_capacity(count);
+            for c in rows.chunks_exact(abi::INDEX_ROW_SIZE).take(count) {
+                let i = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                out.push(set.get(i).ok_or_else(|| format!("row refers to cluster {i} of {}", set.len()))?);
+            }
+            Ok(out)
+        }
+
+        fn details<'c>(set: &'c [P::Cluster], rows: &[u8], count: usize) -> Result<Vec<Detail<'c, P::Cluster>>, String> {
+            let mut out = Vec::with_capacity(count);
+            for c in rows.chunks_exact(DetailRow::SIZE).take(count) {
+                let mut b = [0u8; DetailRow::SIZE];
+                b.copy_from_slice(c);
+                let row = DetailRow::from_bytes(&b);
+                let cluster =
+                    set.get(row.index as usize).ok_or_else(|| format!("row refers to cluster {} of {}", row.index, set.len()))?;
+                out.push(Detail { cluster, row });
+            }
+            Ok(out)
+        }
+
+        /// `flotilla_filter_v1`.
+        pub fn filter(&mut self, json: &[u8], rows: &[u8], count: usize) -> i32 {
+            let binding: P::Binding = match parse(json, "binding") {
+                Ok(b) => b,
+                Err(e) => return fail(&e),
+            };
+            let clusters = match Self::indexed(&self.clusters, rows, count) {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            };
+            let mut out = FilterOut { verdicts: Vec::with_capacity(count), ..Default::default() };
+            let Some(plugin) = self.plugin.as_mut() else { return fail("plugin not initialized") };
+            if let Err(e) = plugin.filter(&binding, &clusters, &mut out) {
+                return fail(&e);
+            }
+            if !out.reasons.is_empty() {
+                let reply = FilterReply { reasons: out.reasons };
+                host::set_result(&serde_json::to_vec(&reply).unwrap_or_default());
+            }
+            host::set_rows(&out.verdicts);
+            status::OK
+        }
+
+        /// `flotilla_score_v1`.
+        pub fn score(&mut self, json: &[u8], rows: &[u8], count: usize) -> i32 {
+            let binding: P::Binding = match parse(json, "binding") {
+                Ok(b) => b,
+                Err(e) => return fail(&e),
+            };
+            let clusters = match Self::indexed(&self.clusters, rows, count) {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            };
+            let mut out = Vec::with_capacity(count);
+            let Some(plugin) = self.plugin.as_mut() else { return fail("plugin not initialized") };
+            if let Err(e) = plugin.score(&binding, &clusters, &mut out) {
+                return fail(&e);
+            }
+            let bytes: Vec<u8> = out.iter().flat_map(|s| s.to_le_bytes()).collect();
+            host::set_rows(&bytes);
+            status::OK
+        }
+
+        /// `flotilla_select_v1`.
+        pub fn select(&mut self, json: &[u8], rows: &[u8], count: usize) -> i32 {
+            let binding: P::Binding = match parse(json, "binding") {
+                Ok(b) => b,
+                Err(e) => return fail(&e),
+            };
+            let Some(mut plugin) = self.plugin.take() else { return fail("plugin not initialized") };
+            let result = Self::details(&self.clusters, rows, count).and_then(|d| plugin.select(&binding, &d));
+            self.plugin = Some(plugin);
+            match result {
+                Ok(reply) => {
+                    host::set_result(&serde_json::to_vec(&reply).unwrap_or_default());
+                    status::OK
+                }
+                Err(e) => fail(&e),
+            }
+        }
+
+        /// `flotilla_assign_v1`.
+        pub fn assign(&mut self, json: &[u8], rows: &[u8], count: usize) -> i32 {
+            let binding: P::Binding = match parse(json, "binding") {
+                Ok(b) => b,
+                Err(e) => return fail(&e),
+            };
+            let Some(mut plugin) = self.plugin.take() else { return fail("plugin not initialized") };
+            let result = Self::details(&self.clusters, rows, count).and_then(|d| plugin.assign(&binding, &d));
+            self.plugin = Some(plugin);
+            match result {
+                Ok(reply) => {
+                    host::set_result(&serde_json::to_vec(&reply).unwrap_or_default());
+                    status::OK
+                }
+                Err(e) => fail(&e),
+            }
+        }
+
+        /// `flotilla_override_v1`.
+        pub fn override_manifest(&mut self, json: &[u8]) -> i32 {
+            self.run(|rt| {
+                let req = parse(json, "override request")?;
+                let reply = rt.plugin()?.override_manifest(req)?;
+                host::set_result(&serde_json::to_vec(&reply).map_err(|e| e.to_string())?);
+                Ok(())
+            })
+        }
+    }
+
+    /// Metadata JSON bytes as a fixed-size array (for the custom section).
+    pub const fn metadata<const N: usize>(s: &str) -> [u8; N] {
+        let b = s.as_bytes();
+        let mut out = [0u8; N];
+        let mut i = 0;
+        while i < N {
+            out[i] = b[i];
+            i += 1;
+        }
+        out
+    }
+}
+
+/// Export `$ty` (a [`Plugin`]) as an ABI v1 module implementing `points` (any of `filter`,
+/// `score`, `select`, `assign`, `override_manifest`).
+#[macro_export]
+macro_rules! export_plugin {
+    ($ty:ty, name = $name:literal, version = $version:literal, points = [$($point:ident),+ $(,)?]) => {
+        const _: () = {
+            ::std::thread_local! {
+                static RUNTIME: ::std::cell::RefCell<$crate::rt::Runtime<$ty>> = ::std::cell::RefCell::new(::std::default::Default::default());
+            }
+
+            const META: &str = concat!(
+                "{\"abi\":1,\"name\":\"", $name, "\",\"version\":\"", $version, "\",\"capabilities\":[",
+                $( "\"", stringify!($point), "\",", )+ "\"log\"]}"
+            );
+            #[used]
+            #[unsafe(link_section = "flotilla.plugin")]
+            static METADATA: [u8; META.len()] = $crate::rt::metadata::<{ META.len() }>(META);
+
+            #[unsafe(no_mangle)]
+            pub extern "C" fn flotilla_abi_version() -> i32 {
+                $crate::abi::ABI_VERSION as i32
+            }
+
+            #[unsafe(no_mangle)]
+            pub extern "C" fn flotilla_alloc(len: usize) -> *mut u8 {
+                $crate::rt::alloc(len)
+            }
+
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn flotilla_dealloc(ptr: *mut u8, len: usize) {
+                // SAFETY: the host frees only what it allocated, with the same length.
+                unsafe { $crate::rt::dealloc(ptr, len) }
+            }
+
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn flotilla_init_v1(ptr: *const u8, len: usize) -> i32 {
+                // SAFETY: the host wrote the request there for this call.
+                let json = unsafe { $crate::rt::bytes(ptr, len) };
+                RUNTIME.with_borrow_mut(|rt| rt.init(json))
+            }
+
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn flotilla_clusters_v1(ptr: *const u8, len: usize) -> i32 {
+                // SAFETY: as above.
+                let json = unsafe { $crate::rt::bytes(ptr, len) };
+                RUNTIME.with_borrow_mut(|rt| rt.clusters(json))
+            }
+
+            $( $crate::__export_point!($point, RUNTIME); )+
+        };
+    };
+}
+
+/// One extension-point export (used by [`export_plugin!`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_point {
+    (filter, $rt:ident) => { $crate::__export_point!(@rows flotilla_filter_v1, filter, $rt); };
+    (score, $rt:ident) => { $crate::__export_point!(@rows flotilla_score_v1, score, $rt); };
+    (select, $rt:ident) => { $crate::__export_point!(@details flotilla_select_v1, select, $rt, $crate::abi::DetailRow::SIZE); };
+    (assign, $rt:ident) => { $crate::__export_point!(@details flotilla_assign_v1, assign, $rt, $crate::abi::DetailRow::SIZE); };
+    (override_manifest, $rt:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn flotilla_override_v1(ptr: *const u8, len: usize, _rows: *const u8, _count: usize) -> i32 {
+            // SAFETY: as above.
+            let json = unsafe { $crate::rt::bytes(ptr, len) };
+            $rt.with_borrow_mut(|rt| rt.override_manifest(json))
+        }
+    };
+    (@rows $export:ident, $method:ident, $rt:ident) => {
+        $crate::__export_point!(@details $export, $method, $rt, $crate::abi::INDEX_ROW_SIZE);
+    };
+    (@details $export:ident, $method:ident, $rt:ident, $size:expr) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $export(ptr: *const u8, len: usize, rows: *const u8, count: usize) -> i32 {
+            // SAFETY: the host wrote `len` JSON bytes and `count` rows of `$size` bytes.
+            let (json, rows) = unsafe { ($crate::rt::bytes(ptr, len), $crate::rt::bytes(rows, count * $size)) };
+            $rt.with_borrow_mut(|rt| rt.$method(json, rows, count))
+        }
+    };
+}
