@@ -266,3 +266,32 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
     controller::spawn_all(&ctx, &mut tasks);
     Ok(Running { context: ctx, tasks })
 }
+
+/// What [`start_embedded`] runs: `flotilla up`'s members and controllers.
+#[derive(Debug, Clone, Default)]
+pub struct Embedded {
+    /// Simulated members `member1..memberN`.
+    pub members: usize,
+    /// The capacity each simulated member reports.
+    pub capacity: members::Capacity,
+    /// Controller tunables.
+    pub settings: Settings,
+    /// The server's bearer token, when it requires one (see [`client::token_from_kubeconfig`]).
+    pub token: Option<String>,
+}
+
+/// Register `opts.members` simulated members in the embedded `server` and start every
+/// controller against it, in process (no sockets).
+///
+/// # Errors
+/// Fails when a member cannot be registered or a cache cannot list.
+pub async fn start_embedded(server: &Arc<flotilla_apiserver::ApiServer>, opts: Embedded) -> Result<Running, Error> {
+    let router = server.router();
+    let token = opts.token.as_deref();
+    let control = client::in_process(router.clone(), None, token);
+    let names = members::names(opts.members);
+    for n in &names {
+        members::register(&control, n, &format!("/clusters/{n}"), &opts.capacity).await?;
+    }
+    start(control, Members::simulated(&router, &names, token), opts.settings).await
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_controller::{Members, Settings, api_resource, client, members};
+use flotilla_controller::{Settings, api_resource, client, members};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -24,15 +24,13 @@ async fn env() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store opens");
     let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
-    let router = server.router();
-    let control = client::in_process(router.clone(), None);
-    let names = members::names(2);
-    for n in &names {
-        members::register(&control, n, &format!("/clusters/{n}"), &members::Capacity::default()).await.expect("member registers");
-    }
     let settings = Settings { ready_delay: Duration::from_millis(100), ..Settings::default() };
-    let running = flotilla_controller::start(control.clone(), Members::simulated(&router, &names), settings).await.expect("controllers start");
-    let member = names.iter().map(|n| client::in_process(router.clone(), Some(n))).collect();
+    let opts = flotilla_controller::Embedded { members: 2, settings, ..Default::default() };
+    let running = flotilla_controller::start_embedded(&server, opts).await.expect("controllers start");
+    let router = server.router();
+    let control = client::in_process(router.clone(), None, None);
+    let names = members::names(2);
+    let member = names.iter().map(|n| client::in_process(router.clone(), Some(n), None)).collect();
     Env { control, member, _running: running, _server: server, _dir: dir }
 }
 
