@@ -15,7 +15,7 @@ use flotilla_apiserver::{ApiServer, ServerOptions, Store};
 struct Env {
     control: Client,
     member: Vec<Client>,
-    _running: flotilla_controller::Running,
+    running: flotilla_controller::Running,
     _server: Arc<ApiServer>,
     _dir: tempfile::TempDir,
 }
@@ -31,7 +31,7 @@ async fn env() -> Env {
     let control = client::in_process(router.clone(), None, None);
     let names = members::names(2);
     let member = names.iter().map(|n| client::in_process(router.clone(), Some(n), None)).collect();
-    Env { control, member, _running: running, _server: server, _dir: dir }
+    Env { control, member, running, _server: server, _dir: dir }
 }
 
 fn example(file: &str) -> Value {
@@ -139,6 +139,36 @@ async fn seed_example_propagates_one_replica_to_each_member_with_the_override_on
     let agg = rb.data.pointer("/status/aggregatedStatus").and_then(Value::as_array).cloned().unwrap_or_default();
     assert_eq!(agg.len(), 2, "{agg:?}");
     assert!(agg.iter().all(|i| i["applied"] == json!(true)), "{agg:?}");
+
+    // Every controller ran, and /metrics says so.
+    let metrics = &e.running.context.metrics;
+    for c in flotilla_controller::controller::NAMES {
+        assert!(metrics.reconciles_of(c) > 0, "{c} reconciled");
+    }
+    assert!(metrics.scheduling.count() > 0);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let served = flotilla_controller::controller::serve_metrics(listener, e.running.context.clone());
+    let body = http_get(addr, "/metrics").await;
+    served.abort();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("flotilla_reconcile_total{controller=\"execution\"}"), "{body}");
+    assert!(body.contains("flotilla_scheduling_duration_seconds_bucket{le=\"+Inf\"}"), "{body}");
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(WAIT)).expect("timeout");
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    })
+    .await
+    .expect("join")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,19 +18,58 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use crate::{Context, Error, Topic};
 
-/// Reconcile counters per controller.
+/// Upper bounds (seconds) of the latency histogram buckets.
+pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+
+/// A latency histogram with fixed [`BUCKETS`] (counts per bucket, not cumulative) and a sum.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    count: AtomicU64,
+    micros: AtomicU64,
+}
+
+impl Histogram {
+    /// Record one observation.
+    pub fn observe(&self, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let i = BUCKETS.iter().position(|b| secs <= *b).unwrap_or(BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.micros.fetch_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, name: &str, labels: &str, out: &mut String) {
+        use std::fmt::Write as _;
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count());
+        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count());
+    }
+}
+
+/// Reconcile and scheduling metrics.
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Reconciles, by controller index (see [`NAMES`]).
     pub reconciles: [AtomicU64; NAMES.len()],
     /// Failed reconciles.
     pub errors: [AtomicU64; NAMES.len()],
-    /// Total reconcile time, microseconds.
-    pub micros: [AtomicU64; NAMES.len()],
-    /// Scheduling runs.
-    pub schedules: AtomicU64,
-    /// Total scheduling time, microseconds.
-    pub schedule_micros: AtomicU64,
+    /// Reconcile durations.
+    pub durations: [Histogram; NAMES.len()],
+    /// Scheduling latency (the scheduler core alone).
+    pub scheduling: Histogram,
 }
 
 /// Controller names, as indexed in [`Metrics`].
@@ -39,8 +78,7 @@ pub const NAMES: [&str; 5] = ["detector", "scheduler", "binding", "execution", "
 impl Metrics {
     /// Count one scheduling run.
     pub fn record_scheduling(&self, elapsed: Duration) {
-        self.schedules.fetch_add(1, Ordering::Relaxed);
-        self.schedule_micros.fetch_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.scheduling.observe(elapsed);
     }
 
     pub(crate) fn record(&self, which: usize, elapsed: Duration, ok: bool) {
@@ -48,8 +86,48 @@ impl Metrics {
         if !ok {
             self.errors[which].fetch_add(1, Ordering::Relaxed);
         }
-        self.micros[which].fetch_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.durations[which].observe(elapsed);
     }
+
+    /// Reconciles of controller `name` so far.
+    pub fn reconciles_of(&self, name: &str) -> u64 {
+        NAMES.iter().position(|n| *n == name).map_or(0, |i| self.reconciles[i].load(Ordering::Relaxed))
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        out.push_str("# HELP flotilla_reconcile_total Reconciles per controller.\n# TYPE flotilla_reconcile_total counter\n");
+        for (i, n) in NAMES.iter().enumerate() {
+            let _ = writeln!(out, "flotilla_reconcile_total{{controller=\"{n}\"}} {}", self.reconciles[i].load(Ordering::Relaxed));
+        }
+        out.push_str("# HELP flotilla_reconcile_errors_total Failed reconciles per controller.\n# TYPE flotilla_reconcile_errors_total counter\n");
+        for (i, n) in NAMES.iter().enumerate() {
+            let _ = writeln!(out, "flotilla_reconcile_errors_total{{controller=\"{n}\"}} {}", self.errors[i].load(Ordering::Relaxed));
+        }
+        out.push_str("# HELP flotilla_reconcile_duration_seconds Reconcile duration per controller.\n# TYPE flotilla_reconcile_duration_seconds histogram\n");
+        for (i, n) in NAMES.iter().enumerate() {
+            self.durations[i].render("flotilla_reconcile_duration_seconds", &format!("controller=\"{n}\""), &mut out);
+        }
+        out.push_str("# HELP flotilla_scheduling_duration_seconds Scheduler core latency per binding.\n# TYPE flotilla_scheduling_duration_seconds histogram\n");
+        self.scheduling.render("flotilla_scheduling_duration_seconds", "", &mut out);
+        out
+    }
+}
+
+/// Serve `GET /metrics` (Prometheus text) for `ctx` on `listener` until the task is aborted.
+pub fn serve_metrics(listener: tokio::net::TcpListener, ctx: Arc<Context>) -> tokio::task::JoinHandle<()> {
+    let router = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let ctx = ctx.clone();
+            async move { ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], ctx.metrics.render()) }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    })
 }
 
 /// A stream that yields once per event on any of `topics`.
