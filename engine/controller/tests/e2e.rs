@@ -265,3 +265,46 @@ async fn simulated_members_register_ready_with_capacity_and_api_enablements() {
         assert_eq!(serde_json::to_value(&alloc).expect("json")["cpu"], json!("64"));
     }
 }
+
+async fn set_ready(e: &Env, cluster: &str, status: &str) {
+    let clusters: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
+    let patch = json!({"status": {"conditions": [{"type": "Ready", "status": status, "reason": "Simulated", "message": "set by the test"}]}});
+    clusters.patch_status(cluster, &PatchParams::default(), &Patch::Merge(patch)).await.expect("cluster status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_member_is_failed_over_within_toleration_seconds_and_nothing_is_duplicated_when_it_returns() {
+    let e = env().await;
+    let mut pp = example("propagationpolicy.yaml");
+    pp["spec"]["placement"]["clusterTolerations"] = json!([{"key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]);
+    apply(&e.control, &pp).await;
+    apply(&e.control, &example("deployment.yaml")).await;
+    eventually("both member copies", WAIT, || async {
+        Some((member_deployment(&e.member[0]).await?, member_deployment(&e.member[1]).await?))
+    })
+    .await;
+
+    let marked = std::time::Instant::now();
+    set_ready(&e, "member2", "Unknown").await;
+    eventually("failed over to member1", WAIT, || async { (split(&e).await == vec![("member1".to_owned(), 2)]).then_some(()) }).await;
+    assert!(marked.elapsed() <= Duration::from_secs(2 + 5), "failed over after {:?}", marked.elapsed());
+    eventually("member1 runs 2, member2 none", WAIT, || async {
+        let d1 = member_deployment(&e.member[0]).await?;
+        (replicas(&d1) == 2 && member_deployment(&e.member[1]).await.is_none()).then_some(())
+    })
+    .await;
+
+    // member2 returns: the taints go, and nothing moves back or runs twice.
+    set_ready(&e, "member2", "True").await;
+    let clusters: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
+    eventually("taints removed", WAIT, || async {
+        let c = clusters.get("member2").await.ok()?;
+        c.data.pointer("/spec/taints").and_then(Value::as_array).is_none_or(Vec::is_empty).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(split(&e).await, vec![("member1".to_owned(), 2)]);
+    assert!(member_deployment(&e.member[1]).await.is_none(), "no copy on member2");
+    let works: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("work.karmada.io/v1alpha1", "Work"));
+    assert_eq!(works.list(&Default::default()).await.expect("works").items.len(), 1);
+}

@@ -1,6 +1,7 @@
 //! The controllers, one module per kind they own, each with `reconcile` and `error_policy`.
 
 pub mod binding;
+pub mod cluster;
 pub mod detector;
 pub mod execution;
 pub mod scheduler;
@@ -73,7 +74,7 @@ pub struct Metrics {
 }
 
 /// Controller names, as indexed in [`Metrics`].
-pub const NAMES: [&str; 5] = ["detector", "scheduler", "binding", "execution", "simulator"];
+pub const NAMES: [&str; 6] = ["detector", "scheduler", "binding", "execution", "simulator", "cluster"];
 
 impl Metrics {
     /// Count one scheduling run.
@@ -198,5 +199,7 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     );
     let work = ctx.works.resource.clone();
     run(tasks, ctx, 3, Api::all_with(ctx.client.clone(), &work), work, &[Topic::Member], |o, c| Box::pin(execution::reconcile(o, c)));
+    let clusters = ctx.clusters.resource.clone();
+    run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, &[], |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
 }

@@ -7,6 +7,7 @@ use flotilla_api::cluster::Cluster;
 use flotilla_api::labels;
 use flotilla_api::meta::Condition;
 use flotilla_api::work::{ResourceBinding, ResourceBindingStatus, TargetCluster};
+use flotilla_core::failover;
 use flotilla_core::scheduler::{self, FailureKind, SUCCESS_MESSAGE};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -28,18 +29,40 @@ struct Decision {
 /// # Errors
 /// Fails when a write fails or the scheduling task dies.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let rb: ResourceBinding = typed(&obj)?;
+    let mut rb: ResourceBinding = typed(&obj)?;
     if rb.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
+    let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
+
+    // Taint manager (NoExecute eviction) and eviction-task expiry first, as Karmada runs them.
+    let now_secs = crate::members::now_epoch();
+    let tasks_before = rb.spec.graceful_eviction_tasks.clone();
+    let (evicted, next_due) = failover::evict_tainted(&mut rb, &clusters, now_secs);
+    failover::assess_eviction_tasks(&mut rb, now_secs);
+    if !evicted.is_empty() || rb.spec.graceful_eviction_tasks != tasks_before {
+        if !evicted.is_empty() {
+            tracing::info!(binding = rb.metadata.name(), clusters = ?evicted, "evicting from clusters with untolerated NoExecute taints");
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": rb.metadata.resource_version},
+            "spec": {"clusters": rb.spec.clusters, "gracefulEvictionTasks": rb.spec.graceful_eviction_tasks},
+        });
+        let updated = api.patch(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+        rb.metadata.generation = updated.metadata.generation;
+        rb.metadata.resource_version = updated.metadata.resource_version;
+    }
+    let requeue = match next_due {
+        Some(at) => Action::requeue(std::time::Duration::from_secs(u64::try_from(at - now_secs + 1).unwrap_or(1).max(1))),
+        None => Action::requeue(ctx.settings.resync),
+    };
     let needs = {
         let map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
         scheduler::needs_scheduling(&rb, &map)
     };
     let generation = rb.metadata.generation.unwrap_or(1);
     let mut status = rb.status.clone().unwrap_or_default();
-    let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
     let now = flotilla_core::time::format_rfc3339(crate::members::now_epoch());
     let mut observed_generation = generation;
 
@@ -54,7 +77,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation);
             status.scheduler_observed_generation = generation;
             write_status(&api, &rb, &status).await?;
-            return Ok(Action::requeue(ctx.settings.resync));
+            return Ok(requeue);
         };
         let spec = rb.spec.clone();
         let st = status.clone();
@@ -97,7 +120,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         let patch = json!({"status": {"schedulerObservedGeneration": observed_generation}});
         api.patch_status(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
     }
-    Ok(Action::requeue(ctx.settings.resync))
+    Ok(requeue)
 }
 
 async fn write_status(api: &kube::Api<DynamicObject>, rb: &ResourceBinding, status: &ResourceBindingStatus) -> Result<(), Error> {
