@@ -50,6 +50,9 @@ pub enum Error {
     /// Works could not be rendered.
     #[error("rendering works: {0}")]
     Render(String),
+    /// A manifest could not be applied to its member cluster.
+    #[error("{0}")]
+    Apply(String),
     /// A reflector store went away.
     #[error("a watch cache stopped")]
     CacheStopped,

@@ -48,3 +48,43 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     }
     Ok(Action::requeue(ctx.settings.resync))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::cluster::ClusterStatus;
+    use flotilla_api::meta::Condition;
+
+    fn cluster(ready: Option<&str>, taints: Vec<Taint>) -> Cluster {
+        let mut c = Cluster::default();
+        c.spec.taints = taints;
+        c.status = Some(ClusterStatus {
+            conditions: ready.map(|s| Condition { type_: "Ready".into(), status: s.into(), ..Default::default() }).into_iter().collect(),
+            ..Default::default()
+        });
+        c
+    }
+
+    fn taint(key: &str, eff: &str, at: &str) -> Taint {
+        Taint { key: key.into(), value: String::new(), effect: eff.into(), time_added: Some(at.into()) }
+    }
+
+    #[test]
+    fn taints_follow_the_ready_condition_and_keep_their_time_added() {
+        let t0 = "2026-01-01T00:00:00Z";
+        let t1 = "2026-01-01T00:01:00Z";
+        assert!(desired_taints(&cluster(Some("True"), vec![]), t0).is_empty());
+        let unknown = desired_taints(&cluster(Some("Unknown"), vec![]), t0);
+        assert_eq!(unknown, vec![taint(taint_key::UNREACHABLE, effect::NO_SCHEDULE, t0), taint(taint_key::UNREACHABLE, effect::NO_EXECUTE, t0)]);
+        assert_eq!(desired_taints(&cluster(None, vec![]), t0), unknown, "no Ready condition counts as Unknown");
+        // Still unknown a minute later: unchanged, timeAdded kept.
+        assert_eq!(desired_taints(&cluster(Some("Unknown"), unknown.clone()), t1), unknown);
+        // Unknown -> False swaps the key; user taints survive; True clears ours.
+        let user = taint("dedicated", effect::NO_SCHEDULE, t0);
+        let mut with_user = unknown.clone();
+        with_user.push(user.clone());
+        let not_ready = desired_taints(&cluster(Some("False"), with_user.clone()), t1);
+        assert_eq!(not_ready, vec![user.clone(), taint(taint_key::NOT_READY, effect::NO_SCHEDULE, t1), taint(taint_key::NOT_READY, effect::NO_EXECUTE, t1)]);
+        assert_eq!(desired_taints(&cluster(Some("True"), not_ready), t1), vec![user]);
+    }
+}

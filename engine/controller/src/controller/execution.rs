@@ -104,7 +104,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     };
     write_status(&works, &name, &obj, result, manifest_statuses).await?;
     match failure {
-        Some(f) => Err(Error::Render(f)),
+        Some(f) => Err(Error::Apply(f)),
         None => Ok(Action::requeue(ctx.settings.resync)),
     }
 }

@@ -203,3 +203,25 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, &[], |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_counters_and_cumulative_histograms() {
+        let m = Metrics::default();
+        m.record(0, Duration::from_micros(500), true);
+        m.record(0, Duration::from_millis(20), false);
+        m.record_scheduling(Duration::from_millis(2));
+        let text = m.render();
+        assert!(text.contains("flotilla_reconcile_total{controller=\"detector\"} 2\n"), "{text}");
+        assert!(text.contains("flotilla_reconcile_errors_total{controller=\"detector\"} 1\n"), "{text}");
+        assert!(text.contains("flotilla_reconcile_duration_seconds_bucket{controller=\"detector\",le=\"0.001\"} 1\n"), "{text}");
+        assert!(text.contains("flotilla_reconcile_duration_seconds_bucket{controller=\"detector\",le=\"0.025\"} 2\n"), "{text}");
+        assert!(text.contains("flotilla_reconcile_duration_seconds_count{controller=\"detector\"} 2\n"), "{text}");
+        assert!(text.contains("flotilla_scheduling_duration_seconds_bucket{le=\"0.0025\"} 1\n"), "{text}");
+        assert!(text.contains("flotilla_scheduling_duration_seconds_count 1\n"), "{text}");
+        assert_eq!(m.reconciles_of("detector"), 2);
+    }
+}
