@@ -67,11 +67,6 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let mut observed_generation = generation;
 
     if needs {
-        let template = ctx
-            .templates
-            .get(&(rb.spec.resource.api_version.clone(), rb.spec.resource.kind.clone()))
-            .and_then(|c| c.get(&rb.spec.resource.namespace, &rb.spec.resource.name))
-            .and_then(|t| serde_json::to_value(&*t).ok());
         let profile = ctx.profiles.iter().find(|p| p.name == rb.spec.scheduler_name).cloned();
         let Some(profile) = profile else {
             set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation);
@@ -85,7 +80,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         // The CPU-heavy part off the async workers.
         let decision = tokio::task::spawn_blocking(move || {
             let set = scheduler::ClusterSet::new(&clusters);
-            let res = scheduler::schedule_in_with(&profile, &spec, &st, &set, scheduler::Options::default(), None, template.as_ref());
+            let res = scheduler::schedule_in(&profile, &spec, &st, &set, scheduler::Options::default(), None);
             Decision {
                 clusters: res.clusters_to_write(),
                 observed_affinity_name: res.observed_affinity_name.clone(),
