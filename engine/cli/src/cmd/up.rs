@@ -1,4 +1,5 @@
-//! `flotilla up`: the embedded control plane (API server + durable store), serving until stopped.
+//! `flotilla up`: the embedded control plane (API server + durable store), the controllers and N
+//! simulated member clusters, serving until stopped.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -27,6 +28,24 @@ pub struct Args {
     /// Revisions kept in the watch log (older watches get 410 Gone and relist).
     #[arg(long, default_value_t = 100_000)]
     pub retain_revisions: u64,
+    /// Simulated member clusters (member1..memberN), logical clusters of the embedded server.
+    #[arg(long, default_value_t = 2)]
+    pub members: usize,
+    /// CPU each simulated member reports as allocatable.
+    #[arg(long, default_value = "64")]
+    pub member_cpu: String,
+    /// Memory each simulated member reports as allocatable.
+    #[arg(long, default_value = "256Gi")]
+    pub member_memory: String,
+    /// Pods each simulated member reports as allocatable.
+    #[arg(long, default_value = "110")]
+    pub member_pods: String,
+    /// How long a simulated member takes to make a Deployment available, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub ready_delay_ms: u64,
+    /// Serve the controllers' Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 fn home_subdir(xdg: &str, fallback: &str) -> anyhow::Result<PathBuf> {
@@ -57,6 +76,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.tls = !args.insecure_loopback_anonymous;
     config.anonymous = args.insecure_loopback_anonymous;
     config.retain_revisions = args.retain_revisions;
+    let capacity = flotilla_controller::members::Capacity { cpu: args.member_cpu, memory: args.member_memory, pods: args.member_pods };
+    let settings = flotilla_controller::Settings { ready_delay: std::time::Duration::from_millis(args.ready_delay_ms), ..Default::default() };
+    let members = args.members;
+    let metrics_addr = args.metrics_addr;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -71,11 +94,24 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         }
         write_private(&kubeconfig_path, &running.kubeconfig)
             .with_context(|| format!("writing kubeconfig {}", kubeconfig_path.display()))?;
+        let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
+        let embedded = flotilla_controller::Embedded { members, capacity, settings, token };
+        let controllers = flotilla_controller::start_embedded(&running.server, embedded).await.context("starting the controllers and simulated members")?;
         println!("flotilla API server listening on {}", running.url);
+        if members > 0 {
+            println!("simulated members: {}", flotilla_controller::members::names(members).join(", "));
+        }
+        if let Some(addr) = metrics_addr {
+            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the metrics address {addr}"))?;
+            let bound = listener.local_addr().context("metrics address")?;
+            flotilla_controller::controller::serve_metrics(listener, controllers.context.clone());
+            println!("metrics: http://{bound}/metrics");
+        }
         println!("kubeconfig: {}", kubeconfig_path.display());
         println!("data dir: {}", data_dir.display());
         println!("ready in {} ms; try: KUBECONFIG={} kubectl get ns", started.elapsed().as_millis(), kubeconfig_path.display());
         wait_for_signal().await;
+        drop(controllers);
         let _ = stop_tx.send(());
         let _ = running.task.await;
         Ok(())
