@@ -169,6 +169,40 @@ pub struct Placement {
     pub replica_scheduling: Option<ReplicaSchedulingStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload_affinity: Option<Value>,
+    /// Flotilla extension: CEL score expressions, combined as a weighted mean (see [`CelScore`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel_scores: Vec<CelScore>,
+}
+
+/// Flotilla extension: one CEL score expression of a placement.
+///
+/// The expression sees `cluster` (the Karmada Cluster) and `object` (the resource template) and
+/// returns a number; values are clamped to 0..=100. A placement's CEL score for a cluster is the
+/// weighted mean of its expressions, contributed by the `ClusterAffinity` score plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelScore {
+    pub expression: String,
+    /// Relative weight, at least 1 (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn is_one(v: &i64) -> bool {
+    *v == 1
+}
+
+/// Flotilla extension, OCM-compatible (`ClusterSelector.celSelector`): CEL predicates over
+/// `cluster`, ANDed with each other and with the rest of the affinity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelSelector {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel_expressions: Vec<String>,
 }
 
 /// Replica scheduling types.
@@ -209,6 +243,9 @@ pub struct ClusterAffinity {
     pub cluster_names: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Flotilla extension: CEL predicates (see [`CelSelector`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel_selector: Option<CelSelector>,
 }
 
 /// `FieldSelector`.
@@ -243,6 +280,9 @@ pub struct ClusterAffinityInline {
     pub cluster_names: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Flotilla extension: CEL predicates (see [`CelSelector`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel_selector: Option<CelSelector>,
 }
 
 impl From<ClusterAffinityInline> for ClusterAffinity {
@@ -252,6 +292,7 @@ impl From<ClusterAffinityInline> for ClusterAffinity {
             field_selector: a.field_selector,
             cluster_names: a.cluster_names,
             exclude: a.exclude,
+            cel_selector: a.cel_selector,
         }
     }
 }
@@ -379,6 +420,9 @@ pub struct Overriders {
     pub annotations_overrider: Vec<LabelAnnotationOverrider>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub field_overrider: Vec<FieldOverrider>,
+    /// Flotilla extension: CEL mutations, applied after every Karmada overrider of the rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel: Vec<CelMutation>,
 }
 
 impl Overriders {
@@ -391,6 +435,7 @@ impl Overriders {
             && self.labels_overrider.is_empty()
             && self.annotations_overrider.is_empty()
             && self.field_overrider.is_empty()
+            && self.cel.is_empty()
     }
 }
 
@@ -402,6 +447,9 @@ pub struct PlaintextOverrider {
     pub operator: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
+    /// Flotilla extension: a CEL expression computing `value` (any JSON value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
 }
 
 /// `ImageOverrider`.
@@ -440,6 +488,52 @@ pub struct LabelAnnotationOverrider {
     pub operator: String,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub value: std::collections::BTreeMap<String, String>,
+    /// Flotilla extension: a CEL expression computing `value` (a `map(string, string)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+}
+
+/// Flotilla extension: one CEL mutation, in the shape of a MutatingAdmissionPolicy mutation.
+///
+/// `patchType: JSONPatch` with `jsonPatch.expression` returning a list of RFC 6902 operations
+/// (`{op, path, value?, from?}` maps), or `patchType: ApplyConfiguration` with
+/// `applyConfiguration.expression` returning a map applied as an RFC 7386 merge patch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelMutation {
+    pub patch_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_patch: Option<CelExpression>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_configuration: Option<CelExpression>,
+}
+
+impl CelMutation {
+    /// The expression for `patchType`, with its field name (`jsonPatch` / `applyConfiguration`).
+    pub fn expression(&self) -> Option<(&'static str, &str)> {
+        match self.patch_type.as_str() {
+            cel_patch_type::JSON_PATCH => self.json_patch.as_ref().map(|e| ("jsonPatch", e.expression.as_str())),
+            cel_patch_type::APPLY_CONFIGURATION => {
+                self.apply_configuration.as_ref().map(|e| ("applyConfiguration", e.expression.as_str()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `CelMutation.patchType` values.
+pub mod cel_patch_type {
+    /// The expression returns RFC 6902 operations.
+    pub const JSON_PATCH: &str = "JSONPatch";
+    /// The expression returns a merge-patch object.
+    pub const APPLY_CONFIGURATION: &str = "ApplyConfiguration";
+}
+
+/// A CEL expression (`{expression: "..."}`), as MutatingAdmissionPolicy writes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelExpression {
+    pub expression: String,
 }
 
 /// `FieldOverrider`.
