@@ -4,6 +4,7 @@ use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{Taint, Toleration, effect};
 use flotilla_api::policy::spread_field;
 use flotilla_core::PluginError;
+use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Plugin, Verdict};
 use flotilla_core::selector::{cluster_matches, cluster_matches_inline};
 
@@ -130,13 +131,28 @@ pub fn affinity_matches(b: &BindingContext<'_>, cluster: &Cluster) -> bool {
 
 impl FilterPlugin for ClusterAffinity {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
-        each(input, out, |b, c| {
-            if affinity_matches(b, c) {
-                Verdict::Fit
-            } else {
-                Verdict::unschedulable("cluster(s) did not match the placement cluster affinity constraint")
-            }
-        });
+        const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
+        let b = input.binding;
+        // Flotilla extension: `celSelector` expressions, ANDed with the rest of the affinity. The
+        // template is bound once per binding, not per cluster (see flotilla_core::expression).
+        let cel = match (&b.placement.cluster_affinity, b.affinity_term) {
+            (Some(a), _) => a.cel_selector.as_ref(),
+            (None, Some(t)) => t.affinity.cel_selector.as_ref(),
+            (None, None) => None,
+        };
+        if !expression::has_cel(cel) {
+            each(input, out, |b, c| if affinity_matches(b, c) { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
+            return Ok(());
+        }
+        let fault = |e: expression::ExpressionError| e.into_plugin_error(CLUSTER_AFFINITY);
+        let engine = b.expressions.ok_or_else(|| {
+            PluginError::failed(CLUSTER_AFFINITY, "celSelector needs an expression engine (the CEL backend) in the profile")
+        })?;
+        let bound = engine.bind(b.object).map_err(fault)?;
+        for c in input.clusters {
+            let fit = affinity_matches(b, c) && expression::selector_matches(bound.as_ref(), cel, c).map_err(fault)?;
+            out.push(if fit { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
+        }
         Ok(())
     }
 }

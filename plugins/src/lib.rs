@@ -38,6 +38,7 @@ pub fn default_profile() -> Profile {
             Slot::new(Arc::new(assign::Aggregated) as Arc<_>),
         ],
         overriders: vec![Slot::new(Arc::new(overrider::OverridePolicy) as Arc<_>)],
+        expressions: None,
     }
 }
 

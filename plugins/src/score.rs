@@ -1,6 +1,7 @@
 //! In-tree score plugins.
 
 use flotilla_core::PluginError;
+use flotilla_core::expression::{ExpressionError, ExpressionKind};
 use flotilla_core::framework::{MAX_SCORE, MIN_SCORE, Plugin, ScoreInput, ScorePlugin};
 
 /// Name of [`ClusterLocality`].
@@ -26,7 +27,8 @@ impl ScorePlugin for ClusterLocality {
     }
 }
 
-/// Karmada's ClusterAffinity score: always 0 (kept for profile parity).
+/// Karmada's ClusterAffinity score: always 0 (kept for profile parity), unless the placement has
+/// Flotilla's `celScores`: then the weighted mean of their values (each clamped to 0..=100).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ClusterAffinity;
 
@@ -38,7 +40,27 @@ impl Plugin for ClusterAffinity {
 
 impl ScorePlugin for ClusterAffinity {
     fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
-        out.extend(std::iter::repeat_n(MIN_SCORE, input.clusters.len()));
+        let b = input.binding;
+        let scores = &b.placement.cel_scores;
+        if scores.is_empty() {
+            out.extend(std::iter::repeat_n(MIN_SCORE, input.clusters.len()));
+            return Ok(());
+        }
+        let fault = |e: ExpressionError| e.into_plugin_error(CLUSTER_AFFINITY);
+        let engine = b.expressions.ok_or_else(|| {
+            PluginError::failed(CLUSTER_AFFINITY, "celScores need an expression engine (the CEL backend) in the profile")
+        })?;
+        let bound = engine.bind(b.object).map_err(fault)?;
+        let total: f64 = scores.iter().map(|s| s.weight.max(1) as f64).sum();
+        for c in input.clusters {
+            let mut sum = 0.0;
+            for s in scores {
+                let v = bound.evaluate(ExpressionKind::Score, &s.expression, c).map_err(fault)?;
+                let v = v.as_f64().unwrap_or(0.0).clamp(MIN_SCORE as f64, MAX_SCORE as f64);
+                sum += v * s.weight.max(1) as f64;
+            }
+            out.push((sum / total).round() as i64);
+        }
         Ok(())
     }
 }

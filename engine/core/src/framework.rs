@@ -18,6 +18,7 @@ use flotilla_api::work::{ResourceBindingSpec, TargetCluster};
 use serde_json::Value;
 
 use crate::error::PluginError;
+use crate::expression::ExpressionEngine;
 
 /// Lowest score a score plugin may return after normalization.
 pub const MIN_SCORE: i64 = 0;
@@ -43,6 +44,10 @@ pub struct BindingContext<'a> {
     /// The cluster-set snapshot the inputs' clusters are taken from, when the caller has one (the
     /// scheduler always does). Sandboxed backends use it to keep cluster data across bindings.
     pub snapshot: Option<ClusterSnapshot<'a>>,
+    /// The resource template, when the host has it (CEL expressions see it as `object`).
+    pub object: Option<&'a Value>,
+    /// The profile's expression engine, for policies with CEL fields (see [`crate::expression`]).
+    pub expressions: Option<&'a dyn ExpressionEngine>,
 }
 
 /// The cluster set a scheduling attempt runs against, with an identity: the same `generation`
@@ -64,7 +69,19 @@ impl<'a> BindingContext<'a> {
         placement: &'a Placement,
         affinity_term: Option<&'a ClusterAffinityTerm>,
     ) -> Self {
-        BindingContext { spec, placement, affinity_term, snapshot: None }
+        BindingContext { spec, placement, affinity_term, snapshot: None, object: None, expressions: None }
+    }
+
+    /// The same context with the resource template expressions see as `object`.
+    pub fn with_object(mut self, object: Option<&'a Value>) -> Self {
+        self.object = object;
+        self
+    }
+
+    /// The same context with an expression engine (see [`crate::expression`]).
+    pub fn with_expressions(mut self, engine: Option<&'a dyn ExpressionEngine>) -> Self {
+        self.expressions = engine;
+        self
     }
 
     /// The same context, tagged with the cluster-set snapshot its inputs come from.
@@ -278,12 +295,20 @@ pub struct OverrideInput<'a> {
     pub cluster: &'a Cluster,
     /// Override policies known to the engine (ClusterOverridePolicies and OverridePolicies).
     pub policies: &'a crate::overrides::OverridePolicies,
+    /// The profile's expression engine, for policies with CEL fields (see [`crate::expression`]).
+    pub expressions: Option<&'a dyn ExpressionEngine>,
 }
 
 impl<'a> OverrideInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
     pub fn new(object: &'a Value, cluster: &'a Cluster, policies: &'a crate::overrides::OverridePolicies) -> Self {
-        OverrideInput { object, cluster, policies }
+        OverrideInput { object, cluster, policies, expressions: None }
+    }
+
+    /// Set the expression engine.
+    pub fn with_expressions(mut self, engine: Option<&'a dyn ExpressionEngine>) -> Self {
+        self.expressions = engine;
+        self
     }
 }
 
@@ -385,6 +410,8 @@ pub struct Profile {
     pub assigners: Vec<Slot<dyn AssignPlugin>>,
     /// Overriders, applied in order.
     pub overriders: Vec<Slot<dyn OverridePlugin>>,
+    /// Evaluates the expressions (CEL) in policies' extension fields; `None`: such policies fault.
+    pub expressions: Option<Arc<dyn ExpressionEngine>>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -399,6 +426,7 @@ impl std::fmt::Debug for Profile {
             .field("selects", &names(&self.selects))
             .field("assigners", &names(&self.assigners))
             .field("overriders", &names(&self.overriders))
+            .field("expressions", &self.expressions.as_ref().map(|e| e.language()))
             .finish()
     }
 }

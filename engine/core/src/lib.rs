@@ -18,6 +18,7 @@ pub mod detector;
 pub mod division;
 pub mod error;
 pub mod estimator;
+pub mod expression;
 pub mod failover;
 pub mod framework;
 pub mod manifest;

@@ -88,8 +88,14 @@ fn known_kind(inv: &Inventory, api_version: &str, kind: &str) -> bool {
 }
 
 /// Default and validate every policy (Karmada's webhooks) and check that selectors name known
-/// kinds. Policies are defaulted in place.
+/// kinds. Policies are defaulted in place. Expressions are not compiled: see [`admit_with`].
 pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
+    admit_with(inv, None)
+}
+
+/// [`admit`], and compile every expression of Flotilla's extension fields with `engine`
+/// (syntax, types, static cost); errors name the policy, the field and the column.
+pub fn admit_with(inv: &mut Inventory, engine: Option<&dyn crate::expression::ExpressionEngine>) -> Vec<PolicyError> {
     let mut errors = Vec::new();
     for p in inv.propagation_policies.iter_mut().chain(inv.cluster_propagation_policies.iter_mut()) {
         default_propagation_policy(p);
@@ -118,7 +124,9 @@ pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
         for e in validate_propagation_policy(p) {
             errors.push(PolicyError { kind: p.kind.clone(), name: name.clone(), error: e });
         }
-        check_kinds(inv, &p.kind, name, &p.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+        check_kinds(inv, &p.kind, name.clone(), &p.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+        let (sites, structural) = crate::expression::propagation_sites(p);
+        expression_errors(&p.kind, &name, sites, structural, engine, &mut errors);
     }
     let ops: Vec<&OverridePolicy> = inv.overrides.cluster.iter().chain(inv.overrides.namespaced.iter()).collect();
     for o in ops {
@@ -126,9 +134,29 @@ pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
         for e in crate::overrides::validate(o) {
             errors.push(PolicyError { kind: o.kind.clone(), name: name.clone(), error: e });
         }
-        check_kinds(inv, &o.kind, name, &o.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+        check_kinds(inv, &o.kind, name.clone(), &o.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+        let (sites, structural) = crate::expression::override_sites(o);
+        expression_errors(&o.kind, &name, sites, structural, engine, &mut errors);
     }
     errors
+}
+
+fn expression_errors(
+    kind: &str,
+    name: &str,
+    sites: Vec<crate::expression::Site<'_>>,
+    structural: Vec<FieldError>,
+    engine: Option<&dyn crate::expression::ExpressionEngine>,
+    out: &mut Vec<PolicyError>,
+) {
+    let mut push = |error: FieldError| out.push(PolicyError { kind: kind.to_owned(), name: name.to_owned(), error });
+    structural.into_iter().for_each(&mut push);
+    let Some(engine) = engine else { return };
+    for site in sites {
+        if let Err(e) = engine.check(site.kind, site.source) {
+            push(FieldError { field: site.field, message: format!("invalid {} expression: {}", engine.language(), e.message) });
+        }
+    }
 }
 
 fn qualified(ns: &str, name: &str) -> String {
@@ -220,7 +248,7 @@ pub fn plan(inv: &Inventory, profiles: &[Profile], options: PlanOptions) -> Plan
             match profiles.iter().find(|p| p.name == rb.spec.scheduler_name) {
                 None => set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation),
                 Some(profile) => {
-                    let res = scheduler::schedule_in(profile, &rb.spec, &status, &cluster_set, options.scheduler, None);
+                    let res = scheduler::schedule_in_with(profile, &rb.spec, &status, &cluster_set, options.scheduler, None, Some(&t.0));
                     if let Some(c) = res.clusters_to_write() {
                         rb.spec.clusters = c;
                         let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();

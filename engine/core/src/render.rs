@@ -158,7 +158,7 @@ pub fn render_works(
             // Overrides last: they have the final word.
             let mut applied = Vec::new();
             for slot in &profile.overriders {
-                let input = OverrideInput { object: &object, cluster, policies };
+                let input = OverrideInput::new(&object, cluster, policies).with_expressions(profile.expressions.as_deref());
                 match slot.plugin.override_manifest(&input) {
                     Ok(p) => {
                         object = crate::overrides::apply(&object, &p).map_err(|e| err(e.to_string()))?;

@@ -170,8 +170,22 @@ pub fn schedule_in(
     status: &ResourceBindingStatus,
     set: &ClusterSet<'_>,
     options: Options,
-    mut trace: Option<&mut Trace>,
+    trace: Option<&mut Trace>,
 ) -> ScheduleResult {
+    schedule_in_with(profile, spec, status, set, options, trace, None)
+}
+
+/// [`schedule_in`] with the resource template, which expressions in the placement see as `object`.
+pub fn schedule_in_with(
+    profile: &Profile,
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    set: &ClusterSet<'_>,
+    options: Options,
+    mut trace: Option<&mut Trace>,
+    object: Option<&serde_json::Value>,
+) -> ScheduleResult {
+    let expressions = profile.expressions.as_deref();
     let sorted = set;
     let empty = Placement::default();
     let placement = spec.placement.as_ref().unwrap_or(&empty);
@@ -179,7 +193,10 @@ pub fn schedule_in(
     let mode = if reschedule_required(spec, status) { AssignMode::Fresh } else { AssignMode::Steady };
 
     if placement.cluster_affinity.is_some() || placement.cluster_affinities.is_empty() {
-        let ctx = BindingContext::new(spec, placement, None).with_snapshot(sorted.snapshot());
+        let ctx = BindingContext::new(spec, placement, None)
+            .with_snapshot(sorted.snapshot())
+            .with_object(object)
+            .with_expressions(expressions);
         let outcome = attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut());
         return ScheduleResult {
             outcome,
@@ -197,7 +214,10 @@ pub fn schedule_in(
     let mut first_err: Option<Failure> = None;
     while index < terms.len() {
         let term = &terms[index];
-        let ctx = BindingContext::new(spec, placement, Some(term)).with_snapshot(sorted.snapshot());
+        let ctx = BindingContext::new(spec, placement, Some(term))
+            .with_snapshot(sorted.snapshot())
+            .with_object(object)
+            .with_expressions(expressions);
         match attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut()) {
             Ok(result) => {
                 return ScheduleResult {
@@ -550,6 +570,7 @@ pub fn needs_scheduling(
                 || a.cluster_tolerations != placement.cluster_tolerations
                 || a.spread_constraints != placement.spread_constraints
                 || a.replica_scheduling != placement.replica_scheduling
+                || a.cel_scores != placement.cel_scores
                 || (!placement.cluster_affinities.is_empty() || !a.cluster_affinities.is_empty()) && {
                     let name = &status.scheduler_observing_affinity_name;
                     let find = |p: &Placement| p.cluster_affinities.iter().find(|t| &t.affinity_name == name).cloned();

@@ -13,6 +13,8 @@ mod patch;
 mod validate;
 mod yaml;
 
+use crate::expression::{BoundObject, ExpressionEngine, ExpressionKind};
+
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{OverridePolicy, Overriders, RuleWithCluster};
 use serde_json::{Map, Value};
@@ -86,7 +88,8 @@ fn matching_rules<'a>(
     object: &Value,
     cluster: &Cluster,
     policies: &[&'a OverridePolicy],
-) -> Vec<(&'a OverridePolicy, usize, RuleWithCluster)> {
+    exprs: &mut Expressions<'_>,
+) -> Result<Vec<(&'a OverridePolicy, usize, RuleWithCluster)>, (&'a OverridePolicy, usize, String)> {
     let mut matched: Vec<(u8, &'a OverridePolicy)> = policies
         .iter()
         .filter_map(|p| {
@@ -121,14 +124,52 @@ fn matching_rules<'a>(
         for (i, rule) in rules.iter().enumerate() {
             let applies = match &rule.target_cluster {
                 None => true,
-                Some(aff) => crate::selector::cluster_matches(cluster, aff),
+                Some(aff) => {
+                    crate::selector::cluster_matches(cluster, aff)
+                        && exprs.selector_matches(object, aff, cluster).map_err(|e| (p, i, e))?
+                }
             };
             if applies {
                 out.push((p, i, rule.clone()));
             }
         }
     }
-    out
+    Ok(out)
+}
+
+/// Lazily binds the object being overridden to the expression engine: once per object revision
+/// (a commit that changes the object drops the binding), only when a policy has expressions.
+struct Expressions<'e> {
+    engine: Option<&'e dyn ExpressionEngine>,
+    bound: Option<Box<dyn BoundObject + 'e>>,
+}
+
+impl<'e> Expressions<'e> {
+    fn eval(&mut self, work: &Value, kind: ExpressionKind, source: &str, cluster: &Cluster) -> Result<Value, String> {
+        let engine = self
+            .engine
+            .ok_or("the policy uses expressions but no expression engine is registered (the CEL backend is missing)")?;
+        if self.bound.is_none() {
+            self.bound = Some(engine.bind(Some(work)).map_err(|e| e.message)?);
+        }
+        match &self.bound {
+            Some(b) => b.evaluate(kind, source, cluster).map_err(|e| format!("expression {source:?}: {}", e.message)),
+            None => Err("invariant: bound above".into()),
+        }
+    }
+
+    fn selector_matches(&mut self, work: &Value, a: &flotilla_api::policy::ClusterAffinity, cluster: &Cluster) -> Result<bool, String> {
+        for e in a.cel_selector.iter().flat_map(|s| s.cel_expressions.iter()) {
+            if self.eval(work, ExpressionKind::ClusterSelector, e, cluster)? != Value::Bool(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn changed(&mut self) {
+        self.bound = None;
+    }
 }
 
 /// Computes the overrides Karmada would apply to `object` for `cluster`: every matching
@@ -147,10 +188,28 @@ pub fn karmada_overrides(
     cluster: &Cluster,
     policies: &OverridePolicies,
 ) -> Result<OverridePatch, OverrideError> {
+    karmada_overrides_with(object, cluster, policies, None)
+}
+
+/// [`karmada_overrides`] for policies that may use Flotilla's expression fields (`expression` in
+/// plaintext/labels/annotations overriders, the `cel` overrider, `celSelector` in target
+/// clusters), evaluated by `engine`. Expression-bearing overriders see the object as the earlier
+/// overriders left it; `cel` mutations apply after every Karmada overrider of their rule.
+///
+/// # Errors
+/// As [`karmada_overrides`]; an expression's failure (or a missing engine) is an overrider error.
+#[allow(clippy::result_large_err)]
+pub fn karmada_overrides_with(
+    object: &Value,
+    cluster: &Cluster,
+    policies: &OverridePolicies,
+    engine: Option<&dyn ExpressionEngine>,
+) -> Result<OverridePatch, OverrideError> {
     let mut work = object.clone();
     let mut out = OverridePatch::default();
+    let mut exprs = Expressions { engine, bound: None };
     let cops: Vec<&OverridePolicy> = policies.cluster.iter().collect();
-    run_pass(&mut work, cluster, &cops, OverrideScope::Cluster, &mut out)?;
+    run_pass(&mut work, cluster, &cops, OverrideScope::Cluster, &mut out, &mut exprs)?;
     // Karmada reads the namespace after the ClusterOverridePolicy pass.
     let namespace = work
         .pointer("/metadata/namespace")
@@ -169,6 +228,7 @@ pub fn karmada_overrides(
             &ops,
             OverrideScope::Namespaced,
             &mut out,
+            &mut exprs,
         )?;
     }
     Ok(out)
@@ -181,10 +241,19 @@ fn run_pass(
     policies: &[&OverridePolicy],
     scope: OverrideScope,
     out: &mut OverridePatch,
+    exprs: &mut Expressions<'_>,
 ) -> Result<(), OverrideError> {
     // Selection uses the object as it stands when the pass starts (Karmada evaluates selectors
     // per pass against the object being overridden).
-    let rules = matching_rules(work, cluster, policies);
+    let rules = matching_rules(work, cluster, policies, exprs).map_err(|(policy, rule, message)| OverrideError::Overrider {
+        kind: scope_kind(scope),
+        namespace: policy.metadata.namespace.clone().unwrap_or_default(),
+        policy: policy.metadata.name().to_string(),
+        rule,
+        overrider: "targetCluster".into(),
+        path: String::new(),
+        message,
+    })?;
     for (policy, rule_index, rule) in rules {
         let err = |overrider: String, path: String, message: String| OverrideError::Overrider {
             kind: scope_kind(scope),
@@ -195,7 +264,7 @@ fn run_pass(
             path,
             message,
         };
-        apply_overriders(work, &rule.overriders, &mut out.patch)
+        apply_overriders(work, &rule.overriders, &mut out.patch, cluster, exprs)
             .map_err(|(overrider, (path, message))| err(overrider, path, message))?;
         out.applied.push((
             scope,
@@ -216,9 +285,13 @@ fn commit(
     ops: &[patch::RawOp],
     out: &mut Vec<json_patch::PatchOperation>,
     name: &str,
+    exprs: &mut Expressions<'_>,
 ) -> Result<(), EntryFail> {
     let canon = patch::apply_ops(work, ops)
         .map_err(|(i, e)| (name.to_string(), (ops[i].path.clone(), e)))?;
+    if !canon.is_empty() {
+        exprs.changed();
+    }
     out.extend(canon);
     Ok(())
 }
@@ -228,11 +301,13 @@ fn apply_overriders(
     work: &mut Value,
     o: &Overriders,
     out: &mut Vec<json_patch::PatchOperation>,
+    cluster: &Cluster,
+    exprs: &mut Expressions<'_>,
 ) -> Result<(), EntryFail> {
     for (i, x) in o.image_overrider.iter().enumerate() {
         let name = format!("imageOverrider[{i}]");
         let ops = overriders::image_ops(work, x).map_err(|f| (name.clone(), f))?;
-        commit(work, &ops, out, &name)?;
+        commit(work, &ops, out, &name, exprs)?;
     }
     for (target, list, field) in [
         ("command", &o.command_overrider, "commandOverrider"),
@@ -242,7 +317,7 @@ fn apply_overriders(
             let name = format!("{field}[{i}]");
             let ops =
                 overriders::command_args_ops(work, target, x).map_err(|f| (name.clone(), f))?;
-            commit(work, &ops, out, &name)?;
+            commit(work, &ops, out, &name, exprs)?;
         }
     }
     for (target, list, field) in [
@@ -255,6 +330,19 @@ fn apply_overriders(
     ] {
         for (i, x) in list.iter().enumerate() {
             let name = format!("{field}[{i}]");
+            let computed;
+            let x = match &x.expression {
+                None => x,
+                Some(e) => {
+                    let v = exprs
+                        .eval(work, ExpressionKind::StringMap, e, cluster)
+                        .map_err(|m| (name.clone(), (format!("/metadata/{target}"), m)))?;
+                    let value = serde_json::from_value(v)
+                        .map_err(|m| (name.clone(), (format!("/metadata/{target}"), format!("expression result: {m}"))))?;
+                    computed = flotilla_api::policy::LabelAnnotationOverrider { operator: x.operator.clone(), value, expression: None };
+                    &computed
+                }
+            };
             let ops = overriders::label_annotation_ops(work, target, x);
             // The map creation happens on the object directly in Karmada; the key ops then form
             // one patch. Both are committed in order here.
@@ -262,30 +350,92 @@ fn apply_overriders(
                 op.op == "add"
                     && (op.path == "/metadata" || op.path == format!("/metadata/{target}"))
             });
-            commit(work, &create, out, &name)?;
-            commit(work, &keys, out, &name)?;
+            commit(work, &create, out, &name, exprs)?;
+            commit(work, &keys, out, &name, exprs)?;
         }
     }
     for (i, x) in o.field_overrider.iter().enumerate() {
         let name = format!("fieldOverrider[{i}]");
         let ops = overriders::field_ops(work, x).map_err(|f| (name.clone(), f))?;
-        commit(work, &ops, out, &name)?;
+        commit(work, &ops, out, &name, exprs)?;
     }
-    let ops: Vec<patch::RawOp> = o
-        .plaintext
-        .iter()
-        .map(|p| {
-            patch::RawOp::new(
-                &p.operator,
-                p.path.clone(),
-                p.value.clone().unwrap_or(Value::Null),
-            )
-        })
-        .collect();
+    // Plaintext operations form one patch (Karmada); expressions among them all see the object
+    // as it was before the plaintext overriders.
+    let mut ops: Vec<patch::RawOp> = Vec::with_capacity(o.plaintext.len());
+    for (i, p) in o.plaintext.iter().enumerate() {
+        let value = match &p.expression {
+            None => p.value.clone().unwrap_or(Value::Null),
+            Some(e) => exprs
+                .eval(work, ExpressionKind::Value, e, cluster)
+                .map_err(|m| (format!("plaintext[{i}]"), (p.path.clone(), m)))?,
+        };
+        ops.push(patch::RawOp::new(&p.operator, p.path.clone(), value));
+    }
     let canon = patch::apply_ops(work, &ops)
         .map_err(|(i, e)| (format!("plaintext[{i}]"), (ops[i].path.clone(), e)))?;
+    if !canon.is_empty() {
+        exprs.changed();
+    }
     out.extend(canon);
+    for (i, m) in o.cel.iter().enumerate() {
+        let name = format!("cel[{i}]");
+        let fail = |message: String| (name.clone(), (String::new(), message));
+        let Some((_, source)) = m.expression() else {
+            return Err(fail(format!("patchType {:?} without its expression", m.patch_type)));
+        };
+        let kind = if m.patch_type == flotilla_api::policy::cel_patch_type::JSON_PATCH {
+            ExpressionKind::JsonPatch
+        } else {
+            ExpressionKind::MergePatch
+        };
+        let result = exprs.eval(work, kind, source, cluster).map_err(fail)?;
+        let ops = match kind {
+            ExpressionKind::JsonPatch => serde_json::from_value::<json_patch::Patch>(result)
+                .map_err(|e| fail(format!("expression result is not a JSON patch: {e}")))?
+                .0,
+            _ => merge_patch_ops(work, &result),
+        };
+        let mut next = work.clone();
+        json_patch::patch(&mut next, &ops).map_err(|e| (name.clone(), (e.path.to_string(), e.kind.to_string())))?;
+        *work = next;
+        exprs.changed();
+        out.extend(ops);
+    }
     Ok(())
+}
+
+/// RFC 7386 merge patch lowered to JSON patch operations against `target`: `null` removes a key,
+/// objects merge recursively, anything else replaces.
+pub fn merge_patch_ops(target: &Value, patch: &Value) -> Vec<json_patch::PatchOperation> {
+    fn strip_nulls(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), strip_nulls(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    fn walk(target: &Value, patch: &Value, path: &mut Vec<String>, out: &mut Vec<json_patch::PatchOperation>) {
+        let pointer = |p: &[String]| json_patch::jsonptr::PointerBuf::from_tokens(p.iter().map(json_patch::jsonptr::Token::new));
+        match (target, patch) {
+            (Value::Object(t), Value::Object(p)) => {
+                for (k, v) in p {
+                    path.push(k.clone());
+                    match (t.get(k), v) {
+                        (None, Value::Null) => {}
+                        (Some(_), Value::Null) => {
+                            out.push(json_patch::PatchOperation::Remove(json_patch::RemoveOperation { path: pointer(path) }));
+                        }
+                        (Some(child @ Value::Object(_)), Value::Object(_)) => walk(child, v, path, out),
+                        _ => out.push(json_patch::PatchOperation::Add(json_patch::AddOperation { path: pointer(path), value: strip_nulls(v) })),
+                    }
+                    path.pop();
+                }
+            }
+            _ => out.push(json_patch::PatchOperation::Replace(json_patch::ReplaceOperation { path: pointer(path), value: strip_nulls(patch) })),
+        }
+    }
+    let mut out = Vec::new();
+    walk(target, patch, &mut Vec::new(), &mut out);
+    out
 }
 
 /// The rule's overriders as Karmada serialises `policyv1alpha1.Overriders` (Go field names and
@@ -411,6 +561,28 @@ fn overriders_json(o: &Overriders) -> Value {
             })
             .collect();
         m.insert("fieldOverrider".into(), Value::Array(v));
+    }
+    // Flotilla extensions, recorded only when used: Karmada policies serialise unchanged.
+    if o.plaintext.iter().any(|p| p.expression.is_some()) {
+        if let Some(Value::Array(items)) = m.get_mut("plaintext") {
+            for (item, p) in items.iter_mut().zip(&o.plaintext) {
+                if let (Value::Object(e), Some(x)) = (item, &p.expression) {
+                    e.insert("expression".into(), Value::String(x.clone()));
+                }
+            }
+        }
+    }
+    for (key, list) in [("labelsOverrider", &o.labels_overrider), ("annotationsOverrider", &o.annotations_overrider)] {
+        if let Some(Value::Array(items)) = m.get_mut(key) {
+            for (item, l) in items.iter_mut().zip(list.iter()) {
+                if let (Value::Object(e), Some(x)) = (item, &l.expression) {
+                    e.insert("expression".into(), Value::String(x.clone()));
+                }
+            }
+        }
+    }
+    if !o.cel.is_empty() {
+        m.insert("cel".into(), serde_json::to_value(&o.cel).unwrap_or(Value::Null));
     }
     Value::Object(m)
 }
