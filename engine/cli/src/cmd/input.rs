@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use flotilla_core::manifest::parse_documents;
-use flotilla_core::plan::{Inventory, admit};
+use flotilla_core::plan::{Inventory, admit_with};
 
 /// The `-f`/`-R` arguments every offline command takes.
 #[derive(Debug, clap::Args)]
@@ -78,7 +78,8 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
         };
         inv.extend(parse_documents(&name, &text)?);
     }
-    let errors = admit(&mut inv);
+    let cel = super::profiles::cel();
+    let errors = admit_with(&mut inv, Some(cel.as_ref()));
     if !errors.is_empty() {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         bail!("invalid policies:\n  {}", lines.join("\n  "));

@@ -9,13 +9,14 @@ use flotilla_core::profile::{PluginFactory, ProfileDocument, build_profile};
 
 /// The plugin backends, in lookup order. Backends register here.
 pub fn factories() -> Vec<Box<dyn PluginFactory>> {
-    vec![Box::new(flotilla_plugins::BuiltinFactory)]
+    vec![Box::new(flotilla_plugins::BuiltinFactory), Box::new(flotilla_cel::CelFactory::new(cel()))]
 }
 
 /// The default profile, then one per `--profile` document (a document named `default-scheduler`
 /// replaces the built-in one).
 pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
-    let base = flotilla_plugins::default_profile();
+    let mut base = flotilla_plugins::default_profile();
+    base.expressions = Some(cel());
     let factories = factories();
     let refs: Vec<&dyn PluginFactory> = factories.iter().map(|f| f.as_ref()).collect();
     let mut profiles = vec![base.clone()];
@@ -49,4 +50,11 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
         }
     }
     Ok(profiles)
+}
+
+/// The process's CEL engine: evaluates CEL in policies and `cel:` profile plugins, and compiles
+/// every expression at admission. One instance, so its program and cluster caches are shared.
+pub fn cel() -> std::sync::Arc<flotilla_cel::Engine> {
+    static ENGINE: std::sync::OnceLock<std::sync::Arc<flotilla_cel::Engine>> = std::sync::OnceLock::new();
+    std::sync::Arc::clone(ENGINE.get_or_init(|| std::sync::Arc::new(flotilla_cel::Engine::default())))
 }
