@@ -468,8 +468,23 @@ fn url(env: &mut Env) -> Result<(), DeclarationError> {
 // ---------------------------------------------------------------------------------------------
 // regex
 
-fn compile_regex(pattern: &str, function: &str) -> Result<regex::Regex, ExecutionError> {
-    regex::RegexBuilder::new(pattern).size_limit(1 << 20).build().map_err(|e| fail(function, e))
+/// Compiled patterns, shared by every evaluation: patterns are almost always literals, and
+/// compiling one costs far more than matching it. Bounded: cleared when full.
+fn compile_regex(pattern: &str, function: &str) -> Result<std::sync::Arc<regex::Regex>, ExecutionError> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(re) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = Arc::new(regex::RegexBuilder::new(pattern).size_limit(1 << 20).build().map_err(|e| fail(function, e))?);
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= 256 {
+            c.clear();
+        }
+        c.insert(pattern.to_owned(), Arc::clone(&re));
+    }
+    Ok(re)
 }
 
 fn regex_lib(env: &mut Env) -> Result<(), DeclarationError> {
