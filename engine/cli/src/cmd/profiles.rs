@@ -9,7 +9,7 @@ use flotilla_core::profile::{PluginFactory, ProfileDocument, build_profile};
 
 /// The plugin backends, in lookup order. Backends register here.
 pub fn factories() -> Vec<Box<dyn PluginFactory>> {
-    vec![Box::new(flotilla_plugins::BuiltinFactory), Box::new(flotilla_cel::CelFactory::new(cel()))]
+    vec![Box::new(flotilla_plugins::BuiltinFactory), Box::new(flotilla_cel::CelFactory::new(cel())), Box::new(flotilla_wasm::WasmFactory::new())]
 }
 
 /// The default profile, then one per `--profile` document (a document named `default-scheduler`
