@@ -103,6 +103,7 @@ pub fn admit_with(inv: &mut Inventory, engine: Option<&dyn crate::expression::Ex
     for o in inv.overrides.cluster.iter_mut().chain(inv.overrides.namespaced.iter_mut()) {
         crate::overrides::set_defaults(o);
     }
+    inv.clusters.iter_mut().for_each(crate::validate::default_cluster);
     let check_kinds = |inv: &Inventory, kind: &str, name: String, sels: &[flotilla_api::policy::ResourceSelector], field: &str, out: &mut Vec<PolicyError>| {
         for (i, s) in sels.iter().enumerate() {
             if !s.api_version.is_empty() && !s.kind.is_empty() && !known_kind(inv, &s.api_version, &s.kind) {

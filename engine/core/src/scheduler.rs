@@ -499,15 +499,16 @@ fn assign_replicas(
             tiers.entry(d.overflow_order).or_default().push(*d);
         }
         let mut remaining = i64::from(spec.replicas);
+        // Karmada runs the first non-empty tier unconditionally and checks what is left after it.
         for tier in tiers.values() {
-            if remaining <= 0 {
-                break;
-            }
             let capacity: i64 = tier.iter().map(|d| d.available_replicas).sum();
             let n = remaining.min(capacity);
             let n32 = i32::try_from(n).unwrap_or(i32::MAX);
             out.extend(run_assigners(profile, ctx, tier, n32, mode, ignored)?);
             remaining -= n;
+            if remaining <= 0 {
+                break;
+            }
         }
         if remaining > 0 {
             return Err(Failure::new(

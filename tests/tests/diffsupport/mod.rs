@@ -304,19 +304,6 @@ pub fn class_of(s: &Value, fl: &Outcome, ka: &Outcome) -> String {
 /// can be (re-run flotilla on the input with the cause removed and require agreement).
 pub fn explain(s: &Value, fl: &Outcome, ka: &Outcome) -> Option<&'static str> {
     let p = &s["spec"]["placement"];
-    // D3 (pending fix in scheduler.rs): Karmada runs the first overflow tier even with nothing to
-    // place; a replicas-0 workload (replicaRequirements set) can then fail on the int32 overflow of
-    // MaxInt32 availabilities in Fresh mode.
-    let overflow = p["clusterAffinities"]
-        .as_array()
-        .is_some_and(|ts| ts.iter().any(|t| t["overflowAffinities"].is_array()));
-    if overflow
-        && s["spec"]["replicas"].as_i64().unwrap_or(0) == 0
-        && fl.kind == "Ok"
-        && ka.kind == "Unschedulable"
-    {
-        return Some("D3 overflow tier loop skipped with 0 replicas to place (fix pending)");
-    }
     // D1: Go's sort.Sort (pdqsort) is not stable beyond 12 elements; Aggregated takes a prefix of
     // the availability-sorted list, so among tied clusters Karmada's pick depends on pdqsort's
     // element movement. flotilla sorts stably.
