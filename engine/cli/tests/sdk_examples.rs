@@ -1,0 +1,171 @@
+//! The non-Rust guest SDKs end to end: each example plugin under examples/plugins is built from
+//! source with its own toolchain (Go wasip1, clang freestanding, AssemblyScript via npm), then
+//! `flotilla plan -f <scenario> --profile <profile>` must change the plan as the example promises,
+//! compared with the plan without the profile.
+//!
+//! Toolchains: `go` (≥ 1.24), `clang` + `wasm-ld` (Debian: clang, lld), `node`/`npm` (the
+//! AssemblyScript compiler comes from `npm ci`). Locally a missing toolchain skips that test with
+//! a printed reason; with `CI` set it fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Whether `tool --version`-style probe runs; in CI a missing tool is a failure, locally a skip.
+fn have(test: &str, probe: &[&str]) -> bool {
+    let ok = Command::new(probe[0]).args(&probe[1..]).output().map(|o| o.status.success()).unwrap_or(false);
+    if !ok {
+        let ci = std::env::var("CI").map(|v| !v.is_empty() && v != "false" && v != "0").unwrap_or(false);
+        assert!(!ci, "{test}: toolchain `{}` is missing (CI must provide it)", probe.join(" "));
+        eprintln!("SKIPPED {test}: `{}` is not available", probe.join(" "));
+    }
+    ok
+}
+
+fn check(what: &str, out: Output) {
+    assert!(out.status.success(), "{what} failed ({}):\n{}\n{}", out.status, text(&out.stdout), text(&out.stderr));
+}
+
+/// A scratch directory for one example: the built module and a copy of its profile (whose relative
+/// `wasm.path` then resolves to the module built here, not to anything in the source tree).
+fn scratch(example: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flotilla-sdk-{example}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir scratch");
+    std::fs::copy(root().join("examples/plugins").join(example).join("profile.yaml"), dir.join("profile.yaml")).expect("copy profile");
+    dir
+}
+
+fn plan(example: &str, profile: Option<&Path>, output: &str) -> String {
+    let scenario = root().join("examples/plugins").join(example).join("scenario");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    cmd.current_dir(root()).args(["plan", "-f"]).arg(&scenario).args(["-o", output, "--now", "2025-01-01T00:00:00Z"]);
+    if let Some(p) = profile {
+        cmd.arg("--profile").arg(p);
+    }
+    let out = cmd.output().expect("run flotilla");
+    assert!(out.status.success(), "flotilla plan {example} (profile {profile:?}):\n{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// `cluster replicas=N` lines of the table output, in order.
+fn placements(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("replicas=") && !l.starts_with("work"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn size(path: &Path) -> u64 {
+    let n = std::fs::metadata(path).expect("built module").len();
+    eprintln!("built {} ({n} bytes)", path.display());
+    n
+}
+
+#[test]
+fn go_gpu_scorer_moves_the_workload_to_the_cluster_with_most_gpus() {
+    let name = "go_gpu_scorer_moves_the_workload_to_the_cluster_with_most_gpus";
+    if !have(name, &["go", "version"]) {
+        return;
+    }
+    let dir = scratch("go-gpu-scorer");
+    let wasm = dir.join("go-gpu-scorer.wasm");
+    check(
+        "go build",
+        Command::new("go")
+            .current_dir(root().join("examples/plugins/go-gpu-scorer"))
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("GOTOOLCHAIN", "local")
+            .args(["build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o"])
+            .arg(&wasm)
+            .arg(".")
+            .output()
+            .expect("run go"),
+    );
+    assert!(size(&wasm) > 0);
+
+    let without = placements(&plan("go-gpu-scorer", None, "table"));
+    assert_eq!(without, ["cpu-large replicas=2"], "most available replicas wins without GPU scores");
+    let with = placements(&plan("go-gpu-scorer", Some(&dir.join("profile.yaml")), "table"));
+    assert_eq!(with, ["gpu-a100 replicas=2"], "8 free GPUs beat 2 and 0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn c_label_filter_keeps_only_labelled_clusters() {
+    let name = "c_label_filter_keeps_only_labelled_clusters";
+    if !have(name, &["clang", "--version"]) || !have(name, &["wasm-ld", "--version"]) {
+        return;
+    }
+    let dir = scratch("c-label-filter");
+    let wasm = dir.join("c-label-filter.wasm");
+    check(
+        "clang",
+        Command::new("clang")
+            .current_dir(root().join("examples/plugins/c-label-filter"))
+            .args(["--target=wasm32-unknown-unknown", "-O2", "-nostdlib", "-Wl,--no-entry", "-Wl,--export-dynamic", "-Wall", "-Werror"])
+            .arg("-I")
+            .arg(root().join("sdk/c"))
+            .arg("-o")
+            .arg(&wasm)
+            .arg("plugin.c")
+            .output()
+            .expect("run clang"),
+    );
+    assert!(size(&wasm) < 64 * 1024, "the C SDK stays small");
+
+    let without = placements(&plan("c-label-filter", None, "table"));
+    assert_eq!(without, ["member1 replicas=3", "member2 replicas=3", "member3 replicas=3"]);
+    let profile = dir.join("profile.yaml");
+    let with = placements(&plan("c-label-filter", Some(&profile), "table"));
+    assert_eq!(with, ["member1 replicas=3", "member3 replicas=3"], "member2 is labelled dedicated=web");
+
+    // No cluster has the label value: unschedulable, with the plugin's reason Karmada-style.
+    let yaml = std::fs::read_to_string(&profile).expect("profile").replace("value: ml", "value: gpu");
+    std::fs::write(&profile, yaml).expect("write profile");
+    let out = plan("c-label-filter", Some(&profile), "yaml");
+    assert!(out.contains("0/3 clusters are available: 3 cluster(s) did not have label dedicated=gpu."), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn assemblyscript_image_override_rewrites_docker_hub_images() {
+    let name = "assemblyscript_image_override_rewrites_docker_hub_images";
+    if !have(name, &["node", "--version"]) || !have(name, &["npm", "--version"]) {
+        return;
+    }
+    let src = root().join("examples/plugins/assemblyscript-image-override");
+    let dir = scratch("assemblyscript-image-override");
+    let wasm = dir.join("assemblyscript-image-override.wasm");
+    if !src.join("node_modules/assemblyscript/bin/asc.js").exists() || !src.join("node_modules/@flotilla/plugin-sdk").exists() {
+        check("npm ci", Command::new("npm").current_dir(&src).args(["ci", "--no-audit", "--no-fund"]).output().expect("run npm"));
+    }
+    check(
+        "asc",
+        Command::new("node")
+            .current_dir(&src)
+            .args(["node_modules/assemblyscript/bin/asc.js", "assembly/index.ts", "-O3", "--noAssert", "--runtime", "incremental", "--use", "abort=", "-o"])
+            .arg(&wasm)
+            .output()
+            .expect("run asc"),
+    );
+    assert!(size(&wasm) > 0);
+
+    let without = plan("assemblyscript-image-override", None, "yaml");
+    assert_eq!(without.matches("image: nginx:1.27").count(), 2, "{without}");
+    let with = plan("assemblyscript-image-override", Some(&dir.join("profile.yaml")), "yaml");
+    assert_eq!(with.matches("image: registry.mirror.example/library/nginx:1.27").count(), 2, "{with}");
+    assert!(!with.contains("image: nginx:1.27"), "{with}");
+    assert_eq!(with.matches("image: quay.io/prometheus/nginx-exporter:v1.4").count(), 2, "other registries stay: {with}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
