@@ -19,6 +19,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Validate policies and clusters without scheduling.
     Validate(cmd::validate::Args),
+    /// Test, inspect or scaffold Wasm plugins.
+    Plugin(cmd::plugin::Args),
     /// Run the embedded control plane (API server + store) and write a kubeconfig.
     Up(cmd::up::Args),
 }
@@ -30,6 +32,7 @@ fn main() -> std::process::ExitCode {
         Command::Explain(args) => cmd::explain::main(args),
         Command::Validate(args) => cmd::validate::main(args),
         Command::Up(args) => cmd::up::main(args),
+        Command::Plugin(args) => cmd::plugin::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

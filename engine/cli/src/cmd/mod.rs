@@ -3,6 +3,7 @@
 pub mod explain;
 pub mod input;
 pub mod plan;
+pub mod plugin;
 pub mod profiles;
 pub mod up;
 pub mod validate;
