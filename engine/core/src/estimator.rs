@@ -107,17 +107,7 @@ pub fn available_replicas(clusters: &[&Cluster], spec: &ResourceBindingSpec) -> 
     if spec.replicas == 0 && spec.components.is_empty() {
         return vec![MAX_INT32; clusters.len()];
     }
-    let requests: Option<Vec<Request<'_>>> = spec.replica_requirements.as_ref().map(|rr| {
-        rr.resource_request
-            .iter()
-            .map(|(name, q)| {
-                let n = nano(q);
-                let kind = kind_of(name);
-                let amount = if kind == Kind::Cpu { nano_to_milli(n) } else { nano_to_value(n) };
-                Request { name, value: nano_to_value(n), amount, kind }
-            })
-            .collect()
-    });
+    let requests = parse_requests(spec);
     clusters
         .iter()
         .map(|c| {
