@@ -280,7 +280,8 @@ pub fn plan(inv: &Inventory, profiles: &[Profile], options: PlanOptions) -> Plan
     out
 }
 
-fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
+/// Set the `Scheduled` condition, keeping the transition time when the status did not flip.
+pub fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
     let cond = Condition {
         type_: "Scheduled".into(),
         status: if ok { "True" } else { "False" }.into(),
@@ -291,13 +292,10 @@ fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, mes
     };
     match status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
         Some(c) => {
-            if c.status == cond.status {
-                // Keep the transition time when the status did not flip.
-                let t = c.last_transition_time.clone();
-                *c = cond;
-                c.last_transition_time = t;
-            } else {
-                *c = cond;
+            let keep = (c.status == cond.status).then(|| c.last_transition_time.clone()).flatten();
+            *c = cond;
+            if keep.is_some() {
+                c.last_transition_time = keep;
             }
         }
         None => status.conditions.push(cond),

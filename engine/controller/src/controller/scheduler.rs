@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::labels;
-use flotilla_api::meta::Condition;
 use flotilla_api::work::{ResourceBinding, ResourceBindingStatus, TargetCluster};
 use flotilla_core::failover;
 use flotilla_core::scheduler::{self, FailureKind, SUCCESS_MESSAGE};
@@ -129,24 +128,4 @@ async fn write_status(api: &kube::Api<DynamicObject>, rb: &ResourceBinding, stat
     Ok(())
 }
 
-/// Set the `Scheduled` condition, keeping the transition time when the status did not flip.
-pub fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
-    let cond = Condition {
-        type_: "Scheduled".into(),
-        status: if ok { "True" } else { "False" }.into(),
-        observed_generation: Some(generation),
-        last_transition_time: Some(now.to_owned()),
-        reason: reason.into(),
-        message: message.into(),
-    };
-    match status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
-        Some(c) => {
-            let keep = (c.status == cond.status).then(|| c.last_transition_time.clone()).flatten();
-            *c = cond;
-            if keep.is_some() {
-                c.last_transition_time = keep;
-            }
-        }
-        None => status.conditions.push(cond),
-    }
-}
+pub use flotilla_core::plan::set_scheduled;
