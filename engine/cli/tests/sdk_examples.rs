@@ -1,11 +1,12 @@
-//! The non-Rust guest SDKs end to end: each example plugin under examples/plugins is built from
-//! source with its own toolchain (Go wasip1, clang freestanding, AssemblyScript via npm), then
+//! The guest SDKs end to end: each example plugin under examples/plugins is built from source with
+//! its own toolchain (Debian's rustc-web, Go wasip1, clang freestanding, AssemblyScript via npm), then
 //! `flotilla plan -f <scenario> --profile <profile>` must change the plan as the example promises,
 //! compared with the plan without the profile.
 //!
-//! Toolchains: `go` (≥ 1.24), `clang` + `wasm-ld` (Debian: clang, lld), `node`/`npm` (the
+//! Toolchains: Debian's rustc-web (`/usr/bin/cargo`, `/usr/bin/rustc` and the std source:
+//! `apt-get install -y rustc-web cargo-web rust-web-src lld-22`), `go` (≥ 1.24), `clang` + `wasm-ld` (Debian: clang, lld), `node`/`npm` (the
 //! AssemblyScript compiler comes from `npm ci`). Locally a missing toolchain skips that test with
-//! a printed reason; with `CI` set it fails.
+//! a printed reason; with `CI` set (or, for the Rust guest, `FLOTILLA_REQUIRE_WASM_GUESTS`) it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,9 +23,26 @@ fn text(b: &[u8]) -> String {
 fn have(test: &str, probe: &[&str]) -> bool {
     let ok = Command::new(probe[0]).args(&probe[1..]).output().map(|o| o.status.success()).unwrap_or(false);
     if !ok {
-        let ci = std::env::var("CI").map(|v| !v.is_empty() && v != "false" && v != "0").unwrap_or(false);
-        assert!(!ci, "{test}: toolchain `{}` is missing (CI must provide it)", probe.join(" "));
+        assert!(!ci(), "{test}: toolchain `{}` is missing (CI must provide it)", probe.join(" "));
         eprintln!("SKIPPED {test}: `{}` is not available", probe.join(" "));
+    }
+    ok
+}
+
+fn ci() -> bool {
+    std::env::var("CI").map(|v| !v.is_empty() && v != "false" && v != "0").unwrap_or(false)
+}
+
+/// Debian's rustc-web toolchain (which can build std for wasm32), as guests.rs in engine/wasm
+/// requires it: a skip locally, a failure with `CI` or `FLOTILLA_REQUIRE_WASM_GUESTS` set.
+fn have_debian_rust(test: &str) -> bool {
+    let ok = Path::new("/usr/bin/cargo").exists()
+        && Path::new("/usr/bin/rustc").exists()
+        && Path::new("/usr/lib/rustlib/src/rust/library").exists();
+    if !ok {
+        let required = ci() || std::env::var_os("FLOTILLA_REQUIRE_WASM_GUESTS").is_some();
+        assert!(!required, "{test}: Debian rustc-web/cargo-web/rust-web-src are missing (CI must provide them)");
+        eprintln!("SKIPPED {test}: Debian rustc-web toolchain not installed (apt-get install -y rustc-web cargo-web rust-web-src lld-22)");
     }
     ok
 }
@@ -44,9 +62,13 @@ fn scratch(example: &str) -> PathBuf {
 }
 
 fn plan(example: &str, profile: Option<&Path>, output: &str) -> String {
-    let scenario = root().join("examples/plugins").join(example).join("scenario");
+    plan_in(&root().join("examples/plugins").join(example).join("scenario"), profile, output)
+}
+
+fn plan_in(scenario: &Path, profile: Option<&Path>, output: &str) -> String {
+    let example = scenario.display();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-    cmd.current_dir(root()).args(["plan", "-f"]).arg(&scenario).args(["-o", output, "--now", "2025-01-01T00:00:00Z"]);
+    cmd.current_dir(root()).args(["plan", "-f"]).arg(scenario).args(["-o", output, "--now", "2025-01-01T00:00:00Z"]);
     if let Some(p) = profile {
         cmd.arg("--profile").arg(p);
     }
@@ -167,5 +189,56 @@ fn assemblyscript_image_override_rewrites_docker_hub_images() {
     assert_eq!(with.matches("image: registry.mirror.example/library/nginx:1.27").count(), 2, "{with}");
     assert!(!with.contains("image: nginx:1.27"), "{with}");
     assert_eq!(with.matches("image: quay.io/prometheus/nginx-exporter:v1.4").count(), 2, "other registries stay: {with}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rust_cost_assigner_fills_the_cheapest_clusters_first() {
+    let name = "rust_cost_assigner_fills_the_cheapest_clusters_first";
+    if !have_debian_rust(name) {
+        return;
+    }
+    let src = root().join("examples/plugins/rust-cost-assigner");
+    let dir = scratch("rust-cost-assigner");
+    let wasm = dir.join("rust-cost-assigner.wasm");
+    // Its own target directory, kept between runs (building std for wasm32 takes minutes).
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rust-cost-assigner");
+    check(
+        "rust-cost-assigner/build.sh",
+        Command::new(src.join("build.sh"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env("OUT", &dir)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_BUILD_RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .output()
+            .expect("run build.sh"),
+    );
+    assert!(size(&wasm) > 0);
+
+    // Divided by available replicas (4, 14, 10, 30): the built-in DynamicWeight split.
+    let without = placements(&plan("rust-cost-assigner", None, "table"));
+    assert_eq!(without, ["bare-metal replicas=1", "cloud-east replicas=3", "cloud-west replicas=2", "edge replicas=6"]);
+    // Cheapest first: bare-metal (0.010) is filled, then cloud-east (0.030, ties with cloud-west
+    // and wins on name).
+    let profile = dir.join("profile.yaml");
+    let with = placements(&plan("rust-cost-assigner", Some(&profile), "table"));
+    assert_eq!(with, ["bare-metal replicas=4", "cloud-east replicas=8"]);
+
+    // 30 replicas: every priced cluster full, the rest on the unpriced edge cluster.
+    let scenario = dir.join("scenario-30");
+    std::fs::create_dir_all(&scenario).expect("mkdir");
+    std::fs::copy(src.join("scenario/clusters.yaml"), scenario.join("clusters.yaml")).expect("copy clusters");
+    let workload = std::fs::read_to_string(src.join("scenario/workload.yaml")).expect("workload");
+    assert!(workload.contains("replicas: 12"));
+    std::fs::write(scenario.join("workload.yaml"), workload.replace("replicas: 12", "replicas: 30")).expect("write workload");
+    let with = placements(&plan_in(&scenario, Some(&profile), "table"));
+    assert_eq!(with, ["bare-metal replicas=4", "cloud-east replicas=14", "cloud-west replicas=10", "edge replicas=2"]);
+
+    // Unpriced clusters excluded: 2 replicas have nowhere to go.
+    let yaml = std::fs::read_to_string(&profile).expect("profile").replace("unpriced: last", "unpriced: exclude");
+    std::fs::write(&profile, yaml).expect("write profile");
+    let out = plan_in(&scenario, Some(&profile), "yaml");
+    assert!(out.contains("failed to assign replicas: 2 of 30 replica(s) do not fit on the clusters with a price"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
