@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod controller;
+pub mod leader;
 pub mod members;
 
 use std::collections::BTreeMap;
