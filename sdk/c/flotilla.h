@@ -16,6 +16,8 @@
  *       FLOTILLA_SCORE(json, len, rows, n)  { ... }  reply: n x int64_t via fl_set_rows
  *       FLOTILLA_SELECT / FLOTILLA_ASSIGN(json, len, rows, n)  rows: n x fl_detail_row
  *       FLOTILLA_OVERRIDE(json, len)        { ... }  reply: {"patch":[...]} via fl_set_result
+ *   - FLOTILLA_PLUGIN(name, version, capabilities...): the optional flotilla.plugin metadata
+ *     custom section;
  *   - a JSON reader over spans (no allocation): fl_json_get, fl_json_next, fl_json_str_eq,
  *     fl_json_string, fl_json_int; and a JSON writer into a growable buffer (fl_buf_*).
  *
@@ -60,6 +62,33 @@ typedef struct {
     FL_EXPORT("flotilla_assign_v1") int32_t flotilla_assign_v1(const char *j, uint32_t n, const fl_detail_row *r, uint32_t c)
 #define FLOTILLA_OVERRIDE(j, n) \
     FL_EXPORT("flotilla_override_v1") int32_t flotilla_override_v1(const char *j, uint32_t n, const void *_r, uint32_t _c)
+
+/* ---- the optional flotilla.plugin custom section (sdk/ABI.md §1) --------------------------
+ * At file scope, once per module:
+ *   FLOTILLA_PLUGIN("c-label-filter", "0.1.0", "filter", "log");
+ * emits the metadata JSON {"abi":1,"name":...,"version":...,"capabilities":[...]} that
+ * `flotilla plugin inspect` prints and the host checks at load. Capabilities (1 to 7): the
+ * extension points ("filter", "score", "select", "assign", "override") and imports ("log", "wasi")
+ * the module uses. Arguments are string literals without quotes or backslashes. clang's wasm backend turns
+ * the assembler section ".custom_section.NAME" into the custom section NAME (a C global with
+ * __attribute__((section(...))) becomes a data segment instead, which the linker drops). */
+#define FL__Q(x) "\\\"" x "\\\""
+#define FL__CAPS1(a) FL__Q(a)
+#define FL__CAPS2(a, ...) FL__Q(a) "," FL__CAPS1(__VA_ARGS__)
+#define FL__CAPS3(a, ...) FL__Q(a) "," FL__CAPS2(__VA_ARGS__)
+#define FL__CAPS4(a, ...) FL__Q(a) "," FL__CAPS3(__VA_ARGS__)
+#define FL__CAPS5(a, ...) FL__Q(a) "," FL__CAPS4(__VA_ARGS__)
+#define FL__CAPS6(a, ...) FL__Q(a) "," FL__CAPS5(__VA_ARGS__)
+#define FL__CAPS7(a, ...) FL__Q(a) "," FL__CAPS6(__VA_ARGS__)
+#define FL__NARG(...) FL__NARG_(__VA_ARGS__, 7, 6, 5, 4, 3, 2, 1, 0)
+#define FL__NARG_(a, b, c, d, e, f, g, n, ...) n
+#define FL__CAT(a, b) FL__CAT_(a, b)
+#define FL__CAT_(a, b) a##b
+#define FLOTILLA_PLUGIN(name, version, ...)                                                           \
+    __asm__(".section .custom_section.flotilla.plugin,\"\",@\n"                                      \
+            ".ascii \"{\\\"abi\\\":1,\\\"name\\\":" FL__Q(name) ",\\\"version\\\":" FL__Q(version) \
+            ",\\\"capabilities\\\":[" FL__CAT(FL__CAPS, FL__NARG(__VA_ARGS__))(__VA_ARGS__) "]}\"\n"     \
+            ".text\n")
 
 /* ---- libc bits clang may call ------------------------------------------------------------ */
 #define FL_STATIC static __attribute__((unused))

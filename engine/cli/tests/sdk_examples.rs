@@ -87,6 +87,20 @@ fn placements(table: &str) -> Vec<String> {
         .collect()
 }
 
+/// `flotilla plugin inspect` must show the module's flotilla.plugin metadata.
+fn assert_metadata(wasm: &Path, name: &str, version: &str, declares: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla")).args(["plugin", "inspect"]).arg(wasm).output().expect("run flotilla");
+    assert!(out.status.success(), "flotilla plugin inspect {}:\n{}", wasm.display(), text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let field = |key: &str| {
+        stdout.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned())).unwrap_or_else(|| panic!("no {key} in\n{stdout}"))
+    };
+    assert_eq!(field("abi:"), "v1", "{stdout}");
+    assert_eq!(field("name:"), name, "{stdout}");
+    assert_eq!(field("version:"), version, "{stdout}");
+    assert_eq!(field("declares:"), declares, "{stdout}");
+}
+
 fn size(path: &Path) -> u64 {
     let n = std::fs::metadata(path).expect("built module").len();
     eprintln!("built {} ({n} bytes)", path.display());
@@ -114,7 +128,19 @@ fn go_gpu_scorer_moves_the_workload_to_the_cluster_with_most_gpus() {
             .output()
             .expect("run go"),
     );
+    // Go's linker cannot emit custom sections: the SDK's command appends flotilla.plugin.
+    check(
+        "flotilla-metadata",
+        Command::new("go")
+            .current_dir(root().join("examples/plugins/go-gpu-scorer"))
+            .env("GOTOOLCHAIN", "local")
+            .args(["run", "flotilla.dev/sdk/go/cmd/flotilla-metadata", "-name", "go-gpu-scorer", "-version", "0.1.0"])
+            .arg(&wasm)
+            .output()
+            .expect("run go"),
+    );
     assert!(size(&wasm) > 0);
+    assert_metadata(&wasm, "go-gpu-scorer", "0.1.0", "score, wasi");
 
     let without = placements(&plan("go-gpu-scorer", None, "table"));
     assert_eq!(without, ["cpu-large replicas=2"], "most available replicas wins without GPU scores");
@@ -145,6 +171,7 @@ fn c_label_filter_keeps_only_labelled_clusters() {
             .expect("run clang"),
     );
     assert!(size(&wasm) < 64 * 1024, "the C SDK stays small");
+    assert_metadata(&wasm, "c-label-filter", "0.1.0", "filter");
 
     let without = placements(&plan("c-label-filter", None, "table"));
     assert_eq!(without, ["member1 replicas=3", "member2 replicas=3", "member3 replicas=3"]);
@@ -176,12 +203,14 @@ fn assemblyscript_image_override_rewrites_docker_hub_images() {
         "asc",
         Command::new("node")
             .current_dir(&src)
-            .args(["node_modules/assemblyscript/bin/asc.js", "assembly/index.ts", "-O3", "--noAssert", "--runtime", "incremental", "--use", "abort=", "-o"])
+            .args(["node_modules/assemblyscript/bin/asc.js", "assembly/index.ts", "-O3", "--noAssert", "--runtime", "incremental", "--use", "abort="])
+            .args(["--transform", "@flotilla/plugin-sdk/metadata.js", "-o"])
             .arg(&wasm)
             .output()
             .expect("run asc"),
     );
     assert!(size(&wasm) > 0);
+    assert_metadata(&wasm, "assemblyscript-image-override", "0.1.0", "override");
 
     let without = plan("assemblyscript-image-override", None, "yaml");
     assert_eq!(without.matches("image: nginx:1.27").count(), 2, "{without}");
@@ -215,6 +244,7 @@ fn rust_cost_assigner_fills_the_cheapest_clusters_first() {
             .expect("run build.sh"),
     );
     assert!(size(&wasm) > 0);
+    assert_metadata(&wasm, "rust-cost-assigner", "0.1.0", "assign, log");
 
     // Divided by available replicas (4, 14, 10, 30): the built-in DynamicWeight split.
     let without = placements(&plan("rust-cost-assigner", None, "table"));

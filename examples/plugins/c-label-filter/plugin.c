@@ -7,6 +7,8 @@
  */
 #include "flotilla.h"
 
+FLOTILLA_PLUGIN("c-label-filter", "0.1.0", "filter");
+
 static char label[256], value[256], reason[600];
 static int has_value;
 static uint8_t *fits; /* per cluster index, current set */

@@ -30,7 +30,9 @@
 //! Build with `cargo build --release --target wasm32-unknown-unknown` (crate type `cdylib`);
 //! see `sdk/ABI.md` for the toolchain. The macro generates every export of ABI v1: the version
 //! marker, the allocator, `init`, the cluster-set push and the listed extension points, plus the
-//! `flotilla.plugin` metadata section. Clusters are parsed once per cluster-set generation into
+//! `flotilla.plugin` metadata section (name, version, capabilities; `flotilla plugin inspect`
+//! shows it). A module that writes its exports by hand can still emit the section with
+//! [`plugin_metadata!`]. Clusters are parsed once per cluster-set generation into
 //! `Plugin::Cluster` (parse only the fields you read: unknown fields are skipped), and each call
 //! hands the plugin references into that set.
 
@@ -419,11 +421,69 @@ pub mod rt {
     }
 }
 
+/// Emit the optional `flotilla.plugin` custom section (sdk/ABI.md §1): the metadata JSON
+/// `{"abi":1,"name":…,"version":…,"capabilities":[…]}` that `flotilla plugin inspect` prints and
+/// the host checks at load (a module declaring another ABI is refused).
+///
+/// [`export_plugin!`] calls it for you; use it directly only in a module whose exports you write
+/// by hand. Capabilities are the extension points (`filter`, `score`, `select`, `assign`,
+/// `override`) and imports (`log`, `wasi`) the module uses; `version` defaults to the crate's
+/// `CARGO_PKG_VERSION`.
+///
+/// ```
+/// flotilla_pdk::plugin_metadata!(name = "gpu-score", version = "0.3.0", capabilities = ["score", "log"]);
+/// ```
+#[macro_export]
+macro_rules! plugin_metadata {
+    (name = $name:literal, capabilities = [$($cap:literal),* $(,)?] $(,)?) => {
+        $crate::plugin_metadata!(name = $name, version = env!("CARGO_PKG_VERSION"), capabilities = [$($cap),*]);
+    };
+    (name = $name:literal, version = $version:expr, capabilities = [$($cap:literal),* $(,)?] $(,)?) => {
+        const _: () = {
+            const META: &str = $crate::__metadata_json!($name, $version, [$($cap),*]);
+            #[used]
+            #[unsafe(link_section = "flotilla.plugin")]
+            static FLOTILLA_PLUGIN_METADATA: [u8; META.len()] = $crate::rt::metadata::<{ META.len() }>(META);
+        };
+    };
+}
+
+/// The metadata JSON as a string literal (used by [`plugin_metadata!`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __metadata_json {
+    ($name:literal, $version:expr, []) => {
+        concat!("{\"abi\":1,\"name\":\"", $name, "\",\"version\":\"", $version, "\",\"capabilities\":[]}")
+    };
+    ($name:literal, $version:expr, [$first:literal $(, $cap:literal)*]) => {
+        concat!(
+            "{\"abi\":1,\"name\":\"", $name, "\",\"version\":\"", $version, "\",\"capabilities\":[\"", $first, "\""
+            $(, ",\"", $cap, "\"")* , "]}"
+        )
+    };
+}
+
+/// The capability name of an extension point of [`export_plugin!`] (used by the macro).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __capability {
+    (filter) => { "filter" };
+    (score) => { "score" };
+    (select) => { "select" };
+    (assign) => { "assign" };
+    (override_manifest) => { "override" };
+}
+
 /// Export `$ty` (a [`Plugin`]) as an ABI v1 module implementing `points` (any of `filter`,
-/// `score`, `select`, `assign`, `override_manifest`).
+/// `score`, `select`, `assign`, `override_manifest`), with the `flotilla.plugin` metadata section
+/// ([`plugin_metadata!`]; capabilities: the points plus `log`). `version` is optional (default: the
+/// crate's `CARGO_PKG_VERSION`).
 #[macro_export]
 macro_rules! export_plugin {
-    ($ty:ty, name = $name:literal, version = $version:literal, points = [$($point:ident),+ $(,)?]) => {
+    ($ty:ty, name = $name:literal, points = [$($point:ident),+ $(,)?]) => {
+        $crate::export_plugin!($ty, name = $name, version = env!("CARGO_PKG_VERSION"), points = [$($point),+]);
+    };
+    ($ty:ty, name = $name:literal, version = $version:expr, points = [$($point:ident),+ $(,)?]) => {
         const _: () = {
             ::std::thread_local! {
                 static RUNTIME: ::std::cell::RefCell<$crate::rt::Runtime<$ty>> = ::std::cell::RefCell::new(::std::default::Default::default());
@@ -431,7 +491,7 @@ macro_rules! export_plugin {
 
             const META: &str = concat!(
                 "{\"abi\":1,\"name\":\"", $name, "\",\"version\":\"", $version, "\",\"capabilities\":[",
-                $( "\"", stringify!($point), "\",", )+ "\"log\"]}"
+                $( "\"", $crate::__capability!($point), "\",", )+ "\"log\"]}"
             );
             #[used]
             #[unsafe(link_section = "flotilla.plugin")]
@@ -499,4 +559,33 @@ macro_rules! __export_point {
             $rt.with_borrow_mut(|rt| rt.$method(json, rows, count))
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_abi::Metadata;
+
+    plugin_metadata!(name = "doc-example", capabilities = ["filter"]);
+
+    #[test]
+    fn metadata_json_is_valid_and_complete() {
+        let m: Metadata = serde_json::from_str(crate::__metadata_json!("gpu-score", "0.3.0", ["score", "log"])).unwrap();
+        assert_eq!((m.abi, m.name.as_str(), m.version.as_str()), (1, "gpu-score", "0.3.0"));
+        assert_eq!(m.capabilities, ["score", "log"]);
+        let m: Metadata = serde_json::from_str(crate::__metadata_json!("x", env!("CARGO_PKG_VERSION"), [])).unwrap();
+        assert_eq!(m.version, env!("CARGO_PKG_VERSION"));
+        assert!(m.capabilities.is_empty());
+    }
+
+    #[test]
+    fn extension_points_map_to_the_documented_capability_names() {
+        let names = [
+            crate::__capability!(filter),
+            crate::__capability!(score),
+            crate::__capability!(select),
+            crate::__capability!(assign),
+            crate::__capability!(override_manifest),
+        ];
+        assert_eq!(names, ["filter", "score", "select", "assign", "override"]);
+    }
 }
