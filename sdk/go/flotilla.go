@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unsafe"
 )
 
 // ABIVersion is the plugin ABI this SDK implements.
@@ -41,62 +40,14 @@ const (
 	LevelDebug int32 = 3
 )
 
-//go:wasmimport flotilla:host/v1 log
-func hostLog(level int32, ptr uint32, n uint32)
-
-//go:wasmimport flotilla:host/v1 set_result
-func hostSetResult(ptr uint32, n uint32)
-
-//go:wasmimport flotilla:host/v1 set_rows
-func hostSetRows(ptr uint32, n uint32)
-
-// ---------------------------------------------------------------------------------------------
-// Memory: the host allocates input buffers through flotilla_alloc. Go's GC does not move objects;
-// the map keeps each block reachable until flotilla_dealloc.
-
-var blocks = map[uint32][]uint64{}
-
-//go:wasmexport flotilla_abi_version
-func abiVersion() int32 { return ABIVersion }
-
-//go:wasmexport flotilla_alloc
-func alloc(n uint32) uint32 {
-	b := make([]uint64, (n+7)/8+1) // []uint64: 8-byte aligned; +1 so n == 0 gets a real block
-	p := uint32(uintptr(unsafe.Pointer(&b[0])))
-	blocks[p] = b
-	return p
-}
-
-//go:wasmexport flotilla_dealloc
-func dealloc(p uint32, n uint32) { delete(blocks, p) }
-
-// Bytes views n bytes of linear memory at p (no copy). For the extension-point packages.
-func Bytes(p, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(uintptr(p))), n)
-}
-
-func ptr(b []byte) uint32 {
-	if len(b) == 0 {
-		var one [1]byte
-		return uint32(uintptr(unsafe.Pointer(&one[0])))
-	}
-	return uint32(uintptr(unsafe.Pointer(&b[0])))
-}
-
 // SetResult passes the call's JSON reply (or, with StatusError, the error message).
-func SetResult(b []byte) { hostSetResult(ptr(b), uint32(len(b))) }
+func SetResult(b []byte) { hostSetResult(b) }
 
 // SetRows passes the call's per-row binary reply.
-func SetRows(b []byte) { hostSetRows(ptr(b), uint32(len(b))) }
+func SetRows(b []byte) { hostSetRows(b) }
 
 // Log sends one line to the host's log (at most 1 KiB per line, 64 lines per call are kept).
-func Log(level int32, msg string) {
-	b := []byte(msg)
-	hostLog(level, ptr(b), uint32(len(b)))
-}
+func Log(level int32, msg string) { hostLog(level, []byte(msg)) }
 
 // Logf formats and logs at LevelInfo.
 func Logf(format string, args ...any) { Log(LevelInfo, fmt.Sprintf(format, args...)) }
@@ -146,14 +97,15 @@ func Generation() uint64 { return generation }
 // Clusters is the cluster set held, sorted by name; rows index into it.
 func Clusters() []*Cluster { return clusters }
 
-//go:wasmexport flotilla_init_v1
-func initV1(p, n uint32) int32 {
+// Init is the body of flotilla_init_v1: it decodes the InitRequest JSON and calls the OnInit
+// handler. The wasm export calls it; native unit tests of a plugin may call it directly.
+func Init(request []byte) int32 {
 	return Run(func() error {
 		var req struct {
 			Name   string          `json:"name"`
 			Config json.RawMessage `json:"config"`
 		}
-		if err := json.Unmarshal(Bytes(p, n), &req); err != nil {
+		if err := json.Unmarshal(request, &req); err != nil {
 			return fmt.Errorf("init request: %w", err)
 		}
 		pluginName = req.Name
@@ -167,14 +119,16 @@ func initV1(p, n uint32) int32 {
 	})
 }
 
-//go:wasmexport flotilla_clusters_v1
-func clustersV1(p, n uint32) int32 {
+// PushClusters is the body of flotilla_clusters_v1: it decodes the ClustersRequest JSON, keeps
+// the set and calls the OnClusters hook. The wasm export calls it; native unit tests of a plugin
+// may call it directly.
+func PushClusters(request []byte) int32 {
 	return Run(func() error {
 		var req struct {
 			Generation uint64            `json:"generation"`
 			Clusters   []json.RawMessage `json:"clusters"`
 		}
-		if err := json.Unmarshal(Bytes(p, n), &req); err != nil {
+		if err := json.Unmarshal(request, &req); err != nil {
 			return fmt.Errorf("clusters request: %w", err)
 		}
 		set := make([]*Cluster, len(req.Clusters))
@@ -316,9 +270,9 @@ type BindingSpec struct {
 	} `json:"clusters,omitempty"`
 }
 
-// ReadBinding parses the request JSON at (p, n). For the extension-point packages.
-func ReadBinding(p, n uint32) (*BindingRequest, error) {
-	raw := append([]byte(nil), Bytes(p, n)...)
+// DecodeBinding parses a request's JSON (copied, so the request may keep Raw).
+func DecodeBinding(b []byte) (*BindingRequest, error) {
+	raw := append([]byte(nil), b...)
 	req := &BindingRequest{Raw: raw}
 	if err := json.Unmarshal(raw, req); err != nil {
 		return nil, fmt.Errorf("binding request: %w", err)
@@ -333,12 +287,20 @@ func cluster(i uint32) (*Cluster, error) {
 	return clusters[i], nil
 }
 
-// IndexRows resolves n u32 cluster-index rows at p (filter, score). For the extension-point packages.
-func IndexRows(p, n uint32) ([]*Cluster, error) {
-	b := Bytes(p, 4*n)
-	out := make([]*Cluster, n)
+// IndexRowSize and DetailRowSize are the sizes of the two row kinds, in bytes.
+const (
+	IndexRowSize  = 4
+	DetailRowSize = 32
+)
+
+// DecodeIndexRows resolves u32 cluster-index rows (filter, score) against the pushed set.
+func DecodeIndexRows(b []byte) ([]*Cluster, error) {
+	if len(b)%IndexRowSize != 0 {
+		return nil, fmt.Errorf("index rows: %d bytes is not a multiple of %d", len(b), IndexRowSize)
+	}
+	out := make([]*Cluster, len(b)/IndexRowSize)
 	for i := range out {
-		c, err := cluster(binary.LittleEndian.Uint32(b[4*i:]))
+		c, err := cluster(binary.LittleEndian.Uint32(b[IndexRowSize*i:]))
 		if err != nil {
 			return nil, err
 		}
@@ -356,12 +318,14 @@ type DetailRow struct {
 	AvailableReplicas   int64  // allocatable + currently assigned here
 }
 
-// DetailRows decodes n 32-byte detail rows at p. For the extension-point packages.
-func DetailRows(p, n uint32) ([]DetailRow, error) {
-	b := Bytes(p, 32*n)
-	out := make([]DetailRow, n)
+// DecodeDetailRows decodes 32-byte detail rows (select, assign) against the pushed set.
+func DecodeDetailRows(b []byte) ([]DetailRow, error) {
+	if len(b)%DetailRowSize != 0 {
+		return nil, fmt.Errorf("detail rows: %d bytes is not a multiple of %d", len(b), DetailRowSize)
+	}
+	out := make([]DetailRow, len(b)/DetailRowSize)
 	for i := range out {
-		r := b[32*i:]
+		r := b[DetailRowSize*i:]
 		c, err := cluster(binary.LittleEndian.Uint32(r))
 		if err != nil {
 			return nil, err
@@ -375,6 +339,27 @@ func DetailRows(p, n uint32) ([]DetailRow, error) {
 		}
 	}
 	return out, nil
+}
+
+// Call is the prologue every filter/score/select/assign export shares: with a handler
+// registered (ok), it decodes the request JSON and the rows (DecodeIndexRows or
+// DecodeDetailRows), then runs fn; a missing handler, a decoding error, fn's error or a panic
+// becomes StatusError with the message. For the extension-point packages.
+func Call[R any](ok bool, request, rows []byte, decode func([]byte) (R, error), fn func(*BindingRequest, R) error) int32 {
+	return Run(func() error {
+		if !ok {
+			return ErrNoHandler
+		}
+		req, err := DecodeBinding(request)
+		if err != nil {
+			return err
+		}
+		r, err := decode(rows)
+		if err != nil {
+			return err
+		}
+		return fn(req, r)
+	})
 }
 
 // ErrNoHandler is returned when an extension point's export is called without a handler.

@@ -272,3 +272,23 @@ fn rust_cost_assigner_fills_the_cheapest_clusters_first() {
     assert!(out.contains("failed to assign replicas: 2 of 30 replica(s) do not fit on the clusters with a price"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn go_sdk_unit_tests_pass_natively() {
+    let name = "go_sdk_unit_tests_pass_natively";
+    if !have(name, &["go", "version"]) {
+        return;
+    }
+    // Host GOOS/GOARCH: the SDK's wasm-only parts (imports, exports, memory) sit behind build tags.
+    check(
+        "go test ./... in sdk/go",
+        Command::new("go")
+            .current_dir(root().join("sdk/go"))
+            .env("GOTOOLCHAIN", "local")
+            .env_remove("GOOS")
+            .env_remove("GOARCH")
+            .args(["test", "-count=1", "./..."])
+            .output()
+            .expect("run go"),
+    );
+}

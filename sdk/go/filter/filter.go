@@ -17,20 +17,9 @@ var handler Func
 // Handle registers the filter.
 func Handle(fn Func) { handler = fn }
 
-//go:wasmexport flotilla_filter_v1
-func filterV1(jp, jn, rp, rn uint32) int32 {
-	return flotilla.Run(func() error {
-		if handler == nil {
-			return flotilla.ErrNoHandler
-		}
-		req, err := flotilla.ReadBinding(jp, jn)
-		if err != nil {
-			return err
-		}
-		cs, err := flotilla.IndexRows(rp, rn)
-		if err != nil {
-			return err
-		}
+// call is the export's body: request JSON and rows in, status out (native tests call it too).
+func call(request, rows []byte) int32 {
+	return flotilla.Call(handler != nil, request, rows, flotilla.DecodeIndexRows, func(req *flotilla.BindingRequest, cs []*flotilla.Cluster) error {
 		reasons, err := handler(req, cs)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package override
 
 import (
 	"encoding/json"
+	"fmt"
 
 	flotilla "flotilla.dev/sdk/go"
 )
@@ -30,15 +31,15 @@ var handler Func
 // Handle registers the overrider.
 func Handle(fn Func) { handler = fn }
 
-//go:wasmexport flotilla_override_v1
-func overrideV1(jp, jn, rp, rn uint32) int32 {
+// call is the export's body: request JSON in, status out (native tests call it too).
+func call(request []byte) int32 {
 	return flotilla.Run(func() error {
 		if handler == nil {
 			return flotilla.ErrNoHandler
 		}
 		var req Request
-		if err := json.Unmarshal(flotilla.Bytes(jp, jn), &req); err != nil {
-			return err
+		if err := json.Unmarshal(request, &req); err != nil {
+			return fmt.Errorf("override request: %w", err)
 		}
 		ops, err := handler(&req)
 		if err != nil {

@@ -21,20 +21,9 @@ var handler Func
 // Handle registers the selector.
 func Handle(fn Func) { handler = fn }
 
-//go:wasmexport flotilla_select_v1
-func selectV1(jp, jn, rp, rn uint32) int32 {
-	return flotilla.Run(func() error {
-		if handler == nil {
-			return flotilla.ErrNoHandler
-		}
-		req, err := flotilla.ReadBinding(jp, jn)
-		if err != nil {
-			return err
-		}
-		rows, err := flotilla.DetailRows(rp, rn)
-		if err != nil {
-			return err
-		}
+// call is the export's body: request JSON and rows in, status out (native tests call it too).
+func call(request, rows []byte) int32 {
+	return flotilla.Call(handler != nil, request, rows, flotilla.DecodeDetailRows, func(req *flotilla.BindingRequest, rows []flotilla.DetailRow) error {
 		res, err := handler(req, rows)
 		if err != nil {
 			return err
