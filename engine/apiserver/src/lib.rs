@@ -14,7 +14,9 @@
 //! served kinds: the built-in kinds Karmada uses as templates and the Karmada groups. The
 //! server implements discovery, a minimal OpenAPI v3, CRUD, list with selectors and paging,
 //! watch (resume, bookmarks, in-stream 410), the status subresource, JSON/merge/strategic merge
-//! patch and server-side apply with field managers and conflicts.
+//! patch and server-side apply with field managers and conflicts. An optional [`Admission`]
+//! ([`admission`]) defaults and validates objects before they are stored; rejections are
+//! `422 Invalid` with the offending fields.
 //!
 //! **Logical clusters.** A path prefix `/clusters/<name>/` selects a separate keyspace, so
 //! simulated member clusters share one process and one store.
@@ -22,6 +24,7 @@
 //! **Security.** [`tls::Credentials`] generates a CA, a server certificate and a bearer token;
 //! anonymous access is opt-in and only ever served on loopback.
 
+pub mod admission;
 pub mod apply;
 pub mod discovery;
 pub mod error;
@@ -40,6 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use admission::{Admission, AdmissionError};
 pub use error::ApiError;
 pub use server::{ApiServer, ServerOptions};
 pub use store::{Store, StoreError};
@@ -88,6 +92,8 @@ pub struct Config {
     pub compact_interval: Duration,
     /// How often watches get a BOOKMARK.
     pub bookmark_interval: Duration,
+    /// Defaults and validation run before objects are stored ([`admission`]); none by default.
+    pub admission: Option<Arc<dyn Admission>>,
 }
 
 impl Config {
@@ -101,6 +107,7 @@ impl Config {
             retain_revisions: 100_000,
             compact_interval: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(30),
+            admission: None,
         }
     }
 }
@@ -134,6 +141,7 @@ pub async fn start(config: Config, shutdown: impl Future<Output = ()> + Send + '
         token: creds.as_ref().map(|c| c.token.clone()),
         anonymous: config.anonymous || creds.is_none(),
         bookmark_interval: config.bookmark_interval,
+        admission: config.admission.clone(),
     };
     let server = ApiServer::new(store.clone(), options);
     let listener = tokio::net::TcpListener::bind(config.addr)

@@ -12,6 +12,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::admission::{Admission, Operation};
 use crate::apply::{self, ApplyRequest};
 use crate::discovery;
 use crate::error::ApiError;
@@ -40,11 +41,13 @@ pub struct ServerOptions {
     pub anonymous: bool,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK.
     pub bookmark_interval: Duration,
+    /// Defaults and validation run before objects are stored ([`crate::admission`]); none by default.
+    pub admission: Option<Arc<dyn Admission>>,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { token: None, anonymous: true, bookmark_interval: Duration::from_secs(30) }
+        ServerOptions { token: None, anonymous: true, bookmark_interval: Duration::from_secs(30), admission: None }
     }
 }
 
@@ -404,6 +407,12 @@ impl ApiServer {
         if wants(headers, "PartialObjectMetadata") { partial_metadata(obj) } else { obj.clone() }
     }
 
+    /// Run the registered admission on `obj` (the main resource only; status writes are not admitted).
+    fn admit(&self, t: &Target, op: Operation, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let Some(admission) = &self.options.admission else { return Ok(()) };
+        admission.admit(op, t.res, obj, old).map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
+    }
+
     fn get(&self, t: &Target, headers: &HeaderMap) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.as_deref().unwrap_or_default();
@@ -593,7 +602,7 @@ impl ApiServer {
         let explicit = meta_str(&obj, "name").filter(|n| !n.is_empty()).map(str::to_owned);
         Self::prepare_create(t, &mut obj)?;
         let dry_run = q.get("dryRun") == Some("All");
-        for _ in 0..8 {
+        for attempt in 0..8 {
             let name = match (&explicit, &generate) {
                 (Some(n), _) => n.clone(),
                 (None, Some(g)) => format!("{g}{}", random_suffix(5)),
@@ -603,6 +612,10 @@ impl ApiServer {
             };
             Self::validate_name(t, &name)?;
             meta_mut(&mut obj).insert("name".into(), json!(name));
+            if attempt == 0 {
+                self.admit(t, Operation::Create, &mut obj, None)?;
+                normalize(&mut obj);
+            }
             if dry_run {
                 if self.store.get(&Self::key(t, &name)).map_err(store_err)?.is_some() {
                     return Err(ApiError::already_exists(&t.res.qualified(), &name));
@@ -669,6 +682,17 @@ impl ApiServer {
             new["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
         }
         normalize(&mut new);
+        if !status_sub {
+            let proposed = new.clone();
+            if let Err(e) = self.admit(t, Operation::Update, &mut new, Some(old)) {
+                // Ratcheting: an unchanged spec that no longer passes admission stays writable.
+                if spec_part(old, t.res.has_status) != spec_part(&proposed, t.res.has_status) {
+                    return Err(e);
+                }
+                new = proposed;
+            }
+            normalize(&mut new);
+        }
         if spec_part(old, t.res.has_status) != spec_part(&new, t.res.has_status) {
             if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
                 registry::register_crd(&new).map_err(|m| ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}")))?;
@@ -780,6 +804,8 @@ impl ApiServer {
                 let mut obj = apply::apply(&req, &base, &cfg)?;
                 Self::check_body(t, &mut obj)?;
                 Self::prepare_create(t, &mut obj)?;
+                self.admit(t, Operation::Create, &mut obj, None)?;
+                normalize(&mut obj);
                 if dry_run {
                     return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));
                 }
