@@ -2,10 +2,11 @@
 //! `leaderelection` package, so that several replicas of the controllers can run against one API
 //! server and only one of them acts at a time.
 //!
-//! - A candidate reads the Lease every retry period. It creates the Lease when there is none and
-//!   takes it over when it is free (no holder, e.g. after a release) or expired. Every write is a
-//!   create or an update carrying the `resourceVersion` it read, so two candidates racing for the
-//!   same Lease cannot both win: the loser gets `409 Conflict`.
+//! - A candidate reads the Lease every retry period, and again just when the Lease it waits for
+//!   would expire. It creates the Lease when there is none and takes it over when it is free (no
+//!   holder, e.g. after a release) or expired. Every write is a create or an update carrying the
+//!   `resourceVersion` it read, so two candidates racing for the same Lease cannot both win: the
+//!   loser gets `409 Conflict`.
 //! - Expiry is judged on the local monotonic clock, not on the holder's `renewTime`: a Lease is
 //!   expired when its record has not changed for `leaseDurationSeconds` since this candidate first
 //!   saw it in its current form. Clock skew between replicas therefore does not matter.
@@ -242,7 +243,12 @@ pub enum Attempt {
     /// We hold the Lease (created, acquired or renewed).
     Leading,
     /// Another candidate holds a valid Lease.
-    HeldBy(String),
+    HeldBy {
+        /// The holder.
+        holder: String,
+        /// How long until it expires unless renewed.
+        remaining: Duration,
+    },
     /// Our write lost a race (409); try again.
     Conflict,
 }
@@ -292,7 +298,7 @@ impl Elector {
         let record = lease.as_ref().and_then(|l| l.spec.as_ref());
         let seen = self.observed.see(record, now);
         let (spec, create) = match decide(record, seen, now, Timestamp::now(), &self.cfg) {
-            Decision::Wait { holder, .. } => return Ok(Attempt::HeldBy(holder)),
+            Decision::Wait { holder, remaining } => return Ok(Attempt::HeldBy { holder, remaining }),
             Decision::Create(spec) => (spec, true),
             Decision::Acquire(spec) | Decision::Renew(spec) => (spec, false),
         };
@@ -339,21 +345,26 @@ impl Elector {
         }
     }
 
-    /// Retry every retry period until we hold the Lease; returns when the successful write was sent.
+    /// Retry every retry period (or right when the held Lease would expire, if sooner) until we
+    /// hold the Lease; returns when the successful write was sent.
     pub async fn acquire(&mut self) -> Instant {
         loop {
+            let mut wait = self.cfg.retry_period;
             let sent = Instant::now();
             match tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()).await {
                 Ok(Ok(Attempt::Leading)) => {
                     tracing::info!(lease = %self.cfg.name, identity = %self.cfg.identity, "acquired the lease");
                     return sent;
                 }
-                Ok(Ok(Attempt::HeldBy(holder))) => tracing::debug!(%holder, "the lease is held"),
+                Ok(Ok(Attempt::HeldBy { holder, remaining })) => {
+                    tracing::debug!(%holder, ?remaining, "the lease is held");
+                    wait = wait.min(remaining + Duration::from_millis(1));
+                }
                 Ok(Ok(Attempt::Conflict)) => tracing::debug!("lost a race for the lease"),
                 Ok(Err(e)) => tracing::warn!(error = %e, "acquiring the lease failed; retrying"),
                 Err(_) => tracing::warn!("acquiring the lease timed out; retrying"),
             }
-            tokio::time::sleep(self.cfg.retry_period).await;
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -370,7 +381,7 @@ impl Elector {
             let sent = Instant::now();
             match tokio::time::timeout_at(deadline.into(), self.try_acquire_or_renew()).await {
                 Ok(Ok(Attempt::Leading)) => last = sent,
-                Ok(Ok(Attempt::HeldBy(holder))) => return Lost::Taken(holder),
+                Ok(Ok(Attempt::HeldBy { holder, .. })) => return Lost::Taken(holder),
                 Ok(Ok(Attempt::Conflict)) => tracing::debug!("renewal lost a race; retrying"),
                 Ok(Err(e)) => tracing::warn!(error = %e, "renewing the lease failed; retrying"),
                 Err(_) => return Lost::Deadline,
