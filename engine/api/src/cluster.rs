@@ -22,6 +22,7 @@ pub mod taint_key {
 
 /// A member cluster.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cluster {
     pub api_version: String,
@@ -53,6 +54,7 @@ impl Cluster {
 
 /// `ClusterSpec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -87,6 +89,7 @@ pub struct ClusterSpec {
 
 /// `LocalSecretReference`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalSecretReference {
     pub namespace: String,
@@ -95,6 +98,7 @@ pub struct LocalSecretReference {
 
 /// `ResourceModel`: one grade of the customized resource model.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceModel {
     pub grade: u32,
@@ -104,6 +108,7 @@ pub struct ResourceModel {
 
 /// `ResourceModelRange`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceModelRange {
     pub name: String,
@@ -113,6 +118,7 @@ pub struct ResourceModelRange {
 
 /// `ClusterStatus`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -131,6 +137,7 @@ pub struct ClusterStatus {
 
 /// `APIEnablement`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiEnablement {
     pub group_version: String,
@@ -140,6 +147,7 @@ pub struct ApiEnablement {
 
 /// `APIResource`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiResource {
     pub name: String,
@@ -148,6 +156,7 @@ pub struct ApiResource {
 
 /// `ResourceSummary`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceSummary {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -162,6 +171,7 @@ pub struct ResourceSummary {
 
 /// `AllocatableModeling`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AllocatableModeling {
     pub grade: u32,

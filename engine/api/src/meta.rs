@@ -7,6 +7,7 @@ use serde_json::Value;
 
 /// `metav1.ObjectMeta`. Every field Kubernetes defines is modelled so that YAML round-trips unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,6 +56,7 @@ impl ObjectMeta {
 
 /// `metav1.OwnerReference`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OwnerReference {
     pub api_version: String,
@@ -69,6 +71,7 @@ pub struct OwnerReference {
 
 /// `metav1.LabelSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -79,6 +82,7 @@ pub struct LabelSelector {
 
 /// `metav1.LabelSelectorRequirement`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelSelectorRequirement {
     pub key: String,
@@ -89,6 +93,7 @@ pub struct LabelSelectorRequirement {
 
 /// `corev1.NodeSelectorRequirement` (Karmada's field selector uses it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSelectorRequirement {
     pub key: String,
@@ -99,6 +104,7 @@ pub struct NodeSelectorRequirement {
 
 /// `metav1.Condition`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Condition {
     #[serde(rename = "type")]
@@ -116,6 +122,7 @@ pub struct Condition {
 
 /// `corev1.Taint`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Taint {
     pub key: String,
@@ -128,6 +135,7 @@ pub struct Taint {
 
 /// `corev1.Toleration`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Toleration {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -188,6 +196,7 @@ impl From<&str> for Quantity {
 
 /// `corev1.ObjectReference`-like reference used by bindings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectReference {
     pub api_version: String,
@@ -199,4 +208,24 @@ pub struct ObjectReference {
     pub uid: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
+}
+
+/// Schema of a quantity: Kubernetes' int-or-string.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Quantity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$",
+            "x-kubernetes-int-or-string": true
+        })
+    }
 }

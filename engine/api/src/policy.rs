@@ -11,6 +11,7 @@ pub const API_VERSION: &str = "policy.karmada.io/v1alpha1";
 
 /// `PropagationPolicy` (namespaced) — also used for `ClusterPropagationPolicy` (cluster-scoped): same spec.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PropagationPolicy {
     pub api_version: String,
@@ -22,6 +23,7 @@ pub struct PropagationPolicy {
 
 /// `PropagationSpec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PropagationSpec {
     pub resource_selectors: Vec<ResourceSelector>,
@@ -62,6 +64,7 @@ impl PropagationSpec {
 
 /// `ResourceSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceSelector {
     pub api_version: String,
@@ -76,6 +79,7 @@ pub struct ResourceSelector {
 
 /// `Suspension`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Suspension {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,6 +93,7 @@ pub struct Suspension {
 
 /// `SuspendClusters`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SuspendClusters {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -97,6 +102,7 @@ pub struct SuspendClusters {
 
 /// `FailoverBehavior`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FailoverBehavior {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +113,7 @@ pub struct FailoverBehavior {
 
 /// `ApplicationFailoverBehavior`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApplicationFailoverBehavior {
     #[serde(default)]
@@ -121,6 +128,7 @@ pub struct ApplicationFailoverBehavior {
 
 /// `DecisionConditions`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DecisionConditions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,6 +137,7 @@ pub struct DecisionConditions {
 
 /// `ClusterFailoverBehavior`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterFailoverBehavior {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +148,7 @@ pub struct ClusterFailoverBehavior {
 
 /// `StatePreservation`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StatePreservation {
     #[serde(default)]
@@ -147,6 +157,7 @@ pub struct StatePreservation {
 
 /// `StatePreservationRule`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StatePreservationRule {
     pub alias_label_name: String,
@@ -155,6 +166,7 @@ pub struct StatePreservationRule {
 
 /// `Placement`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Placement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +192,7 @@ pub struct Placement {
 /// returns a number; values are clamped to 0..=100. A placement's CEL score for a cluster is the
 /// weighted mean of its expressions, contributed by the `ClusterAffinity` score plugin.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CelScore {
     pub expression: String,
@@ -199,6 +212,7 @@ fn is_one(v: &i64) -> bool {
 /// Flotilla extension, OCM-compatible (`ClusterSelector.celSelector`): CEL predicates over
 /// `cluster`, ANDed with each other and with the rest of the affinity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CelSelector {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -233,6 +247,7 @@ impl Placement {
 
 /// `ClusterAffinity`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterAffinity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +265,7 @@ pub struct ClusterAffinity {
 
 /// `FieldSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FieldSelector {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -258,6 +274,7 @@ pub struct FieldSelector {
 
 /// `ClusterAffinityTerm`: a named affinity group with optional overflow tiers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterAffinityTerm {
     pub affinity_name: String,
@@ -270,6 +287,7 @@ pub struct ClusterAffinityTerm {
 /// The inline `ClusterAffinity` fields of a term (separate type because `deny_unknown_fields`
 /// cannot be combined with `flatten`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterAffinityInline {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -299,6 +317,7 @@ impl From<ClusterAffinityInline> for ClusterAffinity {
 
 /// `OverflowAffinity`: a named overflow tier of a term.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OverflowAffinity {
     pub affinity_name: String,
@@ -308,6 +327,7 @@ pub struct OverflowAffinity {
 
 /// `SpreadConstraint`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SpreadConstraint {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -338,6 +358,7 @@ pub mod spread_field {
 
 /// `ReplicaSchedulingStrategy`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReplicaSchedulingStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -350,6 +371,7 @@ pub struct ReplicaSchedulingStrategy {
 
 /// `ClusterPreferences`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterPreferences {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -360,6 +382,7 @@ pub struct ClusterPreferences {
 
 /// `StaticClusterWeight`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StaticClusterWeight {
     pub target_cluster: ClusterAffinity,
@@ -368,6 +391,7 @@ pub struct StaticClusterWeight {
 
 /// `OverridePolicy` (namespaced) — also used for `ClusterOverridePolicy` (cluster-scoped).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverridePolicy {
     pub api_version: String,
@@ -379,6 +403,7 @@ pub struct OverridePolicy {
 
 /// `OverrideSpec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -395,6 +420,7 @@ pub struct OverrideSpec {
 
 /// `RuleWithCluster`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleWithCluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -404,6 +430,7 @@ pub struct RuleWithCluster {
 
 /// `Overriders`. Applied per rule in field order: image, command, args, labels, annotations, field, plaintext.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Overriders {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -441,6 +468,7 @@ impl Overriders {
 
 /// `PlaintextOverrider`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlaintextOverrider {
     pub path: String,
@@ -454,6 +482,7 @@ pub struct PlaintextOverrider {
 
 /// `ImageOverrider`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImageOverrider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -466,6 +495,7 @@ pub struct ImageOverrider {
 
 /// `ImagePredicate`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImagePredicate {
     pub path: String,
@@ -473,6 +503,7 @@ pub struct ImagePredicate {
 
 /// `CommandArgsOverrider`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CommandArgsOverrider {
     pub container_name: String,
@@ -483,6 +514,7 @@ pub struct CommandArgsOverrider {
 
 /// `LabelAnnotationOverrider`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelAnnotationOverrider {
     pub operator: String,
@@ -499,6 +531,7 @@ pub struct LabelAnnotationOverrider {
 /// (`{op, path, value?, from?}` maps), or `patchType: ApplyConfiguration` with
 /// `applyConfiguration.expression` returning a map applied as an RFC 7386 merge patch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CelMutation {
     pub patch_type: String,
@@ -531,6 +564,7 @@ pub mod cel_patch_type {
 
 /// A CEL expression (`{expression: "..."}`), as MutatingAdmissionPolicy writes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CelExpression {
     pub expression: String,
@@ -538,6 +572,7 @@ pub struct CelExpression {
 
 /// `FieldOverrider`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FieldOverrider {
     pub field_path: String,
@@ -549,6 +584,7 @@ pub struct FieldOverrider {
 
 /// `JSONPatchOperation` / `YAMLPatchOperation`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubPathPatch {
     pub sub_path: String,

@@ -13,6 +13,7 @@ pub const WORK_API_VERSION: &str = "work.karmada.io/v1alpha1";
 
 /// `ResourceBinding` (namespaced) — also `ClusterResourceBinding` (cluster-scoped): same spec.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceBinding {
     pub api_version: String,
@@ -26,6 +27,7 @@ pub struct ResourceBinding {
 
 /// `ResourceBindingSpec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceBindingSpec {
     pub resource: ObjectReference,
@@ -86,6 +88,7 @@ impl ResourceBindingSpec {
 
 /// `ReplicaRequirements`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReplicaRequirements {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,6 +103,7 @@ pub struct ReplicaRequirements {
 
 /// `TargetCluster`: one cluster of the schedule result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TargetCluster {
     pub name: String,
@@ -118,6 +122,7 @@ impl TargetCluster {
 
 /// `GracefulEvictionTask`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GracefulEvictionTask {
     pub from_cluster: String,
@@ -143,6 +148,7 @@ pub struct GracefulEvictionTask {
 
 /// `ResourceBindingStatus`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceBindingStatus {
     #[serde(default, skip_serializing_if = "is_zero64")]
@@ -164,6 +170,7 @@ fn is_zero64(v: &i64) -> bool {
 
 /// `AggregatedStatusItem`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AggregatedStatusItem {
     pub cluster_name: String,
@@ -179,6 +186,7 @@ pub struct AggregatedStatusItem {
 
 /// `Work`: one manifest destined for one member cluster.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Work {
     pub api_version: String,
@@ -192,6 +200,7 @@ pub struct Work {
 
 /// `WorkSpec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkSpec {
     pub workload: WorkloadTemplate,
@@ -203,6 +212,7 @@ pub struct WorkSpec {
 
 /// `WorkloadTemplate`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadTemplate {
     #[serde(default)]
