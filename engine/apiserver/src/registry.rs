@@ -61,6 +61,7 @@ const fn r(
 const ALL: &[&str] = &["all"];
 const NONE: &[&str] = &[];
 const KARMADA: &[&str] = &["karmada-io"];
+const FLOTILLA: &[&str] = &["flotilla"];
 
 /// Every resource the server serves, in discovery order.
 pub static RESOURCES: &[Resource] = &[
@@ -105,6 +106,8 @@ pub static RESOURCES: &[Resource] = &[
     r("work.karmada.io", "v1alpha2", "ClusterResourceBinding", "clusterresourcebindings", "clusterresourcebinding", false, true, &["crb"], KARMADA, false),
     r("work.karmada.io", "v1alpha1", "Work", "works", "work", true, true, NONE, KARMADA, false),
     r("cluster.karmada.io", "v1alpha1", "Cluster", "clusters", "cluster", false, true, NONE, KARMADA, false),
+    r("flotilla.dev", "v1alpha1", "SchedulerProfile", "schedulerprofiles", "schedulerprofile", false, true, NONE, FLOTILLA, false),
+    r("flotilla.dev", "v1alpha1", "WasmPlugin", "wasmplugins", "wasmplugin", false, true, &["wp"], FLOTILLA, false),
 ];
 
 /// Resources registered at run time from CustomResourceDefinitions.

@@ -62,30 +62,139 @@ pub fn applied_placement(binding: &ResourceBinding) -> Option<Placement> {
         .or_else(|| binding.spec.placement.clone())
 }
 
-/// `GracefulEvictCluster`: drop `cluster` from `spec.clusters` and record an eviction task (once).
+/// Purge modes of eviction tasks (Karmada v1.14+ names; the pre-1.14 names are aliases).
+pub mod purge_mode {
+    /// Remove the old copy at once; new Works wait until it is gone.
+    pub const DIRECTLY: &str = "Directly";
+    /// Keep the old copy until the new placement is healthy or the grace period ends.
+    pub const GRACEFULLY: &str = "Gracefully";
+    /// Keep the old copy until a user sets `suppressDeletion: false`.
+    pub const NEVER: &str = "Never";
+
+    /// The canonical name of `mode` (empty → `Gracefully`; `Immediately`/`Graciously` aliases).
+    pub fn canonical(mode: Option<&str>) -> &'static str {
+        match mode.unwrap_or("") {
+            "Directly" | "Immediately" => DIRECTLY,
+            "Never" => NEVER,
+            _ => GRACEFULLY,
+        }
+    }
+}
+
+/// How an eviction treats the copy it leaves behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Purge {
+    /// `Directly`, `Gracefully` or `Never` (empty: `Gracefully`).
+    pub mode: String,
+    /// Grace period of a `Gracefully` task (`None`: the global timeout).
+    pub grace_period_seconds: Option<i32>,
+}
+
+/// `GracefulEvictCluster` for the taint manager: the purge mode comes from
+/// `spec.failover.cluster.purgeMode` (default `Gracefully`).
 pub fn graceful_evict(binding: &mut ResourceBinding, cluster: &str, reason: &str, producer: &str, now: i64) {
+    let mode = binding.spec.failover.as_ref().and_then(|f| f.cluster.as_ref()).and_then(|c| c.purge_mode.clone()).unwrap_or_default();
+    evict_with(binding, cluster, reason, producer, &Purge { mode, grace_period_seconds: None }, now);
+}
+
+/// `GracefulEvictCluster`: drop `cluster` from `spec.clusters` and record an eviction task (once)
+/// with `purge`'s mode: `Never` tasks carry `suppressDeletion: true`, `Gracefully` tasks the grace
+/// period, `Directly` tasks neither.
+pub fn evict_with(binding: &mut ResourceBinding, cluster: &str, reason: &str, producer: &str, purge: &Purge, now: i64) {
     let spec = &mut binding.spec;
     let replicas = spec.assigned_replicas(cluster);
+    let before: Vec<String> = spec.clusters.iter().map(|t| t.name.clone()).collect();
     spec.clusters.retain(|t| t.name != cluster);
     if spec.graceful_eviction_tasks.iter().any(|t| t.from_cluster == cluster) {
         return;
     }
-    let purge_mode = spec
-        .failover
-        .as_ref()
-        .and_then(|f| f.cluster.as_ref())
-        .and_then(|c| c.purge_mode.clone())
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| "Gracefully".to_owned());
+    let mode = purge_mode::canonical(Some(purge.mode.as_str()));
     spec.graceful_eviction_tasks.push(GracefulEvictionTask {
         from_cluster: cluster.to_owned(),
-        purge_mode: Some(purge_mode),
+        purge_mode: Some(mode.to_owned()),
         replicas: (replicas > 0).then_some(replicas),
         reason: reason.to_owned(),
         producer: producer.to_owned(),
+        grace_period_seconds: if mode == purge_mode::GRACEFULLY { purge.grace_period_seconds } else { None },
+        suppress_deletion: (mode == purge_mode::NEVER).then_some(true),
         creation_timestamp: Some(format_rfc3339(now)),
+        clusters_before_failover: if reason == APPLICATION_FAILURE { before } else { Vec::new() },
         ..Default::default()
     });
+}
+
+/// Reason of application-failover eviction tasks.
+pub const APPLICATION_FAILURE: &str = "ApplicationFailure";
+/// Producer of application-failover eviction tasks (ResourceBinding).
+pub const APPLICATION_FAILOVER_PRODUCER: &str = "resource-binding-application-failover-controller";
+/// Default `decisionConditions.tolerationSeconds`.
+pub const DEFAULT_APPLICATION_TOLERATION_SECS: i64 = 300;
+
+/// Clusters whose copies eviction tasks keep alive although they left `spec.clusters`: every
+/// task's `fromCluster` except `Directly` ones.
+pub fn retained_by_eviction(binding: &ResourceBinding) -> Vec<&str> {
+    binding
+        .spec
+        .graceful_eviction_tasks
+        .iter()
+        .filter(|t| purge_mode::canonical(t.purge_mode.as_deref()) != purge_mode::DIRECTLY)
+        .map(|t| t.from_cluster.as_str())
+        .collect()
+}
+
+/// Clusters whose copies `Directly` tasks remove before any new Work is created.
+pub fn purged_directly(binding: &ResourceBinding) -> Vec<&str> {
+    binding
+        .spec
+        .graceful_eviction_tasks
+        .iter()
+        .filter(|t| purge_mode::canonical(t.purge_mode.as_deref()) == purge_mode::DIRECTLY)
+        .map(|t| t.from_cluster.as_str())
+        .collect()
+}
+
+/// Application failover over one binding (Karmada's `rb_application_failover_controller`):
+/// clusters whose application has been `Unhealthy` (aggregatedStatus) for longer than
+/// `decisionConditions.tolerationSeconds` are evicted with the policy's purge mode.
+///
+/// `first_seen` is the controller's memory of when each cluster was first seen unhealthy (epoch
+/// seconds); it is updated here (healthy, unknown and unscheduled clusters are forgotten).
+/// Returns the evicted clusters and the next time a decision is due. Acts only when
+/// `spec.failover.application` is set, `propagateDeps` is on and the status is non-empty.
+pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std::collections::BTreeMap<String, i64>, now: i64) -> (Vec<String>, Option<i64>) {
+    let Some(app) = binding.spec.failover.as_ref().and_then(|f| f.application.clone()) else {
+        first_seen.clear();
+        return (Vec::new(), None);
+    };
+    let items = binding.status.as_ref().map(|s| s.aggregated_status.clone()).unwrap_or_default();
+    if items.is_empty() || !binding.spec.propagate_deps {
+        first_seen.clear();
+        return (Vec::new(), None);
+    }
+    let toleration = app.decision_conditions.toleration_seconds.map_or(DEFAULT_APPLICATION_TOLERATION_SECS, i64::from);
+    let in_task = |c: &str, b: &ResourceBinding| b.spec.graceful_eviction_tasks.iter().any(|t| t.from_cluster == c);
+    let scheduled: Vec<String> = binding.spec.clusters.iter().map(|t| t.name.clone()).collect();
+    let unhealthy: Vec<String> = items
+        .iter()
+        .filter(|i| i.health == "Unhealthy" && scheduled.contains(&i.cluster_name) && !in_task(&i.cluster_name, binding))
+        .map(|i| i.cluster_name.clone())
+        .collect();
+    first_seen.retain(|c, _| unhealthy.contains(c));
+    let purge = Purge { mode: app.purge_mode.clone().unwrap_or_default(), grace_period_seconds: app.grace_period_seconds };
+    let mut evicted = Vec::new();
+    let mut next: Option<i64> = None;
+    for c in unhealthy {
+        let since = *first_seen.entry(c.clone()).or_insert(now);
+        if now >= since + toleration {
+            evict_with(binding, &c, APPLICATION_FAILURE, APPLICATION_FAILOVER_PRODUCER, &purge, now);
+            first_seen.remove(&c);
+            evicted.push(c);
+        } else {
+            let at = since + toleration;
+            next = Some(next.map_or(at, |n: i64| n.min(at)));
+        }
+    }
+    (evicted, next)
 }
 
 /// Run the taint manager over one binding: evict every scheduled cluster whose NoExecute taints are
@@ -143,6 +252,69 @@ pub fn assess_eviction_tasks(binding: &mut ResourceBinding, now: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn app_binding(health: &[(&str, &str)], mode: &str) -> ResourceBinding {
+        use flotilla_api::policy::{ApplicationFailoverBehavior, DecisionConditions, FailoverBehavior};
+        use flotilla_api::work::{AggregatedStatusItem, ResourceBindingStatus, TargetCluster};
+        let mut rb = ResourceBinding::default();
+        rb.spec.propagate_deps = true;
+        rb.spec.replicas = 4;
+        rb.spec.clusters = health.iter().map(|(c, _)| TargetCluster { name: (*c).into(), replicas: 2 }).collect();
+        rb.spec.failover = Some(FailoverBehavior {
+            application: Some(ApplicationFailoverBehavior {
+                decision_conditions: DecisionConditions { toleration_seconds: Some(30) },
+                purge_mode: Some(mode.into()),
+                grace_period_seconds: Some(120),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        rb.status = Some(ResourceBindingStatus {
+            aggregated_status: health.iter().map(|(c, h)| AggregatedStatusItem { cluster_name: (*c).into(), health: (*h).into(), ..Default::default() }).collect(),
+            ..Default::default()
+        });
+        rb
+    }
+
+    #[test]
+    fn application_failover_evicts_after_toleration_seconds_with_the_purge_mode() {
+        let mut seen = std::collections::BTreeMap::new();
+        let mut rb = app_binding(&[("m1", "Unhealthy"), ("m2", "Healthy"), ("m3", "Unknown")], "Gracefully");
+        assert_eq!(application_failover(&mut rb, &mut seen, 1000), (vec![], Some(1030)), "first seen: wait tolerationSeconds");
+        assert_eq!(application_failover(&mut rb, &mut seen, 1029), (vec![], Some(1030)));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1030), (vec!["m1".to_owned()], None));
+        assert_eq!(rb.spec.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["m2", "m3"]);
+        let t = &rb.spec.graceful_eviction_tasks[0];
+        assert_eq!((t.from_cluster.as_str(), t.reason.as_str(), t.purge_mode.as_deref()), ("m1", APPLICATION_FAILURE, Some("Gracefully")));
+        assert_eq!((t.grace_period_seconds, t.suppress_deletion, t.replicas), (Some(120), None, Some(2)));
+        assert_eq!(t.clusters_before_failover, ["m1", "m2", "m3"]);
+        assert_eq!(retained_by_eviction(&rb), ["m1"]);
+        assert!(purged_directly(&rb).is_empty());
+
+        // Recovery before the deadline resets the clock.
+        let mut seen = std::collections::BTreeMap::new();
+        let mut rb = app_binding(&[("m1", "Unhealthy")], "Never");
+        application_failover(&mut rb, &mut seen, 1000);
+        rb.status.as_mut().unwrap().aggregated_status[0].health = "Healthy".into();
+        assert_eq!(application_failover(&mut rb, &mut seen, 1020), (vec![], None));
+        rb.status.as_mut().unwrap().aggregated_status[0].health = "Unhealthy".into();
+        assert_eq!(application_failover(&mut rb, &mut seen, 1040), (vec![], Some(1070)));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1070).0, ["m1"]);
+        let t = &rb.spec.graceful_eviction_tasks[0];
+        assert_eq!((t.suppress_deletion, t.grace_period_seconds), (Some(true), None), "Never suppresses deletion");
+
+        let mut rb = app_binding(&[("m1", "Unhealthy")], "Immediately");
+        rb.spec.failover.as_mut().unwrap().application.as_mut().unwrap().decision_conditions.toleration_seconds = Some(0);
+        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 5).0, ["m1"], "0 is immediate");
+        assert_eq!(rb.spec.graceful_eviction_tasks[0].purge_mode.as_deref(), Some("Directly"), "old alias");
+        assert_eq!(purged_directly(&rb), ["m1"]);
+        assert!(retained_by_eviction(&rb).is_empty());
+
+        // Off without propagateDeps or without the failover block.
+        let mut rb = app_binding(&[("m1", "Unhealthy")], "Directly");
+        rb.spec.propagate_deps = false;
+        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 10_000), (vec![], None));
+    }
     use flotilla_api::meta::Taint;
     use flotilla_api::work::TargetCluster;
 

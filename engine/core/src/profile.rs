@@ -47,6 +47,29 @@ pub struct ProfileDocument {
     pub spec: ProfileSpec,
 }
 
+impl ProfileDocument {
+    /// Every plugin spec of the document, mutably, in extension-point order.
+    pub fn plugins_mut(&mut self) -> impl Iterator<Item = &mut PluginSpec> {
+        let s = &mut self.spec;
+        [&mut s.filters, &mut s.scores, &mut s.selects, &mut s.assigners, &mut s.overriders].into_iter().flatten().flat_map(|l| l.iter_mut())
+    }
+
+    /// Resolve relative `wasm.path`s against `dir` (the profile file's directory); returns every
+    /// module path the document names, resolved.
+    pub fn resolve_wasm_paths(&mut self, dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for spec in self.plugins_mut() {
+            if let Some(w) = spec.wasm.as_mut().filter(|w| !w.path.is_empty()) {
+                let p = std::path::PathBuf::from(&w.path);
+                let p = if p.is_relative() { dir.join(p) } else { p };
+                w.path = p.display().to_string();
+                out.push(p);
+            }
+        }
+        out
+    }
+}
+
 /// Plugins per extension point. A list that is absent keeps the default profile's plugins for that
 /// point; an empty list means none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -99,8 +122,14 @@ pub struct PluginSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WasmSource {
-    /// Path of the `.wasm` file (relative paths resolve against the profile file's directory).
+    /// Path of the `.wasm` (or `.wat`) file; relative paths resolve against the profile file's
+    /// directory. Exactly one of `path` and `plugin` is set.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+    /// Name of a `WasmPlugin` object holding the module (control plane only: the controllers
+    /// resolve it to the object's module, config, failure policy and limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
     /// Expected sha256 of the module (hex); checked at load when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
@@ -270,4 +299,83 @@ pub fn build_profile(doc: &ProfileDocument, base: &Profile, factories: &[&dyn Pl
     point!(assigners, assigners, ExtensionPoint::Assign, Assign);
     point!(overriders, overriders, ExtensionPoint::Override, Override);
     Ok(out)
+}
+
+/// Kind of a Wasm module kept on the control plane ([`WasmPluginSpec`]).
+pub const WASM_PLUGIN_KIND: &str = "WasmPlugin";
+
+/// `spec` of a `WasmPlugin` object (`flotilla.dev/v1alpha1`, cluster-scoped): a Wasm module on
+/// the control plane that profile entries name with `wasm: {plugin: NAME}`. The object is the
+/// source of truth for the module, its config, failure policy and limits; the entry sets the
+/// plugin's name and score weight.
+///
+/// ```yaml
+/// apiVersion: flotilla.dev/v1alpha1
+/// kind: WasmPlugin
+/// metadata: {name: gpu-scorer}
+/// spec:
+///   module: {path: /var/lib/flotilla/plugins/gpu.wasm}   # or {base64: AGFzbQEAAAA...}
+///   sha256: 9f86d081884c7d65...                          # optional, checked at load
+///   config: {label: example.com/gpu}
+///   failurePolicy: Ignore
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WasmPluginSpec {
+    /// Where the module's bytes come from.
+    pub module: ModuleSource,
+    /// Expected sha256 of the module (hex, optionally `sha256:`-prefixed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The plugin's config (passed to its init).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// Fault handling; when absent the profile entry's applies (default `Fail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+    /// Per-call limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PluginLimits>,
+}
+
+/// The bytes of a [`WasmPluginSpec`]: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModuleSource {
+    /// A file on the control plane's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The module inline, base64 (standard alphabet); binary Wasm or WAT text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+}
+
+impl WasmPluginSpec {
+    /// Resolve `entry` (a profile entry naming this plugin with `wasm.plugin`) to a loadable spec:
+    /// the module at `module_path` with digest `sha256`, this object's config, limits and failure
+    /// policy.
+    ///
+    /// # Errors
+    /// `entry` sets `config` or `limits` itself (they belong to the object).
+    pub fn resolve(&self, entry: &PluginSpec, module_path: &str, sha256: &str) -> Result<PluginSpec, String> {
+        let name = entry.wasm.as_ref().and_then(|w| w.plugin.as_deref()).unwrap_or_default();
+        if entry.config.is_some() && self.config.is_some() {
+            return Err(format!("config is set both here and in WasmPlugin {name:?}; set it in one place"));
+        }
+        if entry.limits.is_some() && self.limits.is_some() {
+            return Err(format!("limits are set both here and in WasmPlugin {name:?}; set them in one place"));
+        }
+        let mut out = entry.clone();
+        out.wasm = Some(WasmSource { path: module_path.to_owned(), sha256: Some(sha256.to_owned()), plugin: None });
+        if self.config.is_some() {
+            out.config.clone_from(&self.config);
+        }
+        if self.limits.is_some() {
+            out.limits = self.limits;
+        }
+        if let Some(p) = self.failure_policy {
+            out.failure_policy = p;
+        }
+        Ok(out)
+    }
 }

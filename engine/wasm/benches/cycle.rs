@@ -27,7 +27,7 @@ fn wasm_profile() -> Profile {
     let dir = guests::built().expect("the Wasm built-ins (Debian rustc-web toolchain)");
     let load = |file: &str, name: &str, point| {
         let path = dir.join(file);
-        let spec = PluginSpec { name: name.into(), wasm: Some(WasmSource { path: path.display().to_string(), sha256: None }), ..Default::default() };
+        let spec = PluginSpec { name: name.into(), wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }), ..Default::default() };
         Arc::new(WasmFactory::new().load(point, &spec, &path).expect("load"))
     };
     let filter = load("flotilla_wasm_cluster_affinity.wasm", "ClusterAffinity", ExtensionPoint::Filter);

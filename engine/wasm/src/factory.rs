@@ -55,6 +55,16 @@ impl WasmFactory {
 impl PluginFactory for WasmFactory {
     fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String> {
         let Some(source) = &spec.wasm else { return Ok(None) };
+        match (source.path.is_empty(), &source.plugin) {
+            (false, Some(_)) => return Err("wasm: set one of `path` and `plugin`, not both".into()),
+            (true, Some(name)) => {
+                return Err(format!(
+                    "wasm.plugin {name:?} names a WasmPlugin object, which only the control plane resolves (offline, use wasm.path)"
+                ));
+            }
+            (true, None) => return Err("wasm: `path` (a .wasm file) or `plugin` (a WasmPlugin object) is required".into()),
+            (false, None) => {}
+        }
         let path = PathBuf::from(&source.path);
         let plugin = Arc::new(self.load(point, spec, &path).map_err(|e| format!("{}: {e}", path.display()))?);
         Ok(Some(match point {

@@ -52,6 +52,10 @@ impl Host {
     fn create() -> wasmtime::Result<Host> {
         let mut config = Config::new();
         config.epoch_interruption(true);
+        // `FLOTILLA_WASM_PERFMAP=1`: write /tmp/perf-<pid>.map so `perf report` names guest functions.
+        if std::env::var_os("FLOTILLA_WASM_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let mut pool = PoolingAllocationConfig::default();
         pool.total_core_instances(POOL_SLOTS)
             .total_memories(POOL_SLOTS)

@@ -190,20 +190,7 @@ pub fn profiles_from_file(
         }
         let mut doc: ProfileDocument =
             serde_json::from_value(value).map_err(|e| format!("{}: document {}: {e}", path.display(), i + 1))?;
-        for list in [&mut doc.spec.filters, &mut doc.spec.scores, &mut doc.spec.selects, &mut doc.spec.assigners, &mut doc.spec.overriders]
-            .into_iter()
-            .flatten()
-        {
-            for spec in list.iter_mut() {
-                if let Some(w) = spec.wasm.as_mut() {
-                    let p = PathBuf::from(&w.path);
-                    if p.is_relative() {
-                        w.path = dir.join(p).display().to_string();
-                    }
-                    read.push(PathBuf::from(&w.path));
-                }
-            }
-        }
+        read.extend(doc.resolve_wasm_paths(&dir));
         out.push(build_profile(&doc, base, factories).map_err(|e| format!("{}: document {}: {e}", path.display(), i + 1))?);
     }
     Ok(out)

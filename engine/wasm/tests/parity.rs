@@ -36,7 +36,7 @@ struct Input {
 
 fn load(dir: &Path, file: &str, name: &str, point: ExtensionPoint) -> Arc<WasmPlugin> {
     let path = dir.join(file);
-    let spec = PluginSpec { name: name.into(), wasm: Some(WasmSource { path: path.display().to_string(), sha256: None }), ..Default::default() };
+    let spec = PluginSpec { name: name.into(), wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }), ..Default::default() };
     Arc::new(WasmFactory::new().load(point, &spec, &path).unwrap_or_else(|e| panic!("{file}: {e}")))
 }
 

@@ -112,7 +112,7 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
     let spec = PluginSpec {
         name: name.clone(),
-        wasm: Some(WasmSource { path: path.display().to_string(), sha256: None }),
+        wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }),
         config,
         failure_policy: FailurePolicy::Fail,
         ..Default::default()

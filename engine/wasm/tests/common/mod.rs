@@ -45,7 +45,7 @@ pub fn spec(name: &str, path: &Path, policy: FailurePolicy, timeout_ms: u64) -> 
     PluginSpec {
         name: name.into(),
         failure_policy: policy,
-        wasm: Some(WasmSource { path: path.display().to_string(), sha256: None }),
+        wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }),
         limits: Some(flotilla_core::profile::PluginLimits { timeout_ms: Some(timeout_ms), memory_mib: Some(16), max_output_bytes: None }),
         ..Default::default()
     }
