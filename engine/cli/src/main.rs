@@ -23,6 +23,8 @@ enum Command {
     Plugin(cmd::plugin::Args),
     /// Run the embedded control plane (API server + store) and write a kubeconfig.
     Up(cmd::up::Args),
+    /// Run the controllers against an existing API server, optionally leader-elected.
+    Controllers(cmd::controllers::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,6 +34,7 @@ fn main() -> std::process::ExitCode {
         Command::Explain(args) => cmd::explain::main(args),
         Command::Validate(args) => cmd::validate::main(args),
         Command::Up(args) => cmd::up::main(args),
+        Command::Controllers(args) => cmd::controllers::main(args),
         Command::Plugin(args) => cmd::plugin::main(args),
     };
     match result {

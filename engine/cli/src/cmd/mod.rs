@@ -1,5 +1,6 @@
 //! Subcommands.
 
+pub mod controllers;
 pub mod explain;
 pub mod input;
 pub mod plan;

@@ -46,6 +46,10 @@ pub struct Args {
     /// Serve the controllers' Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Serve the API and register the simulated members, but run no controllers (run them
+    /// separately with `flotilla controllers --kubeconfig …`).
+    #[arg(long)]
+    pub no_controllers: bool,
 }
 
 fn home_subdir(xdg: &str, fallback: &str) -> anyhow::Result<PathBuf> {
@@ -80,6 +84,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let settings = flotilla_controller::Settings { ready_delay: std::time::Duration::from_millis(args.ready_delay_ms), ..Default::default() };
     let members = args.members;
     let metrics_addr = args.metrics_addr;
+    let no_controllers = args.no_controllers;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -96,12 +101,20 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing kubeconfig {}", kubeconfig_path.display()))?;
         let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
         let embedded = flotilla_controller::Embedded { members, capacity, settings, token };
-        let controllers = flotilla_controller::start_embedded(&running.server, embedded).await.context("starting the controllers and simulated members")?;
+        let controllers = if no_controllers {
+            let control = flotilla_controller::client::in_process(running.server.router(), None, embedded.token.as_deref());
+            for n in flotilla_controller::members::names(members) {
+                flotilla_controller::members::register(&control, &n, &format!("/clusters/{n}"), &embedded.capacity).await.context("registering the simulated members")?;
+            }
+            None
+        } else {
+            Some(flotilla_controller::start_embedded(&running.server, embedded).await.context("starting the controllers and simulated members")?)
+        };
         println!("flotilla API server listening on {}", running.url);
         if members > 0 {
             println!("simulated members: {}", flotilla_controller::members::names(members).join(", "));
         }
-        if let Some(addr) = metrics_addr {
+        if let (Some(addr), Some(controllers)) = (metrics_addr, &controllers) {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the metrics address {addr}"))?;
             let bound = listener.local_addr().context("metrics address")?;
             flotilla_controller::controller::serve_metrics(listener, controllers.context.clone());

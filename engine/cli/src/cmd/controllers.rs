@@ -1,0 +1,204 @@
+//! `flotilla controllers`: the propagation controllers against an existing API server (a real
+//! kube-apiserver with the Karmada CRDs, or another `flotilla up`), optionally leader-elected so
+//! that several replicas can run and only one acts.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use flotilla_controller::leader;
+use kube::api::{Api, DynamicObject};
+
+/// Arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Kubeconfig of the API server to run against.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: PathBuf,
+    /// Context in the kubeconfig [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Only run the controllers while holding a coordination.k8s.io Lease.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease (created when missing).
+    #[arg(long, default_value = leader::DEFAULT_NAMESPACE, value_name = "NS")]
+    pub leader_elect_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = leader::DEFAULT_NAME, value_name = "NAME")]
+    pub leader_elect_name: String,
+    /// This replica's identity in the Lease [default: <hostname>_<pid>].
+    #[arg(long, value_name = "ID")]
+    pub leader_elect_identity: Option<String>,
+    /// How long a Lease stays valid without renewal, in seconds.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
+    pub leader_elect_lease_duration: u64,
+    /// How long the leader keeps acting without a successful renewal, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub leader_elect_renew_deadline_ms: u64,
+    /// How often candidates try to acquire and the leader renews, in milliseconds.
+    #[arg(long, default_value_t = 2_000, value_name = "MS")]
+    pub leader_elect_retry_period_ms: u64,
+    /// Serve the controllers' Prometheus metrics on this address (`GET /metrics`) while leading.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// How long a simulated member takes to make a Deployment available, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub ready_delay_ms: u64,
+}
+
+/// Run.
+pub fn main(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig).with_context(|| format!("reading kubeconfig {}", args.kubeconfig.display()))?;
+    let options = kube::config::KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("loading the kubeconfig")?;
+    let client = kube::Client::try_from(config.clone()).context("building the API client")?;
+    let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(args.ready_delay_ms), ..Default::default() };
+    let metrics = match args.metrics_addr {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;
+            l.set_nonblocking(true).context("metrics listener")?;
+            println!("metrics (while leading): http://{}/metrics", l.local_addr().context("metrics address")?);
+            Some(l)
+        }
+        None => None,
+    };
+    let mut shutdown = std::pin::pin!(wait_for_signal());
+
+    if !args.leader_elect {
+        let term = Term::start(&client, &config, &settings, metrics.as_ref()).await?;
+        println!("controllers running against {}", config.cluster_url);
+        shutdown.await;
+        term.stop().await;
+        return Ok(());
+    }
+
+    let cfg = leader::Config {
+        namespace: args.leader_elect_namespace,
+        name: args.leader_elect_name,
+        identity: args.leader_elect_identity.unwrap_or_else(leader::default_identity),
+        lease_duration: Duration::from_secs(args.leader_elect_lease_duration),
+        renew_deadline: Duration::from_millis(args.leader_elect_renew_deadline_ms),
+        retry_period: Duration::from_millis(args.leader_elect_retry_period_ms),
+    };
+    cfg.validate()?;
+    leader::ensure_namespace(&client, &cfg.namespace).await.with_context(|| format!("ensuring namespace {}", cfg.namespace))?;
+    println!("candidate {} for lease {}/{} on {}", cfg.identity, cfg.namespace, cfg.name, config.cluster_url);
+    let retry = cfg.retry_period;
+    let mut leadership = leader::spawn(client.clone(), cfg)?;
+    'election: loop {
+        tokio::select! {
+            () = leadership.wait_for(true) => {}
+            () = &mut shutdown => break 'election,
+        }
+        println!("leading: starting the controllers");
+        // Start, retrying while we lead (the API server may be briefly unavailable).
+        let term = loop {
+            let start = Term::start(&client, &config, &settings, metrics.as_ref());
+            tokio::select! {
+                t = start => match t {
+                    Ok(t) => break t,
+                    Err(e) => {
+                        eprintln!("starting the controllers failed: {e:#}; retrying");
+                        tokio::time::sleep(retry).await;
+                    }
+                },
+                () = leadership.wait_for(false) => {
+                    println!("lost leadership before the controllers started");
+                    continue 'election;
+                }
+                () = &mut shutdown => break 'election,
+            }
+        };
+        tokio::select! {
+            () = leadership.wait_for(false) => {
+                term.stop().await;
+                println!("lost leadership: controllers stopped; back to candidate");
+            }
+            () = &mut shutdown => {
+                term.stop().await;
+                break 'election;
+            }
+        }
+    }
+    // The controllers are stopped; now give the Lease up so a standby takes over at once.
+    leadership.release().await;
+    println!("stopped");
+    Ok(())
+}
+
+/// One leadership term: the controllers (and the metrics endpoint) while they run.
+struct Term {
+    running: flotilla_controller::Running,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Term {
+    async fn start(client: &kube::Client, config: &kube::Config, settings: &flotilla_controller::Settings, metrics: Option<&std::net::TcpListener>) -> anyhow::Result<Self> {
+        let members = members(client, config).await?;
+        let names: Vec<&String> = members.iter().map(|(n, _)| n).collect();
+        println!("members: {}", if names.is_empty() { "(none)".to_owned() } else { names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ") });
+        let running = flotilla_controller::start(client.clone(), members, settings.clone()).await.context("starting the controllers")?;
+        let metrics = match metrics {
+            Some(l) => {
+                let l = tokio::net::TcpListener::from_std(l.try_clone().context("metrics listener")?).context("metrics listener")?;
+                Some(flotilla_controller::controller::serve_metrics(l, running.context.clone()))
+            }
+            None => None,
+        };
+        Ok(Term { running, metrics })
+    }
+
+    /// Abort every controller task and wait until they are gone.
+    async fn stop(mut self) {
+        if let Some(m) = self.metrics.take() {
+            m.abort();
+            let _ = m.await;
+        }
+        self.running.tasks.shutdown().await;
+    }
+}
+
+/// The member clusters reachable through the control plane: `Cluster`s whose `spec.apiEndpoint`
+/// is a path on the same server (`/clusters/<name>`, the simulated members of `flotilla up`).
+async fn members(client: &kube::Client, config: &kube::Config) -> anyhow::Result<flotilla_controller::Members> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &flotilla_controller::api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
+    let clusters = api.list(&Default::default()).await.context("listing Clusters")?;
+    let base = config.cluster_url.to_string();
+    let base = base.trim_end_matches('/');
+    let mut out = Vec::new();
+    for c in clusters {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let endpoint = c.data.pointer("/spec/apiEndpoint").and_then(serde_json::Value::as_str).unwrap_or("");
+        if !endpoint.starts_with('/') {
+            // Not a logical cluster of this server: a remote member, reached (if at all) through
+            // its own credentials rather than this kubeconfig.
+            continue;
+        }
+        let mut member = config.clone();
+        member.cluster_url = format!("{base}{endpoint}").parse().with_context(|| format!("cluster {name}: endpoint {endpoint}"))?;
+        out.push((name, kube::Client::try_from(member).context("building a member client")?));
+    }
+    Ok(flotilla_controller::Members::new(out))
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
