@@ -1,5 +1,6 @@
 //! Subcommands.
 
+pub mod admission;
 pub mod controllers;
 pub mod explain;
 pub mod input;

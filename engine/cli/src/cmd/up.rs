@@ -80,6 +80,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.tls = !args.insecure_loopback_anonymous;
     config.anonymous = args.insecure_loopback_anonymous;
     config.retain_revisions = args.retain_revisions;
+    config.admission = Some(super::admission::admission());
     let capacity = flotilla_controller::members::Capacity { cpu: args.member_cpu, memory: args.member_memory, pods: args.member_pods };
     let settings = flotilla_controller::Settings { ready_delay: std::time::Duration::from_millis(args.ready_delay_ms), ..Default::default() };
     let members = args.members;
