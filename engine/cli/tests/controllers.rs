@@ -63,7 +63,7 @@ fn up(dir: &Path) -> (Proc, PathBuf) {
 fn replica(dir: &Path, kubeconfig: &Path, identity: &str) -> Proc {
     let log = std::fs::File::create(dir.join(format!("{identity}.log"))).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["controllers", "--leader-elect", "--leader-elect-identity", identity, "--ready-delay-ms", "100", "--kubeconfig"])
+        .args(["controllers", "--leader-elect", "--leader-elect-identity", identity, "--ready-delay-ms", "100", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
         .arg(kubeconfig)
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -74,6 +74,19 @@ fn replica(dir: &Path, kubeconfig: &Path, identity: &str) -> Proc {
 
 fn log(dir: &Path, identity: &str) -> String {
     std::fs::read_to_string(dir.join(format!("{identity}.log"))).unwrap_or_default()
+}
+
+/// `GET /metrics` from the address replica `identity` printed.
+fn scrape(dir: &Path, identity: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let text = log(dir, identity);
+    let addr = text.lines().find_map(|l| l.strip_prefix("metrics: http://")).and_then(|l| l.strip_suffix("/metrics")).expect("metrics address in the log");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to metrics");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("request");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
 }
 
 async fn config(kubeconfig: &Path) -> kube::Config {
@@ -160,6 +173,8 @@ async fn a_standby_replica_takes_over_after_the_leader_is_killed_and_propagation
     assert_eq!(c2, (1, "registry.member2.example/nginx:1.27".to_owned()));
     assert!(log(&dir, first).contains("leading: starting"), "leader log:\n{}", log(&dir, first));
     assert!(!log(&dir, second).contains("leading: starting"), "the standby must not run controllers:\n{}", log(&dir, second));
+    assert!(scrape(&dir, first).contains("flotilla_reconcile_total{controller=\"detector\"}"), "leader metrics");
+    assert!(scrape(&dir, second).contains("standby"), "standby metrics answer at once");
 
     // SIGKILL the leader: no release, so the standby waits out the lease.
     let killed_at = Instant::now();

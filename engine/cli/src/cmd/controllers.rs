@@ -13,9 +13,10 @@ use kube::api::{Api, DynamicObject};
 /// Arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kubeconfig of the API server to run against.
+    /// Kubeconfig of the API server to run against [default: $KUBECONFIG or ~/.kube/config with
+    /// --context, else inferred: the in-cluster service account when running in a pod].
     #[arg(long, value_name = "FILE")]
-    pub kubeconfig: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
     /// Context in the kubeconfig [default: its current context].
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
@@ -40,7 +41,8 @@ pub struct Args {
     /// How often candidates try to acquire and the leader renews, in milliseconds.
     #[arg(long, default_value_t = 2_000, value_name = "MS")]
     pub leader_elect_retry_period_ms: u64,
-    /// Serve the controllers' Prometheus metrics on this address (`GET /metrics`) while leading.
+    /// Serve the controllers' Prometheus metrics on this address (`GET /metrics`); a standby
+    /// answers with an empty exposition.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     /// How long a simulated member takes to make a Deployment available, in milliseconds.
@@ -55,16 +57,22 @@ pub fn main(args: Args) -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig).with_context(|| format!("reading kubeconfig {}", args.kubeconfig.display()))?;
     let options = kube::config::KubeConfigOptions { context: args.context.clone(), ..Default::default() };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("loading the kubeconfig")?;
+    let config = match (&args.kubeconfig, &args.context) {
+        (Some(path), _) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("loading the kubeconfig")?
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await.context("loading the kubeconfig")?,
+        (None, None) => kube::Config::infer().await.context("finding the API server (no --kubeconfig, no in-cluster service account)")?,
+    };
     let client = kube::Client::try_from(config.clone()).context("building the API client")?;
     let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(args.ready_delay_ms), ..Default::default() };
     let metrics = match args.metrics_addr {
         Some(addr) => {
             let l = std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;
             l.set_nonblocking(true).context("metrics listener")?;
-            println!("metrics (while leading): http://{}/metrics", l.local_addr().context("metrics address")?);
+            println!("metrics: http://{}/metrics", l.local_addr().context("metrics address")?);
             Some(l)
         }
         None => None,
@@ -92,10 +100,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("candidate {} for lease {}/{} on {}", cfg.identity, cfg.namespace, cfg.name, config.cluster_url);
     let retry = cfg.retry_period;
     let mut leadership = leader::spawn(client.clone(), cfg)?;
+    let mut standby = None;
     'election: loop {
+        if let (Some(l), None) = (&metrics, &standby) {
+            standby = Some(serve_standby(l)?);
+        }
         tokio::select! {
             () = leadership.wait_for(true) => {}
             () = &mut shutdown => break 'election,
+        }
+        if let Some(s) = standby.take() {
+            s.abort();
+            let _ = s.await;
         }
         println!("leading: starting the controllers");
         // Start, retrying while we lead (the API server may be briefly unavailable).
@@ -163,6 +179,36 @@ impl Term {
         }
         self.running.tasks.shutdown().await;
     }
+}
+
+/// Answer `/metrics` on a standby replica (no controllers, so no samples) rather than leave
+/// scrapes hanging in the listen backlog.
+fn serve_standby(listener: &std::net::TcpListener) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::from_std(listener.try_clone().context("metrics listener")?).context("metrics listener")?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                // One read of the request head is enough to answer; the body is the same for any path.
+                if tokio::time::timeout(Duration::from_secs(5), stream.readable()).await.is_err() {
+                    return;
+                }
+                let _ = stream.try_read(&mut buf);
+                let body = "# standby: this replica does not hold the leader-election Lease\n";
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                if stream.writable().await.is_ok() {
+                    let _ = stream.try_write(response.as_bytes());
+                }
+            });
+        }
+    }))
 }
 
 /// The member clusters reachable through the control plane: `Cluster`s whose `spec.apiEndpoint`
