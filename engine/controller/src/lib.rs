@@ -9,11 +9,16 @@
 //! - [`controller::binding`]: ResourceBindings + OverridePolicies → Works in `karmada-es-<cluster>`,
 //!   Work status → `aggregatedStatus` → template status, and binding deletion;
 //! - [`controller::execution`]: Works → server-side apply into the member, `Applied` + `manifestStatuses`;
-//! - [`controller::simulator`]: simulated members' Deployments become available after a delay.
+//! - [`controller::simulator`]: simulated members' Deployments become available after a delay;
+//! - [`controller::status`]: registers remote members (Push Clusters with a Secret) in [`Members`],
+//!   probes them for `Ready` and their status, renews their Leases and marks Clusters whose
+//!   status stopped being renewed `Ready=Unknown`.
 //!
 //! [`members`] registers simulated members (logical clusters of the embedded API server) as
-//! `Cluster` objects.
+//! `Cluster` objects, and joins real ones ([`members::join`]). [`agent`] is `flotilla agent`:
+//! a Pull member's own status reporting and execution controller.
 
+pub mod agent;
 pub mod client;
 pub mod controller;
 pub mod leader;
@@ -57,6 +62,9 @@ pub enum Error {
     /// A reflector store went away.
     #[error("a watch cache stopped")]
     CacheStopped,
+    /// A member cluster's client could not be built.
+    #[error(transparent)]
+    Member(#[from] client::MemberError),
     /// A blocking task panicked or was cancelled.
     #[error("scheduling task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
@@ -88,6 +96,19 @@ pub struct Settings {
     pub ready_delay: Duration,
     /// Requeue interval of healthy objects (a safety net; changes arrive by watch).
     pub resync: Duration,
+    /// How often remote members are probed and their status reported (Karmada's
+    /// `--cluster-status-update-frequency`, 10 s).
+    pub cluster_status_update_frequency: Duration,
+    /// How long a member must stay healthy before `Ready` turns True (`--cluster-success-threshold`, 30 s).
+    pub cluster_success_threshold: Duration,
+    /// How long a member must stay unhealthy before `Ready` turns False (`--cluster-failure-threshold`, 30 s).
+    pub cluster_failure_threshold: Duration,
+    /// How often the monitor checks cluster Leases (`--cluster-monitor-period`, 5 s).
+    pub cluster_monitor_period: Duration,
+    /// A Lease not renewed for this long makes `Ready` Unknown (`--cluster-monitor-grace-period`, 40 s).
+    pub cluster_monitor_grace_period: Duration,
+    /// The same for a cluster that never reported (`--cluster-startup-grace-period`, 60 s).
+    pub cluster_startup_grace_period: Duration,
 }
 
 impl Default for Settings {
@@ -96,6 +117,12 @@ impl Default for Settings {
             template_kinds: DEFAULT_TEMPLATE_KINDS.iter().map(|(a, k)| ((*a).to_owned(), (*k).to_owned())).collect(),
             ready_delay: Duration::from_millis(500),
             resync: Duration::from_secs(300),
+            cluster_status_update_frequency: Duration::from_secs(10),
+            cluster_success_threshold: Duration::from_secs(30),
+            cluster_failure_threshold: Duration::from_secs(30),
+            cluster_monitor_period: Duration::from_secs(5),
+            cluster_monitor_grace_period: Duration::from_secs(40),
+            cluster_startup_grace_period: Duration::from_secs(60),
         }
     }
 }

@@ -1,15 +1,20 @@
 //! Execution controller: a Work's manifests are server-side applied into its member cluster; the
 //! Work reports `Applied` and the members' status (`manifestStatuses`); a deleted Work removes
 //! its manifests from the member unless `preserveResourcesOnDeletion`.
+//!
+//! The control plane runs it for Push clusters; a Pull cluster's Works are left to the
+//! `flotilla agent` in that member, which runs the same [`reconcile_work`] for its own
+//! execution namespace only.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use flotilla_api::labels;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use crate::{Context, Error, api_resource};
+use crate::{Context, Error, Members, api_resource};
 
 /// The field manager of writes into members.
 pub const MANAGER: &str = "flotilla-execution-controller";
@@ -22,28 +27,70 @@ fn member_api(client: &kube::Client, manifest: &Value) -> (Api<DynamicObject>, S
     (api, s("/metadata/name"))
 }
 
-/// Reconcile one Work.
+/// What the execution controller needs: where Works live and how to reach the members.
+#[derive(Clone)]
+pub struct Executor {
+    /// The control plane (Works and their status).
+    pub control: kube::Client,
+    /// The Work resource.
+    pub works: kube::api::ApiResource,
+    /// The members Works are applied to.
+    pub members: Members,
+    /// Requeue interval of applied Works.
+    pub resync: Duration,
+    /// Retry interval while a Work's member has no client yet.
+    pub retry: Duration,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("members", &self.members).finish_non_exhaustive()
+    }
+}
+
+/// Reconcile one Work on the control plane (Works of Pull clusters are left to their agent).
 ///
 /// # Errors
 /// Fails when a request to the control plane or the member fails.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = obj.metadata.namespace.as_deref().unwrap_or_default();
+    if let Some(cluster) = ns.strip_prefix(labels::EXECUTION_NAMESPACE_PREFIX)
+        && ctx.clusters.get("", cluster).is_some_and(|c| c.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull"))
+    {
+        return Ok(Action::await_change());
+    }
+    let executor = Executor {
+        control: ctx.client.clone(),
+        works: ctx.works.resource.clone(),
+        members: ctx.members.clone(),
+        resync: ctx.settings.resync,
+        retry: ctx.settings.cluster_status_update_frequency.min(ctx.settings.resync),
+    };
+    reconcile_work(&obj, &executor).await
+}
+
+/// Reconcile one Work with `ex`.
+///
+/// # Errors
+/// Fails when a request to the control plane or the member fails.
+pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action, Error> {
     let ns = obj.metadata.namespace.clone().unwrap_or_default();
     let name = obj.metadata.name.clone().unwrap_or_default();
     let Some(cluster) = ns.strip_prefix(labels::EXECUTION_NAMESPACE_PREFIX) else {
         return Ok(Action::await_change());
     };
-    let works: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ctx.works.resource);
+    let works: Api<DynamicObject> = Api::namespaced_with(ex.control.clone(), &ns, &ex.works);
     let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
     let has_finalizer = finalizers.iter().any(|f| f == labels::EXECUTION_FINALIZER);
     let manifests: Vec<Value> = obj.data.pointer("/spec/workload/manifests").and_then(Value::as_array).cloned().unwrap_or_default();
-    let member = ctx.members.get(cluster);
+    let member = ex.members.get(cluster);
 
     if obj.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
             return Ok(Action::await_change());
         }
         let preserve = obj.data.pointer("/spec/preserveResourcesOnDeletion").and_then(Value::as_bool) == Some(true);
-        if let (Some(client), false) = (member, preserve) {
+        if let (Some(client), false) = (&member, preserve) {
             for m in &manifests {
                 let (api, n) = member_api(client, m);
                 match api.delete(&n, &DeleteParams::default()).await {
@@ -75,9 +122,9 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
 
-    let Some(client) = member else {
-        write_status(&works, &name, &obj, Err(format!("no client for member cluster {cluster:?}")), Vec::new()).await?;
-        return Ok(Action::requeue(ctx.settings.resync));
+    let Some(client) = &member else {
+        write_status(&works, &name, obj, Err(format!("no client for member cluster {cluster:?}")), Vec::new()).await?;
+        return Ok(Action::requeue(ex.retry));
     };
     let pp = PatchParams::apply(MANAGER).force();
     let mut manifest_statuses = Vec::new();
@@ -102,10 +149,10 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         Some(f) => Err(f.clone()),
         None => Ok(()),
     };
-    write_status(&works, &name, &obj, result, manifest_statuses).await?;
+    write_status(&works, &name, obj, result, manifest_statuses).await?;
     match failure {
         Some(f) => Err(Error::Apply(f)),
-        None => Ok(Action::requeue(ctx.settings.resync)),
+        None => Ok(Action::requeue(ex.resync)),
     }
 }
 

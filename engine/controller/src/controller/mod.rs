@@ -6,6 +6,7 @@ pub mod detector;
 pub mod execution;
 pub mod scheduler;
 pub mod simulator;
+pub mod status;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,6 +203,7 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     let clusters = ctx.clusters.resource.clone();
     run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, &[], |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
+    status::spawn(ctx, tasks);
 }
 
 #[cfg(test)]

@@ -1,0 +1,187 @@
+//! `flotilla agent`: a Pull member's side of the control plane, run in (or next to) the member.
+//!
+//! Like karmada-agent, it registers the member as a `Cluster` with `syncMode: Pull`, renews the
+//! cluster Lease (`karmada-cluster/<name>`), reports the member's health and status itself
+//! (the same probe and reasons as [`crate::controller::status`]) and runs the execution
+//! controller for `karmada-es-<name>` only, applying Works to its member and writing their
+//! status back. The control plane's own execution controller and prober leave Pull clusters
+//! alone; its lease monitor marks the cluster `Ready=Unknown` when the agent stops renewing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
+
+use crate::client::MemberError;
+use crate::controller::execution::{self, Executor};
+use crate::controller::status::{self, CLUSTER_NAMESPACE, Thresholds};
+use crate::{Error, Members, Settings, Topic, api_resource, cache};
+
+/// The field manager (and Lease holder) of the agent's writes.
+pub const MANAGER: &str = "flotilla-agent";
+
+/// What an agent runs with.
+#[derive(Clone)]
+pub struct Agent {
+    /// The control plane.
+    pub control: Client,
+    /// The member cluster's client configuration.
+    pub member: kube::Config,
+    /// The name the member is registered under.
+    pub cluster_name: String,
+    /// Intervals and thresholds (`cluster_*` and `resync` are used).
+    pub settings: Settings,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("member", &self.member.cluster_url.to_string()).field("cluster_name", &self.cluster_name).finish_non_exhaustive()
+    }
+}
+
+/// Check that `name` can name a Cluster: a DNS-1123 label of at most 48 characters.
+///
+/// # Errors
+/// [`MemberError::Invalid`] naming what is wrong.
+pub fn validate_cluster_name(name: &str) -> Result<(), MemberError> {
+    let ok = !name.is_empty()
+        && name.len() <= 48
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(MemberError::Invalid {
+            what: format!("cluster name {name:?}"),
+            message: "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with an alphanumeric) of at most 48 characters".into(),
+        })
+    }
+}
+
+/// Register (or refresh) `name` as a Pull Cluster served at `endpoint`.
+///
+/// # Errors
+/// Fails when the Cluster exists in Push mode, or a request fails.
+pub async fn register(control: &Client, name: &str, endpoint: &str) -> Result<(), Error> {
+    let clusters: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"));
+    if let Some(existing) = clusters.get_opt(name).await? {
+        let mode = existing.data.pointer("/spec/syncMode").and_then(Value::as_str).unwrap_or("");
+        if mode != "Pull" {
+            return Err(MemberError::Invalid {
+                what: format!("cluster {name}"),
+                message: format!("already registered with syncMode {mode:?}; unjoin it (delete the Cluster) before running an agent for it"),
+            }
+            .into());
+        }
+    }
+    let obj = json!({
+        "apiVersion": flotilla_api::cluster::API_VERSION,
+        "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"syncMode": "Pull", "apiEndpoint": endpoint},
+    });
+    clusters.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
+    for ns in [CLUSTER_NAMESPACE.to_owned(), flotilla_core::render::execution_namespace(name)] {
+        status::ensure_namespace(control, &ns).await?;
+    }
+    Ok(())
+}
+
+/// Run the agent until the returned future is dropped (or a task of it ends).
+///
+/// # Errors
+/// Fails when the cluster name is invalid, the member client cannot be built or the
+/// registration fails.
+pub async fn run(agent: Agent) -> Result<(), Error> {
+    let name = agent.cluster_name.clone();
+    validate_cluster_name(&name)?;
+    let member = Client::try_from(agent.member.clone()).map_err(|e| MemberError::Invalid { what: format!("member client for {}", agent.member.cluster_url), message: e.to_string() })?;
+    let endpoint = agent.member.cluster_url.to_string().trim_end_matches('/').to_owned();
+    register(&agent.control, &name, &endpoint).await?;
+    tracing::info!(cluster = %name, "registered as a Pull cluster");
+
+    // Dropping the set (when this future is dropped or aborted) stops every task.
+    let mut tasks = tokio::task::JoinSet::new();
+    let (events, _) = broadcast::channel(256);
+    let _ = cache(&member, api_resource("apps/v1", "Deployment"), Topic::Member, &events, &mut tasks);
+
+    let works = api_resource("work.karmada.io/v1alpha1", "Work");
+    let executor = Arc::new(Executor {
+        control: agent.control.clone(),
+        works: works.clone(),
+        members: Members::new([(name.clone(), member)]),
+        resync: agent.settings.resync,
+        retry: agent.settings.cluster_status_update_frequency,
+    });
+    let es = flotilla_core::render::execution_namespace(&name);
+    let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);
+    let trigger = BroadcastStream::new(events.subscribe()).filter_map(|_| futures::future::ready(Some(())));
+    tasks.spawn(async move {
+        Controller::new_with(api, watcher::Config::default(), works)
+            .reconcile_all_on(trigger)
+            .run(|obj, ex: Arc<Executor>| async move { execution::reconcile_work(&obj, &ex).await }, error_policy, executor)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    });
+    tasks.spawn(report_loop(agent));
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+fn error_policy(_obj: Arc<DynamicObject>, err: &Error, _ex: Arc<Executor>) -> Action {
+    tracing::warn!(error = %err, "agent reconcile failed; retrying");
+    Action::requeue(Duration::from_millis(500))
+}
+
+/// Probe the member and report its status and Lease every `cluster_status_update_frequency`.
+async fn report_loop(agent: Agent) {
+    let mut thresholds = Thresholds::default();
+    let clusters: Api<DynamicObject> = Api::all_with(agent.control.clone(), &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"));
+    let timeout = status::probe_timeout(&agent.settings);
+    let name = agent.cluster_name.as_str();
+    loop {
+        let obs = status::observe(&agent.member, timeout).await;
+        match clusters.get_opt(name).await {
+            Ok(Some(obj)) => {
+                let current: Option<flotilla_api::cluster::Cluster> = crate::typed(&obj).ok();
+                let ready = thresholds.adjust(name, obs.ready(), current.as_ref().and_then(status::ready_condition), &agent.settings);
+                if let Err(e) = status::write_status(&agent.control, name, ready.as_ref(), obs.collected.as_ref()).await {
+                    tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
+                }
+            }
+            Ok(None) => {
+                // Deleted on the control plane (unjoined): nothing to report to until it is back.
+                tracing::warn!(cluster = %name, "the Cluster was deleted on the control plane; not reporting");
+                tokio::time::sleep(agent.settings.cluster_status_update_frequency).await;
+                continue;
+            }
+            Err(e) => tracing::warn!(cluster = %name, error = %e, "reading the Cluster failed"),
+        }
+        if let Err(e) = status::renew_lease(&agent.control, name, MANAGER, agent.settings.cluster_monitor_grace_period).await {
+            tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
+        }
+        tokio::time::sleep(agent.settings.cluster_status_update_frequency).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_are_dns_labels_of_at_most_48_characters() {
+        assert!(validate_cluster_name("edge-1").is_ok());
+        for bad in ["", "Edge", "-a", "a-", "a.b", &"a".repeat(49)] {
+            let e = validate_cluster_name(bad).expect_err(bad);
+            assert!(e.to_string().contains("DNS-1123"), "{e}");
+        }
+    }
+}
