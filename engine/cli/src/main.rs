@@ -23,6 +23,10 @@ enum Command {
     Plugin(cmd::plugin::Args),
     /// Run the embedded control plane (API server + store) and write a kubeconfig.
     Up(cmd::up::Args),
+    /// Register a member cluster in Push mode (its credentials in a Secret), like karmadactl join.
+    Join(cmd::join::Args),
+    /// Run in a member cluster: register it in Pull mode, report its status and apply its Works.
+    Agent(cmd::agent::Args),
     /// Run the controllers against an existing API server, optionally leader-elected.
     Controllers(cmd::controllers::Args),
 }
@@ -34,6 +38,8 @@ fn main() -> std::process::ExitCode {
         Command::Explain(args) => cmd::explain::main(args),
         Command::Validate(args) => cmd::validate::main(args),
         Command::Up(args) => cmd::up::main(args),
+        Command::Join(args) => cmd::join::main(args),
+        Command::Agent(args) => cmd::agent::main(args),
         Command::Controllers(args) => cmd::controllers::main(args),
         Command::Plugin(args) => cmd::plugin::main(args),
     };

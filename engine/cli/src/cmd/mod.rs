@@ -1,9 +1,11 @@
 //! Subcommands.
 
 pub mod admission;
+pub mod agent;
 pub mod controllers;
 pub mod explain;
 pub mod input;
+pub mod join;
 pub mod plan;
 pub mod plugin;
 pub mod profiles;

@@ -1,0 +1,86 @@
+//! `flotilla agent`: run in (or next to) a member cluster to register it in Pull mode, report
+//! its health and status, renew its Lease and apply its Works (karmada-agent's job).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+/// Arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Kubeconfig of the control plane (what `flotilla up` wrote).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: PathBuf,
+    /// Context in the control plane's kubeconfig [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Kubeconfig of the member cluster this agent serves.
+    #[arg(long, value_name = "FILE")]
+    pub member_kubeconfig: PathBuf,
+    /// Context in the member's kubeconfig [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub member_context: Option<String>,
+    /// The member's cluster name (a DNS-1123 label, at most 48 characters).
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: String,
+    /// How often the member's status is reported and its Lease renewed, in seconds.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub cluster_status_update_frequency: u64,
+    /// How long the member must stay healthy before Ready turns True, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cluster_success_threshold: u64,
+    /// How long the member must stay unhealthy before Ready turns False, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cluster_failure_threshold: u64,
+    /// Lease duration written into the cluster Lease, in seconds.
+    #[arg(long, default_value_t = 40, value_name = "SECONDS")]
+    pub cluster_lease_duration: u64,
+}
+
+/// A client for the control plane from its kubeconfig file.
+pub async fn control_client(path: &Path, context: Option<&str>) -> anyhow::Result<kube::Client> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    let what = format!("control plane kubeconfig {}", path.display());
+    let config = flotilla_controller::client::config_from_kubeconfig(&text, context, &what).await?;
+    Ok(flotilla_controller::client::connect(&config)?)
+}
+
+/// Run.
+pub fn main(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let control = control_client(&args.kubeconfig, args.context.as_deref()).await?;
+        let text = std::fs::read_to_string(&args.member_kubeconfig).with_context(|| format!("reading member kubeconfig {}", args.member_kubeconfig.display()))?;
+        let what = format!("member kubeconfig {}", args.member_kubeconfig.display());
+        let member = flotilla_controller::client::config_from_kubeconfig(&text, args.member_context.as_deref(), &what).await?;
+        let settings = flotilla_controller::Settings {
+            cluster_status_update_frequency: Duration::from_secs(args.cluster_status_update_frequency.max(1)),
+            cluster_success_threshold: Duration::from_secs(args.cluster_success_threshold),
+            cluster_failure_threshold: Duration::from_secs(args.cluster_failure_threshold),
+            cluster_monitor_grace_period: Duration::from_secs(args.cluster_lease_duration.max(1)),
+            ..Default::default()
+        };
+        let agent = flotilla_controller::agent::Agent { control, member, cluster_name: args.cluster_name.clone(), settings };
+        println!("agent for cluster {} (Pull) starting", args.cluster_name);
+        tokio::select! {
+            res = flotilla_controller::agent::run(agent) => res.with_context(|| format!("agent for cluster {}", args.cluster_name)),
+            () = wait_for_signal() => Ok(()),
+        }
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

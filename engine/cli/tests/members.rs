@@ -1,0 +1,172 @@
+//! `flotilla join` and `flotilla agent` against a running `flotilla up`: the member is a logical
+//! cluster of that same server reached over its TLS endpoint (`<url>/clusters/<name>`), so it is
+//! a real network member with its own credentials check.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// `flotilla up` on a free port with no simulated members, killed on drop.
+struct Up {
+    child: Child,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Up {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["up", "--port", "0", "--members", "0"])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kubeconfig"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("flotilla up starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut lines = BufReader::new(stdout).lines();
+        let mut url = String::new();
+        loop {
+            assert!(Instant::now() < deadline, "flotilla up did not get ready");
+            match lines.next() {
+                Some(Ok(l)) if l.starts_with("ready in") => break,
+                Some(Ok(l)) => {
+                    if let Some(u) = l.strip_prefix("flotilla API server listening on ") {
+                        u.trim().clone_into(&mut url);
+                    }
+                }
+                _ => panic!("flotilla up exited before it was ready: {:?}", child.wait()),
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        assert!(url.starts_with("https://"), "{url}");
+        Up { child, url, dir }
+    }
+
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// A kubeconfig for logical cluster `name` of this server.
+    fn member_kubeconfig(&self, name: &str) -> std::path::PathBuf {
+        let text = std::fs::read_to_string(self.kubeconfig()).expect("kubeconfig");
+        let member = text.replace(&self.url, &format!("{}/clusters/{name}", self.url));
+        assert_ne!(member, text, "the server URL is in the kubeconfig");
+        let path = self.dir.path().join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, member).expect("write member kubeconfig");
+        path
+    }
+}
+
+fn flotilla(args: &[&str], paths: &[(&str, &Path)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    cmd.args(args);
+    for (flag, p) in paths {
+        cmd.arg(flag).arg(p);
+    }
+    cmd.output().expect("flotilla runs")
+}
+
+async fn control(up: &Up) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(up.kubeconfig()).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+fn api(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
+    let r = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &r),
+        None => Api::all_with(client.clone(), &r),
+    }
+}
+
+async fn ready_status(clusters: &Api<DynamicObject>, name: &str) -> Option<String> {
+    let c = clusters.get_opt(name).await.ok()??;
+    let cond = c.data.pointer("/status/conditions")?.as_array()?.iter().find(|x| x["type"] == "Ready")?.clone();
+    cond["status"].as_str().map(str::to_owned)
+}
+
+async fn eventually_ready(clusters: &Api<DynamicObject>, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while ready_status(clusters, name).await.as_deref() != Some("True") {
+        assert!(Instant::now() < deadline, "cluster {name} never became Ready: {:?}", clusters.get_opt(name).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cluster() {
+    let up = Up::start();
+    let member = up.member_kubeconfig("edge");
+    let out = flotilla(&["join", "edge"], &[("--kubeconfig", &up.kubeconfig()), ("--member-kubeconfig", &member)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "join failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("cluster edge joined (Push)") && stdout.contains("karmada-cluster/edge"), "{stdout}");
+
+    let client = control(&up).await;
+    let clusters = api(&client, "cluster.karmada.io", "v1alpha1", "Cluster", "clusters", None);
+    let c = clusters.get("edge").await.expect("Cluster edge");
+    assert_eq!(c.data["spec"]["syncMode"], json!("Push"));
+    assert_eq!(c.data["spec"]["secretRef"], json!({"namespace": "karmada-cluster", "name": "edge"}));
+    assert_eq!(c.data["spec"]["apiEndpoint"], json!(format!("{}/clusters/edge", up.url)));
+    let secret = api(&client, "", "v1", "Secret", "secrets", Some("karmada-cluster")).get("edge").await.expect("Secret");
+    let mut keys: Vec<&String> = secret.data["data"].as_object().map(|m| m.keys().collect()).unwrap_or_default();
+    keys.sort();
+    assert_eq!(keys, ["caBundle", "token"], "Karmada's Secret shape");
+    // The control plane builds a client from that Secret and probes the member.
+    eventually_ready(&clusters, "edge").await;
+    let c = clusters.get("edge").await.expect("Cluster edge");
+    assert!(c.data.pointer("/status/kubernetesVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with('v')), "{:?}", c.data["status"]);
+
+    // Joining again, or under a bad name, is refused with a clear message.
+    let again = flotilla(&["join", "edge"], &[("--kubeconfig", &up.kubeconfig()), ("--member-kubeconfig", &member)]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("cluster edge: already exists"), "{}", String::from_utf8_lossy(&again.stderr));
+    let bad = flotilla(&["join", "Edge_1"], &[("--kubeconfig", &up.kubeconfig()), ("--member-kubeconfig", &member)]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("DNS-1123"), "{}", String::from_utf8_lossy(&bad.stderr));
+
+    // `flotilla agent` registers a Pull cluster and reports it Ready.
+    let pulled = up.member_kubeconfig("pulled");
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["agent", "--cluster-name", "pulled", "--cluster-status-update-frequency", "1"])
+        .arg("--kubeconfig")
+        .arg(up.kubeconfig())
+        .arg("--member-kubeconfig")
+        .arg(&pulled)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("flotilla agent starts");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let c = clusters.get_opt("pulled").await.ok().flatten();
+        if c.as_ref().is_some_and(|c| c.data["spec"]["syncMode"] == json!("Pull")) && ready_status(&clusters, "pulled").await.as_deref() == Some("True") {
+            break;
+        }
+        assert!(agent.try_wait().expect("agent status").is_none(), "the agent exited early");
+        assert!(Instant::now() < deadline, "the agent never registered a Ready Pull cluster: {c:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let leases = api(&client, "coordination.k8s.io", "v1", "Lease", "leases", Some("karmada-cluster"));
+    let lease = leases.get("pulled").await.expect("the agent's Lease");
+    assert_eq!(lease.data["spec"]["holderIdentity"], json!("flotilla-agent"));
+    let _ = agent.kill();
+    let _ = agent.wait();
+}
