@@ -73,10 +73,10 @@ fn structural(v: &mut Value) {
     if m.get("additionalProperties") == Some(&json!(false)) {
         m.remove("additionalProperties");
     }
-    if let Some(f) = m.get("format").and_then(Value::as_str) {
-        if !["int32", "int64", "double", "float", "byte", "date-time"].contains(&f) {
-            m.remove("format");
-        }
+    if let Some(f) = m.get("format").and_then(Value::as_str)
+        && !["int32", "int64", "double", "float", "byte", "date-time"].contains(&f)
+    {
+        m.remove("format");
     }
     // `type: [T, "null"]` → `type: T`.
     if let Some(Value::Array(types)) = m.get("type") {
@@ -102,14 +102,14 @@ fn structural(v: &mut Value) {
         }
     }
     // `allOf: [X]` (a documented inline struct) → X merged in.
-    if let Some(Value::Array(all)) = m.get("allOf") {
-        if all.len() == 1 {
-            let inner = all[0].clone();
-            m.remove("allOf");
-            if let Value::Object(inner) = inner {
-                for (k, val) in inner {
-                    m.entry(k).or_insert(val);
-                }
+    if let Some(Value::Array(all)) = m.get("allOf")
+        && all.len() == 1
+    {
+        let inner = all[0].clone();
+        m.remove("allOf");
+        if let Value::Object(inner) = inner {
+            for (k, val) in inner {
+                m.entry(k).or_insert(val);
             }
         }
     }
