@@ -85,6 +85,10 @@ pub enum Topic {
     Work,
     /// An object in a member cluster.
     Member,
+    /// A `SchedulerProfile` or `WasmPlugin` object.
+    Plugin,
+    /// The served scheduler profiles were swapped.
+    Profiles,
 }
 
 /// Tunables.
@@ -109,6 +113,10 @@ pub struct Settings {
     pub cluster_monitor_grace_period: Duration,
     /// The same for a cluster that never reported (`--cluster-startup-grace-period`, 60 s).
     pub cluster_startup_grace_period: Duration,
+    /// Plugin backends and the default profile the plugin registry builds profiles with.
+    pub backends: controller::plugins::Backends,
+    /// How often plugin objects are re-resolved even without a change (module files on disk).
+    pub plugin_resync: Duration,
 }
 
 impl Default for Settings {
@@ -123,6 +131,8 @@ impl Default for Settings {
             cluster_monitor_period: Duration::from_secs(5),
             cluster_monitor_grace_period: Duration::from_secs(40),
             cluster_startup_grace_period: Duration::from_secs(60),
+            backends: controller::plugins::Backends::default(),
+            plugin_resync: Duration::from_secs(10),
         }
     }
 }
@@ -175,8 +185,8 @@ pub struct Context {
     pub members: Members,
     /// Tunables.
     pub settings: Settings,
-    /// The scheduler profile(s).
-    pub profiles: Vec<flotilla_core::framework::Profile>,
+    /// The served scheduler profiles (built-in, and from `SchedulerProfile`/`WasmPlugin` objects).
+    pub plugins: controller::plugins::Registry,
     /// Template caches by `(apiVersion, kind)`.
     pub templates: BTreeMap<(String, String), Cached>,
     /// PropagationPolicies.
@@ -191,6 +201,12 @@ pub struct Context {
     pub clusters: Cached,
     /// Works.
     pub works: Cached,
+    /// `SchedulerProfile` objects.
+    pub scheduler_profiles: Cached,
+    /// `WasmPlugin` objects.
+    pub wasm_plugins: Cached,
+    /// Application failover's memory: when each binding's clusters were first seen unhealthy.
+    pub app_failover: std::sync::Mutex<std::collections::HashMap<String, BTreeMap<String, i64>>>,
     /// Change notifications.
     pub events: broadcast::Sender<Topic>,
     /// Counters.
@@ -275,15 +291,18 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
     let cops = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterOverridePolicy"), Topic::Override, &events, &mut tasks);
     let clusters = cache(&client, k("cluster.karmada.io/v1alpha1", "Cluster"), Topic::Cluster, &events, &mut tasks);
     let works = cache(&client, k("work.karmada.io/v1alpha1", "Work"), Topic::Work, &events, &mut tasks);
-    let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &works]).collect();
+    let scheduler_profiles = cache(&client, k(controller::plugins::API_VERSION, "SchedulerProfile"), Topic::Plugin, &events, &mut tasks);
+    let wasm_plugins = cache(&client, k(controller::plugins::API_VERSION, "WasmPlugin"), Topic::Plugin, &events, &mut tasks);
+    let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &works, &scheduler_profiles, &wasm_plugins]).collect();
     for c in all {
         c.store.wait_until_ready().await.map_err(|_| Error::CacheStopped)?;
     }
+    let plugins = controller::plugins::Registry::new(settings.backends.clone());
     let ctx = Arc::new(Context {
         client,
         members,
         settings,
-        profiles: vec![flotilla_plugins::default_profile()],
+        plugins,
         templates,
         pps,
         cpps,
@@ -291,6 +310,9 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         cops,
         clusters,
         works,
+        scheduler_profiles,
+        wasm_plugins,
+        app_failover: std::sync::Mutex::default(),
         events,
         metrics: controller::Metrics::default(),
     });

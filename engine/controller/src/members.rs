@@ -32,7 +32,7 @@ pub fn names(n: usize) -> Vec<String> {
 pub fn api_enablements() -> Value {
     let mut by_gv: std::collections::BTreeMap<String, Vec<Value>> = std::collections::BTreeMap::new();
     for r in flotilla_apiserver::registry::all() {
-        if r.group.ends_with("karmada.io") {
+        if r.group.ends_with("karmada.io") || r.group == "flotilla.dev" {
             continue;
         }
         by_gv.entry(r.api_version()).or_default().push(json!({"name": r.plural, "kind": r.kind}));

@@ -308,3 +308,127 @@ async fn an_unreachable_member_is_failed_over_within_toleration_seconds_and_noth
     let works: Api<DynamicObject> = Api::all_with(e.control.clone(), &api_resource("work.karmada.io/v1alpha1", "Work"));
     assert_eq!(works.list(&Default::default()).await.expect("works").items.len(), 1);
 }
+
+/// Make the application unavailable on member1 (fault injection, owned by its own field manager
+/// so the execution controller's applies leave it alone).
+async fn break_on_member1(e: &Env) {
+    let broken = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "default",
+        "annotations": {flotilla_controller::controller::simulator::UNAVAILABLE: "true"}},
+    });
+    deployments(&e.member[0]).patch("nginx", &PatchParams::apply("chaos"), &Patch::Apply(broken)).await.expect("annotate");
+}
+
+fn eviction_tasks(rb: &DynamicObject) -> Vec<Value> {
+    rb.data.pointer("/spec/gracefulEvictionTasks").and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
+async fn binding(e: &Env) -> Option<DynamicObject> {
+    let rbs: Api<DynamicObject> = Api::namespaced_with(e.control.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+    rbs.get_opt("nginx-deployment").await.ok().flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_application_fails_over_after_toleration_seconds_and_the_old_copy_goes_once_the_new_one_is_healthy() {
+    let e = env().await;
+    let mut pp = example("propagationpolicy.yaml");
+    pp["spec"]["propagateDeps"] = json!(true);
+    pp["spec"]["failover"] = json!({"application": {"decisionConditions": {"tolerationSeconds": 2}, "purgeMode": "Gracefully", "gracePeriodSeconds": 60}});
+    apply(&e.control, &pp).await;
+    apply(&e.control, &example("deployment.yaml")).await;
+    eventually("both members healthy", WAIT, || async {
+        let rb = binding(&e).await?;
+        let items = rb.data.pointer("/status/aggregatedStatus")?.as_array()?.clone();
+        (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
+    })
+    .await;
+
+    // The application breaks on member1.
+    break_on_member1(&e).await;
+    let unhealthy = eventually("member1 unhealthy", WAIT, || async {
+        let rb = binding(&e).await?;
+        let items = rb.data.pointer("/status/aggregatedStatus")?.as_array()?.clone();
+        items.iter().any(|i| i["clusterName"] == "member1" && i["health"] == "Unhealthy").then(std::time::Instant::now)
+    })
+    .await;
+    // Watch the binding so the (short-lived) eviction task is seen even if it goes within milliseconds.
+    let rbs: Api<DynamicObject> = Api::namespaced_with(e.control.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+    let seen_task = Arc::new(std::sync::Mutex::new(None::<Value>));
+    let watcher_task = {
+        let seen_task = seen_task.clone();
+        let stream = kube::runtime::watcher(rbs, kube::runtime::watcher::Config::default());
+        tokio::spawn(async move {
+            use futures::StreamExt as _;
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(ev)) = stream.next().await {
+                if let kube::runtime::watcher::Event::Apply(rb) | kube::runtime::watcher::Event::InitApply(rb) = ev {
+                    if let Some(t) = eviction_tasks(&rb).into_iter().find(|t| t["fromCluster"] == "member1") {
+                        seen_task.lock().unwrap().get_or_insert(t);
+                    }
+                }
+            }
+        })
+    };
+    eventually("rescheduled to member2", WAIT, || async {
+        let sp = split(&e).await;
+        if std::env::var_os("DEBUG_FAILOVER").is_some() {
+            let rb = binding(&e).await?;
+            eprintln!("{:?} split {sp:?} tasks {:?} agg {}", unhealthy.elapsed(), eviction_tasks(&rb), rb.data.pointer("/status/aggregatedStatus").map(|v| v.to_string()).unwrap_or_default());
+        }
+        (sp == vec![("member2".to_owned(), 2)]).then_some(())
+    })
+    .await;
+    let after = unhealthy.elapsed();
+    assert!(after >= Duration::from_secs(1) && after <= Duration::from_secs(2 + 5), "failed over {after:?} after the application turned unhealthy");
+    let task = eventually("the eviction task", WAIT, || async { seen_task.lock().unwrap().clone() }).await;
+    watcher_task.abort();
+    assert_eq!(task["reason"], "ApplicationFailure");
+    assert_eq!(task["producer"], "resource-binding-application-failover-controller");
+    assert_eq!(task["purgeMode"], "Gracefully");
+    assert_eq!(task["gracePeriodSeconds"], 60);
+
+    // Gracefully: member2 takes both replicas; once healthy there, the task goes and so does member1's copy.
+    eventually("member2 runs 2 and member1's copy is gone", WAIT, || async {
+        let d2 = member_deployment(&e.member[1]).await?;
+        (replicas(&d2) == 2 && member_deployment(&e.member[0]).await.is_none()).then_some(())
+    })
+    .await;
+    let rb = binding(&e).await.expect("binding");
+    assert!(eviction_tasks(&rb).is_empty(), "task dropped once the new placement is healthy: {:?}", eviction_tasks(&rb));
+    assert_eq!(split(&e).await, vec![("member2".to_owned(), 2)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_mode_never_keeps_the_old_copy_until_the_task_is_released() {
+    let e = env().await;
+    let mut pp = example("propagationpolicy.yaml");
+    pp["spec"]["propagateDeps"] = json!(true);
+    pp["spec"]["failover"] = json!({"application": {"decisionConditions": {"tolerationSeconds": 1}, "purgeMode": "Never"}});
+    apply(&e.control, &pp).await;
+    apply(&e.control, &example("deployment.yaml")).await;
+    eventually("both members healthy", WAIT, || async {
+        let rb = binding(&e).await?;
+        let items = rb.data.pointer("/status/aggregatedStatus")?.as_array()?.clone();
+        (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
+    })
+    .await;
+    break_on_member1(&e).await;
+    eventually("member2 runs 2", WAIT, || async {
+        let d2 = member_deployment(&e.member[1]).await?;
+        (replicas(&d2) == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(member_deployment(&e.member[0]).await.is_some(), "Never keeps the old copy");
+    let rb = binding(&e).await.expect("binding");
+    let tasks = eviction_tasks(&rb);
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0]["suppressDeletion"], true);
+
+    // The user releases it: the task goes, and the copy with it.
+    let rbs: Api<DynamicObject> = Api::namespaced_with(e.control.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+    let mut released = tasks;
+    released[0]["suppressDeletion"] = json!(false);
+    rbs.patch("nginx-deployment", &PatchParams::default(), &Patch::Merge(json!({"spec": {"gracefulEvictionTasks": released}}))).await.expect("release");
+    eventually("member1 copy removed", WAIT, || async { member_deployment(&e.member[0]).await.is_none().then_some(()) }).await;
+}

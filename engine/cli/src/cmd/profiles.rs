@@ -8,15 +8,31 @@ use flotilla_core::framework::Profile;
 use flotilla_core::profile::{PluginFactory, ProfileDocument, build_profile};
 
 /// The plugin backends, in lookup order. Backends register here.
-pub fn factories() -> Vec<Box<dyn PluginFactory>> {
-    vec![Box::new(flotilla_plugins::BuiltinFactory), Box::new(flotilla_cel::CelFactory::new(cel())), Box::new(flotilla_wasm::WasmFactory::new())]
+pub fn factories() -> Vec<std::sync::Arc<dyn PluginFactory>> {
+    vec![
+        std::sync::Arc::new(flotilla_plugins::BuiltinFactory),
+        std::sync::Arc::new(flotilla_cel::CelFactory::new(cel())),
+        std::sync::Arc::new(flotilla_wasm::WasmFactory::new()),
+    ]
+}
+
+/// The default profile with the process's CEL engine for policies' expressions.
+pub fn base() -> Profile {
+    let mut base = flotilla_plugins::default_profile();
+    base.expressions = Some(cel());
+    base
+}
+
+/// What the controllers build profiles from (`SchedulerProfile`/`WasmPlugin` objects): every
+/// backend, the default profile, and `module_dir` for resolved modules.
+pub fn backends(module_dir: PathBuf) -> flotilla_controller::controller::plugins::Backends {
+    flotilla_controller::controller::plugins::Backends { base: base(), factories: factories(), module_dir: Some(module_dir) }
 }
 
 /// The default profile, then one per `--profile` document (a document named `default-scheduler`
 /// replaces the built-in one).
 pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
-    let mut base = flotilla_plugins::default_profile();
-    base.expressions = Some(cel());
+    let base = base();
     let factories = factories();
     let refs: Vec<&dyn PluginFactory> = factories.iter().map(|f| f.as_ref()).collect();
     let mut profiles = vec![base.clone()];
@@ -31,19 +47,7 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
             }
             let mut doc: ProfileDocument = serde_path_to_error::deserialize(value)
                 .map_err(|e| anyhow::anyhow!("{}: document {}: {}: {}", path.display(), i + 1, e.path(), e.inner()))?;
-            for list in [&mut doc.spec.filters, &mut doc.spec.scores, &mut doc.spec.selects, &mut doc.spec.assigners, &mut doc.spec.overriders]
-                .into_iter()
-                .flatten()
-            {
-                for spec in list.iter_mut() {
-                    if let Some(w) = spec.wasm.as_mut() {
-                        let p = PathBuf::from(&w.path);
-                        if p.is_relative() {
-                            w.path = dir.join(p).display().to_string();
-                        }
-                    }
-                }
-            }
+            doc.resolve_wasm_paths(&dir);
             let profile = build_profile(&doc, &base, &refs).with_context(|| format!("{}: document {}", path.display(), i + 1))?;
             profiles.retain(|p| p.name != profile.name);
             profiles.push(profile);

@@ -82,7 +82,11 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.retain_revisions = args.retain_revisions;
     config.admission = Some(super::admission::admission());
     let capacity = flotilla_controller::members::Capacity { cpu: args.member_cpu, memory: args.member_memory, pods: args.member_pods };
-    let settings = flotilla_controller::Settings { ready_delay: std::time::Duration::from_millis(args.ready_delay_ms), ..Default::default() };
+    let settings = flotilla_controller::Settings {
+        ready_delay: std::time::Duration::from_millis(args.ready_delay_ms),
+        backends: super::profiles::backends(data_dir.join("modules")),
+        ..Default::default()
+    };
     let members = args.members;
     let metrics_addr = args.metrics_addr;
     let no_controllers = args.no_controllers;

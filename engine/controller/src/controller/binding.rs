@@ -111,7 +111,21 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
     let cluster_map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
     let policies = overrides(&ctx);
-    let profile = ctx.profiles.iter().find(|p| p.name == rb.spec.scheduler_name).or_else(|| ctx.profiles.first());
+    let profiles = ctx.plugins.profiles();
+    let profile = profiles.iter().find(|p| p.name == rb.spec.scheduler_name).or_else(|| profiles.first());
+    // A `Directly` eviction removes the old copy before any new Work is created.
+    let works = works_of(&ctx, &rb);
+    let purged: BTreeSet<String> = flotilla_core::failover::purged_directly(&rb).into_iter().map(flotilla_core::render::execution_namespace).collect();
+    let mut waiting = false;
+    for w in works.iter().filter(|w| purged.contains(w.metadata.namespace.as_deref().unwrap_or(""))) {
+        waiting = true;
+        if w.metadata.deletion_timestamp.is_none() {
+            delete_work(&ctx, w).await?;
+        }
+    }
+    if waiting {
+        return Ok(Action::requeue(std::time::Duration::from_millis(200)));
+    }
     let rendered = match profile {
         Some(p) => flotilla_core::render::render_works(&rb, &template, &cluster_map, &policies, p),
         None => Vec::new(),
@@ -134,10 +148,11 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             Err(e) => failures.push(e.to_string()),
         }
     }
-    let works = works_of(&ctx, &rb);
+    // Orphans go, except the copies eviction tasks keep until the new placement is healthy.
+    let retained: BTreeSet<String> = flotilla_core::failover::retained_by_eviction(&rb).into_iter().map(flotilla_core::render::execution_namespace).collect();
     for w in &works {
         let key = (w.metadata.namespace.clone().unwrap_or_default(), w.metadata.name.clone().unwrap_or_default());
-        if !desired.contains(&key) && w.metadata.deletion_timestamp.is_none() {
+        if !desired.contains(&key) && !retained.contains(&key.0) && w.metadata.deletion_timestamp.is_none() {
             delete_work(&ctx, w).await?;
         }
     }

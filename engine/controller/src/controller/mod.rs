@@ -4,6 +4,7 @@ pub mod binding;
 pub mod cluster;
 pub mod detector;
 pub mod execution;
+pub mod plugins;
 pub mod scheduler;
 pub mod simulator;
 pub mod status;
@@ -72,7 +73,12 @@ pub struct Metrics {
     pub durations: [Histogram; NAMES.len()],
     /// Scheduling latency (the scheduler core alone).
     pub scheduling: Histogram,
+    /// Scheduling attempts by result (see [`RESULTS`]).
+    pub scheduling_results: [AtomicU64; RESULTS.len()],
 }
+
+/// Scheduling results, as indexed in [`Metrics::scheduling_results`].
+pub const RESULTS: [&str; 3] = ["scheduled", "unschedulable", "error"];
 
 /// Controller names, as indexed in [`Metrics`].
 pub const NAMES: [&str; 6] = ["detector", "scheduler", "binding", "execution", "simulator", "cluster"];
@@ -81,6 +87,16 @@ impl Metrics {
     /// Count one scheduling run.
     pub fn record_scheduling(&self, elapsed: Duration) {
         self.scheduling.observe(elapsed);
+    }
+
+    /// Count one scheduling attempt's result (index into [`RESULTS`]).
+    pub fn record_scheduling_result(&self, which: usize) {
+        self.scheduling_results[which.min(RESULTS.len() - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Scheduling attempts that ended with `result` (`scheduled`, `unschedulable`, `error`).
+    pub fn scheduling_results_of(&self, result: &str) -> u64 {
+        RESULTS.iter().position(|r| *r == result).map_or(0, |i| self.scheduling_results[i].load(Ordering::Relaxed))
     }
 
     pub(crate) fn record(&self, which: usize, elapsed: Duration, ok: bool) {
@@ -114,6 +130,10 @@ impl Metrics {
         }
         out.push_str("# HELP flotilla_scheduling_duration_seconds Scheduler core latency per binding.\n# TYPE flotilla_scheduling_duration_seconds histogram\n");
         self.scheduling.render("flotilla_scheduling_duration_seconds", "", &mut out);
+        out.push_str("# HELP flotilla_scheduling_attempts_total Scheduling attempts by result.\n# TYPE flotilla_scheduling_attempts_total counter\n");
+        for (i, r) in RESULTS.iter().enumerate() {
+            let _ = writeln!(out, "flotilla_scheduling_attempts_total{{result=\"{r}\"}} {}", self.scheduling_results[i].load(Ordering::Relaxed));
+        }
         out
     }
 }
@@ -124,7 +144,11 @@ pub fn serve_metrics(listener: tokio::net::TcpListener, ctx: Arc<Context>) -> to
         "/metrics",
         axum::routing::get(move || {
             let ctx = ctx.clone();
-            async move { ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], ctx.metrics.render()) }
+            async move {
+                let mut text = ctx.metrics.render();
+                ctx.plugins.metrics().render(&mut text);
+                ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+            }
         }),
     );
     tokio::spawn(async move {
@@ -188,7 +212,7 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
         run(tasks, ctx, 0, api, cached.resource.clone(), &[Topic::Propagation], |o, c| Box::pin(detector::reconcile(o, c)));
     }
     let rb = crate::api_resource("work.karmada.io/v1alpha2", "ResourceBinding");
-    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), &[Topic::Cluster], |o, c| Box::pin(scheduler::reconcile(o, c)));
+    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), &[Topic::Cluster, Topic::Profiles], |o, c| Box::pin(scheduler::reconcile(o, c)));
     run(
         tasks,
         ctx,
@@ -204,6 +228,7 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, &[], |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
+    plugins::spawn(ctx, tasks);
 }
 
 #[cfg(test)]

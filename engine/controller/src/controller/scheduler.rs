@@ -38,8 +38,31 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     // Taint manager (NoExecute eviction) and eviction-task expiry first, as Karmada runs them.
     let now_secs = crate::members::now_epoch();
     let tasks_before = rb.spec.graceful_eviction_tasks.clone();
-    let (evicted, next_due) = failover::evict_tainted(&mut rb, &clusters, now_secs);
-    failover::assess_eviction_tasks(&mut rb, now_secs);
+    let (mut evicted, next_due) = failover::evict_tainted(&mut rb, &clusters, now_secs);
+    // Application failover: clusters where the workload stayed unhealthy past tolerationSeconds.
+    let (app_evicted, app_due) = {
+        let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
+        let mut memory = ctx.app_failover.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = memory.entry(key.clone()).or_default();
+        let r = failover::application_failover(&mut rb, seen, now_secs);
+        if seen.is_empty() {
+            memory.remove(&key);
+        }
+        r
+    };
+    if !app_evicted.is_empty() {
+        tracing::info!(binding = rb.metadata.name(), clusters = ?app_evicted, "application failover: evicting from clusters where the workload is unhealthy");
+    }
+    evicted.extend(app_evicted);
+    let next_due = match (next_due, app_due) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    // An eviction changes the spec (a new generation the scheduler has not observed yet), so the
+    // new tasks are assessed from the next reconcile on, not against the pre-eviction status.
+    if evicted.is_empty() {
+        failover::assess_eviction_tasks(&mut rb, now_secs);
+    }
     if !evicted.is_empty() || rb.spec.graceful_eviction_tasks != tasks_before {
         if !evicted.is_empty() {
             tracing::info!(binding = rb.metadata.name(), clusters = ?evicted, "evicting from clusters with untolerated NoExecute taints");
@@ -66,7 +89,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let mut observed_generation = generation;
 
     if needs {
-        let profile = ctx.profiles.iter().find(|p| p.name == rb.spec.scheduler_name).cloned();
+        let profile = ctx.plugins.find(&rb.spec.scheduler_name);
         let Some(profile) = profile else {
             set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation);
             status.scheduler_observed_generation = generation;
@@ -88,6 +111,11 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         })
         .await?;
         ctx.metrics.record_scheduling(started.elapsed());
+        ctx.metrics.record_scheduling_result(match &decision.outcome {
+            Ok(()) => 0,
+            Err((reason, _)) if reason == FailureKind::SchedulerError.reason() => 2,
+            Err(_) => 1,
+        });
         if let Some(targets) = decision.clusters {
             let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();
             let patch = json!({

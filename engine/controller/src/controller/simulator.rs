@@ -1,5 +1,7 @@
 //! Member status simulator: in a simulated member, a Deployment becomes ready and available
 //! (`status.readyReplicas = availableReplicas = spec.replicas`) after [`crate::Settings::ready_delay`].
+//! A Deployment annotated [`UNAVAILABLE`]` = "true"` in the member never becomes available (its
+//! application is then `Unhealthy`, which drives application failover).
 
 use std::sync::Arc;
 
@@ -12,6 +14,9 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
 use crate::{Context, Error, Topic, api_resource, cache};
+
+/// Annotation on a member's Deployment that keeps it unavailable (fault injection).
+pub const UNAVAILABLE: &str = "flotilla.dev/simulate-unavailable";
 
 struct Member {
     client: Client,
@@ -44,23 +49,33 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let generation = d.metadata.generation.unwrap_or(0);
     let st = d.status.clone().unwrap_or_default();
+    let broken = d.annotations().get(UNAVAILABLE).is_some_and(|v| v == "true");
+    let available = if broken { 0 } else { want };
     let done = st.replicas == Some(want)
-        && st.ready_replicas.unwrap_or(0) == want
-        && st.available_replicas.unwrap_or(0) == want
+        && st.ready_replicas.unwrap_or(0) == available
+        && st.available_replicas.unwrap_or(0) == available
         && st.updated_replicas.unwrap_or(0) == want
         && st.observed_generation == Some(generation);
     if done || d.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    tokio::time::sleep(m.ctx.settings.ready_delay).await;
+    if !broken {
+        tokio::time::sleep(m.ctx.settings.ready_delay).await;
+    }
+    let (cond, reason, message) = if broken {
+        ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.")
+    } else {
+        ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
+    };
     let api: Api<Deployment> = Api::namespaced(m.client.clone(), &d.namespace().unwrap_or_default());
     let patch = json!({"status": {
         "observedGeneration": generation,
         "replicas": want,
         "updatedReplicas": want,
-        "readyReplicas": want,
-        "availableReplicas": want,
-        "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability."}],
+        "readyReplicas": available,
+        "availableReplicas": available,
+        "unavailableReplicas": if broken { Some(want) } else { None },
+        "conditions": [{"type": "Available", "status": cond, "reason": reason, "message": message}],
     }});
     let res = match api.patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await {
         Ok(_) => Ok(Action::await_change()),

@@ -1,0 +1,595 @@
+//! Plugins as control-plane objects: `SchedulerProfile` and `WasmPlugin` (`flotilla.dev/v1alpha1`,
+//! cluster-scoped) hot-loaded into the scheduler without a restart.
+//!
+//! A `SchedulerProfile` object has the spec of a profile file (see [`flotilla_core::profile`]);
+//! its entries name `WasmPlugin` objects with `wasm: {plugin: NAME}`. On any change of either kind
+//! the [`Registry`] resolves the modules (file or inline base64, sha256-checked, stored
+//! content-addressed), rebuilds only the profiles whose inputs changed (compiling off the
+//! scheduler's path), and swaps the whole profile set at once: a scheduling cycle takes one
+//! snapshot, so it never mixes versions. A profile that fails to build keeps serving its previous
+//! version; both kinds report what is loaded (digest) or why not in `status`.
+//!
+//! A swap publishes [`Topic::Profiles`], which re-checks every binding: Divided bindings already
+//! scheduled keep their placement (a plugin change is not a scheduling trigger), while Duplicated
+//! and non-workload bindings, which Karmada re-evaluates on every trigger, and bindings not yet
+//! scheduled use the new set.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use base64::Engine as _;
+use flotilla_api::meta::ObjectMeta;
+use flotilla_core::framework::{
+    AssignInput, AssignPlugin, Assignment, FilterInput, FilterPlugin, OverrideInput, OverridePatch, OverridePlugin, Plugin, Profile,
+    ScoreInput, ScorePlugin, SelectInput, SelectPlugin, Selection, Slot, Verdict,
+};
+use flotilla_core::error::PluginError;
+use flotilla_core::profile::{self, PluginFactory, PluginSpec, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec};
+use serde_json::Value;
+use sha2::Digest as _;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::Histogram;
+use crate::{Cached, Context, Topic};
+
+/// API version of the plugin kinds.
+pub const API_VERSION: &str = "flotilla.dev/v1alpha1";
+
+/// The plugin backends and base profile the registry builds with.
+#[derive(Clone)]
+pub struct Backends {
+    /// The default profile (`default-scheduler`), also the base of every profile object.
+    pub base: Profile,
+    /// Plugin factories, in lookup order (built-in, CEL, Wasm, ...).
+    pub factories: Vec<Arc<dyn PluginFactory>>,
+    /// Where resolved modules are stored by digest; default: a per-process temporary directory.
+    pub module_dir: Option<PathBuf>,
+}
+
+impl Default for Backends {
+    fn default() -> Self {
+        Backends { base: flotilla_plugins::default_profile(), factories: vec![Arc::new(flotilla_plugins::BuiltinFactory)], module_dir: None }
+    }
+}
+
+impl std::fmt::Debug for Backends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backends").field("base", &self.base.name).field("factories", &self.factories.len()).field("module_dir", &self.module_dir).finish()
+    }
+}
+
+/// A plugin object as read from the API: name, generation and raw spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `spec` (null when absent).
+    pub spec: Value,
+}
+
+/// What a [`Registry::sync`] found for one `WasmPlugin`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PluginStatus {
+    /// The generation the status describes.
+    pub generation: Option<i64>,
+    /// `sha256:<hex>` of the module, once resolved.
+    pub digest: Option<String>,
+    /// Module size in bytes.
+    pub size: Option<u64>,
+    /// `profile/point[index]` of every entry using it.
+    pub used_by: Vec<String>,
+    /// Why it is not (fully) loaded.
+    pub error: Option<String>,
+}
+
+/// What a [`Registry::sync`] found for one `SchedulerProfile`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProfileStatus {
+    /// The generation the status describes.
+    pub generation: Option<i64>,
+    /// Why the current spec did not load (the previous version, if any, keeps serving).
+    pub error: Option<String>,
+    /// Whether an earlier version is serving instead of the current spec.
+    pub serving_previous: bool,
+}
+
+/// The outcome of a [`Registry::sync`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// By `WasmPlugin` name.
+    pub plugins: BTreeMap<String, PluginStatus>,
+    /// By `SchedulerProfile` name.
+    pub profiles: BTreeMap<String, ProfileStatus>,
+    /// Whether the served profile set changed.
+    pub changed: bool,
+}
+
+struct Built {
+    fingerprint: String,
+    profile: Profile,
+}
+
+struct Resolved {
+    spec: WasmPluginSpec,
+    path: String,
+    digest: String,
+}
+
+/// The served profiles, rebuilt from plugin objects and swapped as a whole.
+pub struct Registry {
+    current: RwLock<Arc<Vec<Profile>>>,
+    built: Mutex<BTreeMap<String, Built>>,
+    served: Mutex<Vec<(String, String)>>,
+    backends: Backends,
+    base: Profile,
+    module_dir: PathBuf,
+    metrics: Arc<PluginMetrics>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("profiles", &self.profiles().iter().map(|p| p.name.clone()).collect::<Vec<_>>()).finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A registry serving `backends.base` until objects say otherwise.
+    pub fn new(backends: Backends) -> Self {
+        let metrics = Arc::new(PluginMetrics::default());
+        let base = instrument(&backends.base, &metrics);
+        let module_dir = backends.module_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id())));
+        Registry {
+            current: RwLock::new(Arc::new(vec![base.clone()])),
+            built: Mutex::new(BTreeMap::new()),
+            served: Mutex::new(vec![(base.name.clone(), String::new())]),
+            backends,
+            base,
+            module_dir,
+            metrics,
+        }
+    }
+
+    /// The profile set in force: one consistent snapshot.
+    pub fn profiles(&self) -> Arc<Vec<Profile>> {
+        Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// The profile named `name` in the current snapshot.
+    pub fn find(&self, name: &str) -> Option<Profile> {
+        self.profiles().iter().find(|p| p.name == name).cloned()
+    }
+
+    /// Per-plugin call latency and failures.
+    pub fn metrics(&self) -> &PluginMetrics {
+        &self.metrics
+    }
+
+    /// Rebuild from the current objects (blocking: reads files and compiles modules).
+    pub fn sync(&self, wasm_plugins: &[Object], profiles: &[Object]) -> Report {
+        let mut report = Report::default();
+        let mut resolved: BTreeMap<&str, Result<Resolved, String>> = BTreeMap::new();
+        for o in wasm_plugins {
+            let r = self.resolve_module(&o.spec);
+            let status = report.plugins.entry(o.name.clone()).or_default();
+            status.generation = o.generation;
+            match &r {
+                Ok(m) => {
+                    status.digest = Some(format!("sha256:{}", m.digest));
+                    status.size = std::fs::metadata(&m.path).ok().map(|m| m.len());
+                }
+                Err(e) => status.error = Some(e.clone()),
+            }
+            resolved.insert(&o.name, r);
+        }
+
+        let mut built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let names: BTreeSet<&str> = profiles.iter().map(|o| o.name.as_str()).collect();
+        built.retain(|name, _| names.contains(name.as_str()));
+        for o in profiles {
+            let status = report.profiles.entry(o.name.clone()).or_default();
+            status.generation = o.generation;
+            let doc = match self.document(o, &resolved, &mut report.plugins) {
+                Ok(doc) => doc,
+                Err(e) => {
+                    let status = report.profiles.entry(o.name.clone()).or_default();
+                    status.serving_previous = built.contains_key(&o.name);
+                    status.error = Some(e);
+                    continue;
+                }
+            };
+            let fingerprint = serde_json::to_string(&doc).unwrap_or_default();
+            if built.get(&o.name).is_some_and(|b| b.fingerprint == fingerprint) {
+                continue;
+            }
+            let refs: Vec<&dyn PluginFactory> = self.backends.factories.iter().map(AsRef::as_ref).collect();
+            match profile::build_profile(&doc, &self.backends.base, &refs) {
+                Ok(p) => {
+                    built.insert(o.name.clone(), Built { fingerprint, profile: instrument(&p, &self.metrics) });
+                }
+                Err(e) => {
+                    let mut message = e.to_string();
+                    if let ProfileError::Invalid { point, index, .. } = &e {
+                        // Blame the WasmPlugin whose (content-addressed) module the failing entry loads.
+                        let path = entry(&doc.spec, *point, *index).and_then(|s| s.wasm.as_ref()).map(|w| w.path.clone()).unwrap_or_default();
+                        for (wp, m) in &resolved {
+                            if let Some(m) = m.as_ref().ok().filter(|m| !path.is_empty() && m.path == path) {
+                                message = message.replace(&m.path, &format!("WasmPlugin {wp:?}"));
+                                let ps = report.plugins.entry((*wp).to_owned()).or_default();
+                                ps.error.get_or_insert_with(|| format!("profile {}: {}", o.name, message.split_once(": ").map_or(message.as_str(), |(_, rest)| rest)));
+                            }
+                        }
+                    }
+                    let status = report.profiles.entry(o.name.clone()).or_default();
+                    status.serving_previous = built.contains_key(&o.name);
+                    status.error = Some(message);
+                }
+            }
+        }
+
+        // The new set: the base unless an object replaces `default-scheduler`, then every built profile.
+        let mut set: Vec<Profile> = Vec::new();
+        let mut served: Vec<(String, String)> = Vec::new();
+        if !built.contains_key(&self.base.name) {
+            set.push(self.base.clone());
+            served.push((self.base.name.clone(), String::new()));
+        }
+        for (name, b) in built.iter() {
+            set.push(b.profile.clone());
+            served.push((name.clone(), b.fingerprint.clone()));
+        }
+        let mut last = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *last != served {
+            *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(set);
+            *last = served;
+            report.changed = true;
+        }
+        report
+    }
+
+    /// The profile document of object `o` with its `wasm.plugin` references resolved.
+    fn document(&self, o: &Object, resolved: &BTreeMap<&str, Result<Resolved, String>>, plugins: &mut BTreeMap<String, PluginStatus>) -> Result<ProfileDocument, String> {
+        let spec = if o.spec.is_null() { Value::Object(serde_json::Map::new()) } else { o.spec.clone() };
+        let mut spec: ProfileSpec = serde_path_to_error::deserialize(spec).map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
+        for (point, list) in lists_mut(&mut spec) {
+            for (index, entry) in list.iter_mut().enumerate() {
+                let Some(name) = entry.wasm.as_ref().and_then(|w| w.plugin.clone()) else { continue };
+                let at = format!("spec.{point}[{index}] ({})", entry.name);
+                let m = match resolved.get(name.as_str()) {
+                    None => return Err(format!("{at}: WasmPlugin {name:?} not found")),
+                    Some(Err(e)) => return Err(format!("{at}: WasmPlugin {name:?} is not loadable: {e}")),
+                    Some(Ok(m)) => m,
+                };
+                plugins.entry(name.clone()).or_default().used_by.push(format!("{}/{point}[{index}]", o.name));
+                if entry.wasm.as_ref().is_some_and(|w| !w.path.is_empty()) {
+                    return Err(format!("{at}.wasm: set one of path and plugin, not both"));
+                }
+                *entry = m.spec.resolve(entry, &m.path, &m.digest).map_err(|e| format!("{at}: {e}"))?;
+            }
+        }
+        Ok(ProfileDocument {
+            api_version: profile::API_VERSION.to_owned(),
+            kind: profile::KIND.to_owned(),
+            metadata: ObjectMeta { name: Some(o.name.clone()), ..Default::default() },
+            spec,
+        })
+    }
+
+    /// Read, check and store a `WasmPlugin` spec's module.
+    fn resolve_module(&self, spec: &Value) -> Result<Resolved, String> {
+        let spec: WasmPluginSpec = serde_path_to_error::deserialize(spec.clone()).map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
+        let bytes = match (&spec.module.path, &spec.module.base64) {
+            (Some(_), Some(_)) => return Err("spec.module: set one of path and base64, not both".into()),
+            (None, None) => return Err("spec.module: one of path and base64 is required".into()),
+            (Some(path), None) => std::fs::read(path).map_err(|e| format!("spec.module.path: cannot read {path}: {e}"))?,
+            (None, Some(b64)) => {
+                let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+                base64::engine::general_purpose::STANDARD.decode(compact).map_err(|e| format!("spec.module.base64: {e}"))?
+            }
+        };
+        if bytes.is_empty() {
+            return Err("spec.module: the module is empty".into());
+        }
+        let digest = hex(&sha2::Sha256::digest(&bytes));
+        if let Some(expected) = &spec.sha256 {
+            let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
+            if expected != digest {
+                return Err(format!("spec.sha256: expected {expected}, the module's is {digest}"));
+            }
+        }
+        let path = self.module_dir.join(format!("{digest}.wasm"));
+        if !path.exists() {
+            std::fs::create_dir_all(&self.module_dir).map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
+            let tmp = self.module_dir.join(format!("{digest}.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
+        }
+        Ok(Resolved { spec, path: path.display().to_string(), digest })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn lists_mut(spec: &mut ProfileSpec) -> Vec<(&'static str, &mut Vec<PluginSpec>)> {
+    let mut out = Vec::new();
+    for (point, list) in [("filters", &mut spec.filters), ("scores", &mut spec.scores), ("selects", &mut spec.selects), ("assigners", &mut spec.assigners), ("overriders", &mut spec.overriders)] {
+        if let Some(l) = list.as_mut() {
+            out.push((point, l));
+        }
+    }
+    out
+}
+
+fn entry(spec: &ProfileSpec, point: profile::ExtensionPoint, index: usize) -> Option<&PluginSpec> {
+    use profile::ExtensionPoint as E;
+    let list = match point {
+        E::Filter => &spec.filters,
+        E::Score => &spec.scores,
+        E::Select => &spec.selects,
+        E::Assign => &spec.assigners,
+        E::Override => &spec.overriders,
+    };
+    list.as_ref()?.get(index)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Per-plugin metrics: every slot of a served profile is wrapped in a timing decorator.
+
+/// Latency and failures of one plugin at one extension point.
+#[derive(Debug, Default)]
+pub struct PluginStat {
+    /// Call latency.
+    pub latency: Histogram,
+    /// Calls that returned a fault.
+    pub failures: AtomicU64,
+}
+
+/// Per-plugin call metrics, keyed by `(extension point, plugin name)`.
+#[derive(Debug, Default)]
+pub struct PluginMetrics {
+    stats: Mutex<BTreeMap<(&'static str, String), Arc<PluginStat>>>,
+}
+
+impl PluginMetrics {
+    fn stat(&self, point: &'static str, name: &str) -> Arc<PluginStat> {
+        let mut m = self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(m.entry((point, name.to_owned())).or_default())
+    }
+
+    /// `(calls, failures)` of plugin `name` at `point` (`filter`, `score`, `select`, `assign`, `override`).
+    pub fn calls(&self, point: &str, name: &str) -> (u64, u64) {
+        let m = self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.iter().find(|((p, n), _)| *p == point && n == name).map_or((0, 0), |(_, s)| (s.latency.count(), s.failures.load(Ordering::Relaxed)))
+    }
+
+    /// Prometheus text: `flotilla_plugin_duration_seconds` and `flotilla_plugin_failures_total`.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let m = self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        out.push_str("# HELP flotilla_plugin_duration_seconds Plugin call latency (one call per plugin and binding).\n# TYPE flotilla_plugin_duration_seconds histogram\n");
+        for ((point, name), s) in m.iter() {
+            s.latency.render("flotilla_plugin_duration_seconds", &format!("extension_point=\"{point}\",plugin=\"{}\"", escape(name)), out);
+        }
+        out.push_str("# HELP flotilla_plugin_failures_total Plugin calls that faulted (before the failure policy).\n# TYPE flotilla_plugin_failures_total counter\n");
+        for ((point, name), s) in m.iter() {
+            let _ = writeln!(out, "flotilla_plugin_failures_total{{extension_point=\"{point}\",plugin=\"{}\"}} {}", escape(name), s.failures.load(Ordering::Relaxed));
+        }
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+struct Observed<P: ?Sized> {
+    inner: Arc<P>,
+    stat: Arc<PluginStat>,
+}
+
+impl<P: ?Sized> Observed<P> {
+    fn time<T>(&self, f: impl FnOnce() -> Result<T, PluginError>) -> Result<T, PluginError> {
+        let start = Instant::now();
+        let r = f();
+        self.stat.latency.observe(start.elapsed());
+        if r.is_err() {
+            self.stat.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+macro_rules! observed_plugin {
+    ($($trait:ident),*) => {$(
+        impl Plugin for Observed<dyn $trait> {
+            fn name(&self) -> &str {
+                self.inner.name()
+            }
+        }
+    )*};
+}
+observed_plugin!(FilterPlugin, ScorePlugin, SelectPlugin, AssignPlugin, OverridePlugin);
+
+impl FilterPlugin for Observed<dyn FilterPlugin> {
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
+        self.time(|| self.inner.filter(input, out))
+    }
+}
+
+impl ScorePlugin for Observed<dyn ScorePlugin> {
+    fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
+        self.time(|| self.inner.score(input, out))
+    }
+
+    fn normalize(&self, scores: &mut [i64]) -> Result<(), PluginError> {
+        self.inner.normalize(scores)
+    }
+}
+
+impl SelectPlugin for Observed<dyn SelectPlugin> {
+    fn select(&self, input: &SelectInput<'_>) -> Result<Selection, PluginError> {
+        self.time(|| self.inner.select(input))
+    }
+}
+
+impl AssignPlugin for Observed<dyn AssignPlugin> {
+    fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError> {
+        self.time(|| self.inner.assign(input))
+    }
+}
+
+impl OverridePlugin for Observed<dyn OverridePlugin> {
+    fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError> {
+        self.time(|| self.inner.override_manifest(input))
+    }
+}
+
+/// `profile` with every plugin wrapped so its calls are timed into `metrics`.
+fn instrument(profile: &Profile, metrics: &PluginMetrics) -> Profile {
+    macro_rules! wrap {
+        ($field:ident, $trait:ident, $point:literal) => {
+            profile
+                .$field
+                .iter()
+                .map(|s| Slot {
+                    plugin: Arc::new(Observed::<dyn $trait> { inner: Arc::clone(&s.plugin), stat: metrics.stat($point, s.plugin.name()) }) as Arc<dyn $trait>,
+                    ..s.clone()
+                })
+                .collect()
+        };
+    }
+    let mut out = profile.clone();
+    out.filters = wrap!(filters, FilterPlugin, "filter");
+    out.scores = wrap!(scores, ScorePlugin, "score");
+    out.selects = wrap!(selects, SelectPlugin, "select");
+    out.assigners = wrap!(assigners, AssignPlugin, "assign");
+    out.overriders = wrap!(overriders, OverridePlugin, "override");
+    out
+}
+
+// ------------------------------------------------------------------------------------------------
+// The controller loop.
+
+fn objects(cached: &Cached) -> Vec<Object> {
+    let mut out: Vec<Object> = cached
+        .store
+        .state()
+        .iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none())
+        .map(|o| Object { name: o.metadata.name.clone().unwrap_or_default(), generation: o.metadata.generation, spec: o.data.get("spec").cloned().unwrap_or(Value::Null) })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Sync the registry at start, on every `SchedulerProfile`/`WasmPlugin` change and every
+/// `settings.plugin_resync` (module files may change on disk); write both kinds' status; publish
+/// [`Topic::Profiles`] when the served set changed.
+pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
+    let ctx = Arc::clone(ctx);
+    let mut rx = ctx.events.subscribe();
+    tasks.spawn(async move {
+        loop {
+            let wasm = objects(&ctx.wasm_plugins);
+            let profiles = objects(&ctx.scheduler_profiles);
+            let c = Arc::clone(&ctx);
+            let started = Instant::now();
+            let report = match tokio::task::spawn_blocking(move || c.plugins.sync(&wasm, &profiles)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "plugin registry sync failed");
+                    Report::default()
+                }
+            };
+            if report.changed {
+                tracing::info!(elapsed = ?started.elapsed(), profiles = ?ctx.plugins.profiles().iter().map(|p| p.name.clone()).collect::<Vec<_>>(), "scheduler profiles swapped");
+                let _ = ctx.events.send(Topic::Profiles);
+            }
+            if let Err(e) = write_statuses(&ctx, &report).await {
+                tracing::warn!(error = %e, "writing plugin status failed; retrying");
+            }
+            let resync = tokio::time::sleep(ctx.settings.plugin_resync);
+            tokio::pin!(resync);
+            loop {
+                tokio::select! {
+                    ev = rx.recv() => match ev {
+                        Ok(Topic::Plugin) | Err(RecvError::Lagged(_)) => break,
+                        Ok(_) => {}
+                        Err(RecvError::Closed) => return,
+                    },
+                    () = &mut resync => break,
+                }
+            }
+            // Coalesce a burst of changes into one sync.
+            while rx.try_recv().is_ok() {}
+        }
+    });
+}
+
+fn condition(existing: Option<&Value>, type_: &str, ok: bool, reason: &str, message: &str, generation: Option<i64>) -> Value {
+    let status = if ok { "True" } else { "False" };
+    let prev = existing.and_then(|s| s.get("conditions")).and_then(Value::as_array).and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(type_)));
+    let since = prev
+        .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(flotilla_core::time::format_rfc3339(crate::members::now_epoch())));
+    json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since, "observedGeneration": generation})
+}
+
+async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Error> {
+    for (name, st) in &report.plugins {
+        let Some(obj) = ctx.wasm_plugins.get("", name) else { continue };
+        let existing = obj.data.get("status");
+        let (ok, reason, message) = match (&st.error, st.used_by.is_empty()) {
+            (Some(e), _) => (false, "LoadFailed", e.clone()),
+            (None, true) => (true, "Resolved", "module resolved; no SchedulerProfile uses it".to_owned()),
+            (None, false) => (true, "Loaded", format!("loaded into {}", st.used_by.join(", "))),
+        };
+        let status = json!({
+            "observedGeneration": st.generation,
+            "digest": st.digest,
+            "size": st.size,
+            "usedBy": st.used_by,
+            "conditions": [condition(existing, "Loaded", ok, reason, &message, st.generation)],
+        });
+        patch_status(ctx, &ctx.wasm_plugins, name, existing, status).await?;
+    }
+    for (name, st) in &report.profiles {
+        let Some(obj) = ctx.scheduler_profiles.get("", name) else { continue };
+        let existing = obj.data.get("status");
+        let (ok, reason, message) = match &st.error {
+            Some(e) if st.serving_previous => (false, "Invalid", format!("{e}; the previous version keeps serving")),
+            Some(e) => (false, "Invalid", e.clone()),
+            None => (true, "Loaded", "profile loaded".to_owned()),
+        };
+        let status = json!({
+            "observedGeneration": st.generation,
+            "conditions": [condition(existing, "Ready", ok, reason, &message, st.generation)],
+        });
+        patch_status(ctx, &ctx.scheduler_profiles, name, existing, status).await?;
+    }
+    Ok(())
+}
+
+async fn patch_status(ctx: &Context, cached: &Cached, name: &str, existing: Option<&Value>, status: Value) -> Result<(), kube::Error> {
+    if existing == Some(&status) {
+        return Ok(());
+    }
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &cached.resource);
+    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
