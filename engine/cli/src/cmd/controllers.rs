@@ -48,6 +48,9 @@ pub struct Args {
     /// How long a simulated member takes to make a Deployment available, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub ready_delay_ms: u64,
+    /// Where WasmPlugin modules are stored by digest (default: a per-process temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub module_dir: Option<std::path::PathBuf>,
 }
 
 /// Run.
@@ -67,7 +70,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => kube::Config::infer().await.context("finding the API server (no --kubeconfig, no in-cluster service account)")?,
     };
     let client = kube::Client::try_from(config.clone()).context("building the API client")?;
-    let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(args.ready_delay_ms), ..Default::default() };
+    let module_dir = args.module_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id())));
+    let settings = flotilla_controller::Settings {
+        ready_delay: Duration::from_millis(args.ready_delay_ms),
+        backends: super::profiles::backends(module_dir),
+        ..Default::default()
+    };
     let metrics = match args.metrics_addr {
         Some(addr) => {
             let l = std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;
