@@ -80,9 +80,148 @@ async fn kubectl_apply_the_nginx_example_then_get_rb_and_work_shows_the_split() 
     let mdir = dir.path().join("member2");
     std::fs::create_dir_all(&mdir).expect("dir");
     std::fs::write(mdir.join("kubeconfig"), member_kubeconfig).expect("kubeconfig");
-    let image = tokio::task::spawn_blocking(move || kubectl(&bin, &mdir, &["get", "deploy", "nginx", "-n", "default", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]))
-        .await
-        .expect("join");
+    // The Works exist; the execution controller applies them into the members right after.
+    let image = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new(&bin)
+                .arg("--kubeconfig")
+                .arg(mdir.join("kubeconfig"))
+                .args(["get", "deploy", "nginx", "-n", "default", "--ignore-not-found", "-o", "jsonpath={.spec.template.spec.containers[0].image}"])
+                .env_remove("KUBECONFIG")
+                .output()
+                .expect("kubectl runs");
+            let image = String::from_utf8_lossy(&out.stdout).into_owned();
+            if !image.is_empty() || Instant::now() > deadline {
+                return image;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })
+    .await
+    .expect("join");
+    if image.is_empty() {
+        let d = dir.path().to_owned();
+        let b = kubectl_on_path().expect("kubectl");
+        let works = tokio::task::spawn_blocking(move || {
+            let m = d.join("member2");
+            format!("{}\n{}\n{}", kubectl(&b, &d, &["get", "work", "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.finalizers} {.status.conditions}{\"\\n\"}{end}"]), kubectl(&b, &m, &["get", "deploy", "-A"]), kubectl(&b, &m, &["get", "ns"]))
+        }).await.expect("join");
+        panic!("no member copy; works' status: {works}; url {}; kubeconfig server lines: {:?}", running.url, running.kubeconfig.lines().filter(|l| l.contains("server")).collect::<Vec<_>>());
+    }
     assert_eq!(image, "registry.member2.example/nginx:1.27");
+    let _ = stop.send(());
+}
+
+mod common;
+
+/// Plugins as objects through kubectl: a WasmPlugin + SchedulerProfile applied, a template placed
+/// by the plugin, the WasmPlugin replaced (`kubectl replace`), the next template placed by the new
+/// version, the first left where it was, and `kubectl get wasmplugin` showing the digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
+    let Some(bin) = kubectl_on_path() else {
+        eprintln!("skipping: no kubectl on PATH");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = flotilla_apiserver::start(flotilla_apiserver::Config::new(dir.path().join("data")), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("server starts");
+    let backends = flotilla_controller::controller::plugins::Backends {
+        base: flotilla_plugins::default_profile(),
+        factories: vec![std::sync::Arc::new(flotilla_plugins::BuiltinFactory), std::sync::Arc::new(flotilla_wasm::WasmFactory::new())],
+        module_dir: Some(dir.path().join("modules")),
+    };
+    let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(100), backends, ..Default::default() };
+    let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
+    let opts = flotilla_controller::Embedded { members: 2, settings, token, ..Default::default() };
+    let _controllers = flotilla_controller::start_embedded(&running.server, opts).await.expect("controllers start");
+    std::fs::write(dir.path().join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
+
+    let (v1, v2) = (common::filter_module(1, 1), common::filter_module(2, 0));
+    let plugin = |m: &str| {
+        format!(
+            "apiVersion: flotilla.dev/v1alpha1\nkind: WasmPlugin\nmetadata: {{name: pick}}\nspec:\n  module: {{base64: {}}}\n  sha256: {}\n",
+            common::b64(m),
+            common::sha(m)
+        )
+    };
+    let deployment = |name: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: default, labels: {{app: picked}}}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n"
+        )
+    };
+    let files = dir.path().join("objects");
+    std::fs::create_dir_all(&files).expect("dir");
+    std::fs::write(files.join("1-wasmplugin.yaml"), plugin(&v1)).expect("write");
+    std::fs::write(
+        files.join("2-profile.yaml"),
+        "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata: {name: wasm-pick}\nspec:\n  filters:\n  - {name: APIEnablement}\n  - {name: TaintToleration}\n  - {name: pick, wasm: {plugin: pick}}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        files.join("3-policy.yaml"),
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: picked, namespace: default}\nspec:\n  schedulerName: wasm-pick\n  resourceSelectors:\n  - {apiVersion: apps/v1, kind: Deployment, labelSelector: {matchLabels: {app: picked}}}\n  placement:\n    clusterAffinity: {clusterNames: [member1, member2]}\n    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}\n",
+    )
+    .expect("write");
+    let run = |args: Vec<String>| {
+        let (b, d) = (bin.clone(), dir.path().to_owned());
+        async move {
+            tokio::task::spawn_blocking(move || kubectl(&b, &d, &args.iter().map(String::as_str).collect::<Vec<_>>())).await.expect("join")
+        }
+    };
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
+    let out = run(s(&["apply", "-f", &files.display().to_string()])).await;
+    assert!(out.contains("wasmplugin.flotilla.dev/pick created") && out.contains("schedulerprofile.flotilla.dev/wasm-pick created"), "{out}");
+
+    async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<String>) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(v) = f().await {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let digest = |want: String| {
+        let run = run.clone();
+        async move {
+            wait_for("the WasmPlugin's digest", async || {
+                let d = run(s(&["get", "wasmplugin", "pick", "-o", "jsonpath={.status.digest} {.status.conditions[0].status}"])).await;
+                (d == format!("sha256:{want} True")).then_some(d)
+            })
+            .await
+        }
+    };
+    digest(common::sha(&v1)).await;
+    let placed = |name: &'static str| {
+        let run = run.clone();
+        async move {
+            wait_for("a placement", async || {
+                let c = run(s(&["get", "rb", &format!("{name}-deployment"), "-n", "default", "-o", "jsonpath={.spec.clusters[*].name}"])).await;
+                (!c.is_empty()).then_some(c)
+            })
+            .await
+        }
+    };
+    std::fs::write(dir.path().join("a.yaml"), deployment("a")).expect("write");
+    run(s(&["apply", "-f", &dir.path().join("a.yaml").display().to_string()])).await;
+    assert_eq!(placed("a").await, "member1", "v1 rejects member2");
+
+    std::fs::write(files.join("1-wasmplugin.yaml"), plugin(&v2)).expect("write");
+    let out = run(s(&["replace", "-f", &files.join("1-wasmplugin.yaml").display().to_string()])).await;
+    assert!(out.contains("wasmplugin.flotilla.dev/pick replaced"), "{out}");
+    digest(common::sha(&v2)).await;
+    std::fs::write(dir.path().join("b.yaml"), deployment("b")).expect("write");
+    run(s(&["apply", "-f", &dir.path().join("b.yaml").display().to_string()])).await;
+    assert_eq!(placed("b").await, "member2", "v2 rejects member1");
+    assert_eq!(placed("a").await, "member1", "the Divided binding placed before the swap stays");
+    let table = run(s(&["get", "wasmplugins"])).await;
+    assert!(table.contains("pick"), "{table}");
     let _ = stop.send(());
 }

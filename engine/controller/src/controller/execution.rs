@@ -54,7 +54,9 @@ impl std::fmt::Debug for Executor {
 /// Fails when a request to the control plane or the member fails.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = obj.metadata.namespace.as_deref().unwrap_or_default();
+    // Simulated members are served in process whatever their Cluster object says.
     if let Some(cluster) = ns.strip_prefix(labels::EXECUTION_NAMESPACE_PREFIX)
+        && !ctx.members.is_fixed(cluster)
         && ctx.clusters.get("", cluster).is_some_and(|c| c.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull"))
     {
         return Ok(Action::await_change());

@@ -1,0 +1,53 @@
+//! Shared by the plugin tests: a tiny versioned Wasm filter in WAT, and encodings.
+
+#![allow(dead_code)]
+
+use base64::Engine as _;
+use sha2::Digest as _;
+
+/// A filter module that rejects one row of the cluster set (clusters are pushed sorted by name:
+/// row 0 = member1, row 1 = member2) with a reason naming its version.
+pub fn filter_module(version: u32, rejected_row: u32) -> String {
+    let reasons = format!(r#"{{"reasons":["rejected by pick v{version}"]}}"#);
+    format!(
+        r#"(module
+  (import "flotilla:host/v1" "set_result" (func $set_result (param i32 i32)))
+  (import "flotilla:host/v1" "set_rows" (func $set_rows (param i32 i32)))
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 65536))
+  (data (i32.const 0) "{reasons_esc}")
+  (func (export "flotilla_abi_version") (result i32) (i32.const 1))
+  (func (export "flotilla_alloc") (param $n i32) (result i32)
+    (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.and (i32.add (i32.add (local.get $p) (local.get $n)) (i32.const 7)) (i32.const -8)))
+    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+      (then (drop (memory.grow (i32.add (i32.shr_u (global.get $heap) (i32.const 16)) (i32.const 1))))))
+    (local.get $p))
+  (func (export "flotilla_dealloc") (param $p i32) (param $n i32))
+  (func (export "flotilla_clusters_v1") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "flotilla_filter_v1") (param i32 i32) (param $rows i32) (param $n i32) (result i32)
+    (local $i i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (i32.store8 (i32.add (i32.const 1024) (local.get $i))
+        (i32.eq (i32.load (i32.add (local.get $rows) (i32.shl (local.get $i) (i32.const 2)))) (i32.const {rejected_row})))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (call $set_rows (i32.const 1024) (local.get $n))
+    (call $set_result (i32.const 0) (i32.const {reasons_len}))
+    (i32.const 0)))
+"#,
+        reasons_esc = reasons.replace('"', "\\\""),
+        reasons_len = reasons.len(),
+    )
+}
+
+pub fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+pub fn sha(s: &str) -> String {
+    sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
