@@ -56,6 +56,11 @@ pub trait Plugin: Sized + 'static {
     /// Bad config: the plugin fails to load.
     fn new(init: InitRequest) -> Result<Self, String>;
 
+    /// Called once per pushed cluster set (cluster-set generation), with the set in row order,
+    /// before any call that uses it. Plugins that memoise per cluster reset here and can key their
+    /// memo by row with a [`RowIndex`]. Default: nothing.
+    fn cluster_set(&mut self, _clusters: &[Self::Cluster]) {}
+
     /// Filter: push exactly one verdict per cluster, in order.
     ///
     /// # Errors
@@ -292,6 +297,9 @@ pub mod rt {
             self.run(|rt| {
                 let req: ClustersRequest<P::Cluster> = parse(json, "cluster set")?;
                 rt.clusters = req.clusters;
+                if let Some(p) = rt.plugin.as_mut() {
+                    p.cluster_set(&rt.clusters);
+                }
                 Ok(())
             })
         }
@@ -633,5 +641,38 @@ mod mem {
     pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
         // SAFETY: forwarded.
         unsafe { memcmp(a, b, n) }
+    }
+}
+
+/// The row of a cluster reference in the current cluster set, for plugins that memoise per
+/// cluster-set generation: record it in [`Plugin::cluster_set`], then `row(c)` maps each
+/// `&Cluster` a call receives to its row.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowIndex {
+    base: usize,
+    len: usize,
+    size: usize,
+}
+
+impl RowIndex {
+    /// The index of `set`.
+    pub fn new<C>(set: &[C]) -> Self {
+        RowIndex { base: set.as_ptr() as usize, len: set.len(), size: std::mem::size_of::<C>().max(1) }
+    }
+
+    /// Rows in the set.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The row of `c`, `None` when it is not an element of the indexed set.
+    pub fn row<C>(&self, c: &C) -> Option<usize> {
+        let off = (c as *const C as usize).checked_sub(self.base)?;
+        (off % self.size == 0 && off / self.size < self.len).then_some(off / self.size)
     }
 }

@@ -72,31 +72,33 @@ pub fn duplicated(input: &AssignInput<'_>) -> Assignment {
 /// `input.replicas` are divided with Webster (tie seed: the resource UID), sorted by name. The
 /// previous assignment is not used (Karmada v1.16+).
 pub fn static_weight(input: &AssignInput<'_>) -> Assignment {
-    let rules = input
-        .binding
-        .placement
-        .replica_scheduling
-        .as_ref()
-        .and_then(|r| r.weight_preference.as_ref())
-        .map(|w| w.static_weight_list.as_slice());
+    let rules = static_weight_rules(input);
+    static_weight_with(input, |c| rules.map_or(1, |rules| rule_weight(rules, c.cluster)))
+}
+
+/// The binding's `staticWeightList` (`None` without a `weightPreference`).
+pub fn static_weight_rules<'a>(input: &AssignInput<'a>) -> Option<&'a [flotilla_api::policy::StaticClusterWeight]> {
+    input.binding.placement.replica_scheduling.as_ref().and_then(|r| r.weight_preference.as_ref()).map(|w| w.static_weight_list.as_slice())
+}
+
+/// A cluster's static weight: the maximum weight of the rules whose `targetCluster` matches it.
+pub fn rule_weight(rules: &[flotilla_api::policy::StaticClusterWeight], cluster: &flotilla_api::cluster::Cluster) -> i64 {
+    rules.iter().filter(|r| crate::selector::cluster_matches(cluster, &r.target_cluster)).fold(0i64, |w, r| w.max(r.weight))
+}
+
+/// [`static_weight`] with each cluster's weight from `weight` (plugins that memoise
+/// [`rule_weight`] per cluster set use this): weight-0 clusters are left out, all clusters weigh 1
+/// when none has a weight, then Webster.
+pub fn static_weight_with(input: &AssignInput<'_>, mut weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64) -> Assignment {
     let mut votes: Vec<(&str, i64)> = Vec::with_capacity(input.clusters.len());
-    match rules {
-        // No weightPreference: Karmada synthesizes weight 1 per candidate.
-        None => votes.extend(input.clusters.iter().map(|c| (c.name(), 1))),
-        Some(rules) => {
-            for c in input.clusters {
-                let weight = rules
-                    .iter()
-                    .filter(|r| crate::selector::cluster_matches(c.cluster, &r.target_cluster))
-                    .fold(0i64, |w, r| w.max(r.weight));
-                if weight > 0 {
-                    votes.push((c.name(), weight));
-                }
-            }
-            if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
-                votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
-            }
+    for c in input.clusters {
+        let w = weight(c);
+        if w > 0 {
+            votes.push((c.name(), w));
         }
+    }
+    if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
+        votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
     }
     Assignment::Assigned(dispense(input.replicas, &votes, &[], &input.binding.spec.resource.uid))
 }
