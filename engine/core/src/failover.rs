@@ -259,7 +259,7 @@ mod tests {
         let mut rb = ResourceBinding::default();
         rb.spec.propagate_deps = true;
         rb.spec.replicas = 4;
-        rb.spec.clusters = health.iter().map(|(c, _)| TargetCluster { name: (*c).into(), replicas: 2 }).collect();
+        rb.spec.clusters = health.iter().map(|(c, _)| TargetCluster::new(*c, 2)).collect();
         rb.spec.failover = Some(FailoverBehavior {
             application: Some(ApplicationFailoverBehavior {
                 decision_conditions: DecisionConditions { toleration_seconds: Some(30) },
