@@ -1,6 +1,5 @@
 //! End to end, in process: the embedded API server, two simulated members and every controller.
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +10,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use flotilla_apiserver::{ApiServer, ServerOptions, Store};
+
+mod common;
+use common::eventually;
 
 struct Env {
     control: Client,
@@ -50,22 +52,6 @@ fn api_for(client: &Client, obj: &Value) -> Api<DynamicObject> {
 async fn apply(client: &Client, obj: &Value) {
     let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("name");
     api_for(client, obj).patch(name, &PatchParams::apply("kubectl").force(), &Patch::Apply(obj)).await.expect("apply");
-}
-
-/// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -2,7 +2,6 @@
 //! in Push mode through a kubeconfig Secret, or in Pull mode through the agent running in
 //! process; health, status collection, taints, and the lease monitor.
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +31,9 @@ fn settings() -> Settings {
 }
 
 /// The control plane in process with one simulated member, `member1`.
+mod common;
+use common::eventually;
+
 struct Control {
     client: Client,
     _running: flotilla_controller::Running,
@@ -108,21 +110,6 @@ async fn apply(client: &Client, obj: &Value) {
 async fn seed(c: &Client) {
     for f in ["propagationpolicy.yaml", "overridepolicy.yaml", "deployment.yaml"] {
         apply(c, &example(f)).await;
-    }
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -3,7 +3,6 @@
 //! keep arriving changes subsequent placements with no restart and no failed scheduling cycle;
 //! both objects report what is loaded (digest) or why not.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use serde_json::{Value, json};
 use flotilla_apiserver::{ApiServer, ServerOptions, Store};
 
 mod common;
-use common::{b64, filter_module, sha};
+use common::{b64, eventually, filter_module, sha};
 
 struct Env {
     control: Client,
@@ -56,21 +55,6 @@ fn bindings(c: &Client) -> Api<DynamicObject> {
 async fn apply(api: &Api<DynamicObject>, obj: Value) {
     let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("name").to_owned();
     api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&obj)).await.expect("apply");
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 const WAIT: Duration = Duration::from_secs(30);

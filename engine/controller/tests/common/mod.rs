@@ -1,4 +1,4 @@
-//! Shared by the plugin tests: a tiny versioned Wasm filter in WAT, and encodings.
+//! Shared by the controller tests: polling, a tiny versioned Wasm filter in WAT, and encodings.
 
 #![allow(dead_code)]
 
@@ -51,3 +51,18 @@ pub fn sha(s: &str) -> String {
     sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Poll `f` until it returns `Some`, or panic naming `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
