@@ -50,8 +50,7 @@ pub struct ProfileDocument {
 impl ProfileDocument {
     /// Every plugin spec of the document, mutably, in extension-point order.
     pub fn plugins_mut(&mut self) -> impl Iterator<Item = &mut PluginSpec> {
-        let s = &mut self.spec;
-        [&mut s.filters, &mut s.scores, &mut s.selects, &mut s.assigners, &mut s.overriders].into_iter().flatten().flat_map(|l| l.iter_mut())
+        self.spec.lists_mut().flat_map(|(_, l)| l.iter_mut())
     }
 
     /// Resolve relative `wasm.path`s against `dir` (the profile file's directory); returns every
@@ -67,6 +66,32 @@ impl ProfileDocument {
             }
         }
         out
+    }
+}
+
+impl ProfileSpec {
+    /// The list given for `point` (`None`: absent, the default profile's plugins apply).
+    pub fn list(&self, point: ExtensionPoint) -> Option<&Vec<PluginSpec>> {
+        match point {
+            ExtensionPoint::Filter => self.filters.as_ref(),
+            ExtensionPoint::Score => self.scores.as_ref(),
+            ExtensionPoint::Select => self.selects.as_ref(),
+            ExtensionPoint::Assign => self.assigners.as_ref(),
+            ExtensionPoint::Override => self.overriders.as_ref(),
+        }
+    }
+
+    /// The lists given, mutably, with their extension point, in extension-point order.
+    pub fn lists_mut(&mut self) -> impl Iterator<Item = (ExtensionPoint, &mut Vec<PluginSpec>)> {
+        [
+            (ExtensionPoint::Filter, &mut self.filters),
+            (ExtensionPoint::Score, &mut self.scores),
+            (ExtensionPoint::Select, &mut self.selects),
+            (ExtensionPoint::Assign, &mut self.assigners),
+            (ExtensionPoint::Override, &mut self.overriders),
+        ]
+        .into_iter()
+        .filter_map(|(p, l)| l.as_mut().map(|l| (p, l)))
     }
 }
 

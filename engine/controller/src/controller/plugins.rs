@@ -27,7 +27,7 @@ use flotilla_core::framework::{
     ScoreInput, ScorePlugin, SelectInput, SelectPlugin, Selection, Slot, Verdict,
 };
 use flotilla_core::error::PluginError;
-use flotilla_core::profile::{self, PluginFactory, PluginSpec, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec};
+use flotilla_core::profile::{self, PluginFactory, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec};
 use serde_json::Value;
 use sha2::Digest as _;
 
@@ -218,7 +218,7 @@ impl Registry {
                     let mut message = e.to_string();
                     if let ProfileError::Invalid { point, index, .. } = &e {
                         // Blame the WasmPlugin whose (content-addressed) module the failing entry loads.
-                        let path = entry(&doc.spec, *point, *index).and_then(|s| s.wasm.as_ref()).map(|w| w.path.clone()).unwrap_or_default();
+                        let path = doc.spec.list(*point).and_then(|l| l.get(*index)).and_then(|s| s.wasm.as_ref()).map(|w| w.path.clone()).unwrap_or_default();
                         for (wp, m) in &resolved {
                             if let Some(m) = m.as_ref().ok().filter(|m| !path.is_empty() && m.path == path) {
                                 message = message.replace(&m.path, &format!("WasmPlugin {wp:?}"));
@@ -258,7 +258,7 @@ impl Registry {
     fn document(&self, o: &Object, resolved: &BTreeMap<&str, Result<Resolved, String>>, plugins: &mut BTreeMap<String, PluginStatus>) -> Result<ProfileDocument, String> {
         let spec = if o.spec.is_null() { Value::Object(serde_json::Map::new()) } else { o.spec.clone() };
         let mut spec: ProfileSpec = serde_path_to_error::deserialize(spec).map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
-        for (point, list) in lists_mut(&mut spec) {
+        for (point, list) in spec.lists_mut() {
             for (index, entry) in list.iter_mut().enumerate() {
                 let Some(name) = entry.wasm.as_ref().and_then(|w| w.plugin.clone()) else { continue };
                 let at = format!("spec.{point}[{index}] ({})", entry.name);
@@ -320,28 +320,6 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
         s
     })
-}
-
-fn lists_mut(spec: &mut ProfileSpec) -> Vec<(&'static str, &mut Vec<PluginSpec>)> {
-    let mut out = Vec::new();
-    for (point, list) in [("filters", &mut spec.filters), ("scores", &mut spec.scores), ("selects", &mut spec.selects), ("assigners", &mut spec.assigners), ("overriders", &mut spec.overriders)] {
-        if let Some(l) = list.as_mut() {
-            out.push((point, l));
-        }
-    }
-    out
-}
-
-fn entry(spec: &ProfileSpec, point: profile::ExtensionPoint, index: usize) -> Option<&PluginSpec> {
-    use profile::ExtensionPoint as E;
-    let list = match point {
-        E::Filter => &spec.filters,
-        E::Score => &spec.scores,
-        E::Select => &spec.selects,
-        E::Assign => &spec.assigners,
-        E::Override => &spec.overriders,
-    };
-    list.as_ref()?.get(index)
 }
 
 // ------------------------------------------------------------------------------------------------
