@@ -13,16 +13,15 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
-use tokio_stream::wrappers::BroadcastStream;
 
 use crate::client::MemberError;
 use crate::controller::execution::{self, Executor};
+use crate::controller::{CONCURRENCY, mapped_triggers, work_of_member};
 use crate::controller::status::{self, CLUSTER_NAMESPACE, Thresholds};
-use crate::{Error, Members, Settings, Topic, api_resource, cache};
+use crate::{Bus, Error, Members, Settings, Topic, api_resource, cache};
 
 /// The field manager (and Lease holder) of the agent's writes.
 pub const MANAGER: &str = "flotilla-agent";
@@ -110,7 +109,8 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
 
     // Dropping the set (when this future is dropped or aborted) stops every task.
     let mut tasks = tokio::task::JoinSet::new();
-    let (events, _) = broadcast::channel(256);
+    let events = Bus::default();
+    let member_changes = events.subscribe();
     let _ = cache(&member, api_resource("apps/v1", "Deployment"), Topic::Member, &events, &mut tasks);
 
     let works = api_resource("work.karmada.io/v1alpha1", "Work");
@@ -123,10 +123,12 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     });
     let es = flotilla_core::render::execution_namespace(&name);
     let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);
-    let trigger = BroadcastStream::new(events.subscribe()).filter_map(|_| futures::future::ready(Some(())));
     tasks.spawn(async move {
-        Controller::new_with(api, watcher::Config::default(), works)
-            .reconcile_all_on(trigger)
+        let controller = Controller::new_with(api, watcher::Config::default(), works.clone()).with_config(Config::default().concurrency(CONCURRENCY));
+        // A member Deployment's change re-checks the Work that applied it.
+        let trigger = mapped_triggers(member_changes, controller.store(), works, Box::new(work_of_member));
+        controller
+            .reconcile_on(trigger)
             .run(|obj, ex: Arc<Executor>| async move { execution::reconcile_work(&obj, &ex).await }, error_policy, executor)
             .for_each(|_| futures::future::ready(()))
             .await;

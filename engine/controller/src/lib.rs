@@ -28,12 +28,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 
 pub use client::Members;
 
@@ -70,7 +74,7 @@ pub enum Error {
     Join(#[from] tokio::task::JoinError),
 }
 
-/// What a change event is about; controllers re-check everything they own on the kinds they read.
+/// What a change event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topic {
     /// A resource template.
@@ -89,6 +93,49 @@ pub enum Topic {
     Plugin,
     /// The served scheduler profiles were swapped.
     Profiles,
+}
+
+/// One change seen by a cache.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The kind of object.
+    pub topic: Topic,
+    /// The object as it is now (as it was last, when deleted); `None` when anything of the topic
+    /// may have changed (a cache relisted, profiles were swapped, a member was registered).
+    pub object: Option<Arc<DynamicObject>>,
+    /// Whether the object was deleted.
+    pub deleted: bool,
+}
+
+impl Change {
+    /// A change to anything of `topic`.
+    pub fn any(topic: Topic) -> Self {
+        Change { topic, object: None, deleted: false }
+    }
+}
+
+/// Change notifications, fanned out to every subscriber.
+///
+/// Each subscriber has its own unbounded queue, so a busy controller never loses a change (and
+/// never has to fall back to re-checking everything); controllers drain their queue into their
+/// own de-duplicating work queue at once.
+#[derive(Debug, Clone, Default)]
+pub struct Bus {
+    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change>>>>,
+}
+
+impl Bus {
+    /// A receiver of every change sent from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(tx);
+        rx
+    }
+
+    /// Publish `change` (subscribers that went away are dropped).
+    pub fn send(&self, change: Change) {
+        self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|s| s.send(change.clone()).is_ok());
+    }
 }
 
 /// Tunables.
@@ -166,9 +213,129 @@ pub struct Cached {
     pub resource: ApiResource,
     /// The reflector store.
     pub store: Store<DynamicObject>,
+    /// Bumped after every change applied to the store (for [`Memo`]).
+    pub version: Arc<AtomicU64>,
+    /// Objects grouped by a key (see [`Index`]), when the cache keeps one.
+    pub index: Option<Arc<Index>>,
+}
+
+/// Cached objects grouped by a key computed from each object (e.g. Works by their binding's
+/// permanent id), maintained by the cache as changes arrive.
+pub struct Index {
+    key: fn(&DynamicObject) -> Option<String>,
+    inner: Mutex<IndexInner>,
+}
+
+#[derive(Default)]
+struct IndexInner {
+    by_key: HashMap<String, HashSet<(String, String)>>,
+    key_of: HashMap<(String, String), String>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").finish_non_exhaustive()
+    }
+}
+
+fn object_key(o: &DynamicObject) -> (String, String) {
+    (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
+}
+
+impl Index {
+    /// An empty index keyed by `key` (objects it returns `None` for are not indexed).
+    pub fn new(key: fn(&DynamicObject) -> Option<String>) -> Self {
+        Index { key, inner: Mutex::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IndexInner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn remove_locked(inner: &mut IndexInner, id: &(String, String)) {
+        if let Some(old) = inner.key_of.remove(id)
+            && let Some(set) = inner.by_key.get_mut(&old)
+        {
+            set.remove(id);
+            if set.is_empty() {
+                inner.by_key.remove(&old);
+            }
+        }
+    }
+
+    /// Record `o` as it is now.
+    pub fn apply(&self, o: &DynamicObject) {
+        let id = object_key(o);
+        let key = (self.key)(o);
+        let mut inner = self.lock();
+        if inner.key_of.get(&id) == key.as_ref() {
+            return;
+        }
+        Self::remove_locked(&mut inner, &id);
+        if let Some(k) = key {
+            inner.by_key.entry(k.clone()).or_default().insert(id.clone());
+            inner.key_of.insert(id, k);
+        }
+    }
+
+    /// Forget `o`.
+    pub fn delete(&self, o: &DynamicObject) {
+        Self::remove_locked(&mut self.lock(), &object_key(o));
+    }
+
+    /// Replace everything with `objects` (after a relist).
+    pub fn rebuild(&self, objects: &[Arc<DynamicObject>]) {
+        let mut fresh = IndexInner::default();
+        for o in objects {
+            if let Some(k) = (self.key)(o) {
+                let id = object_key(o);
+                fresh.by_key.entry(k.clone()).or_default().insert(id.clone());
+                fresh.key_of.insert(id, k);
+            }
+        }
+        *self.lock() = fresh;
+    }
+
+    /// `(namespace, name)` of the objects with `key`.
+    pub fn get(&self, key: &str) -> Vec<(String, String)> {
+        self.lock().by_key.get(key).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+}
+
+/// A value derived from caches, recomputed only when their version moved.
+#[derive(Debug)]
+pub struct Memo<T> {
+    inner: Mutex<Option<(u64, Arc<T>)>>,
+}
+
+impl<T> Default for Memo<T> {
+    fn default() -> Self {
+        Memo { inner: Mutex::new(None) }
+    }
+}
+
+impl<T> Memo<T> {
+    /// The value for `version` (the sum of the caches' [`Cached::version`]s, read *before* the
+    /// caches themselves), computing it with `f` when the kept one is older.
+    pub fn get(&self, version: u64, f: impl FnOnce() -> T) -> Arc<T> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*inner {
+            Some((v, t)) if *v == version => Arc::clone(t),
+            _ => {
+                let t = Arc::new(f());
+                *inner = Some((version, Arc::clone(&t)));
+                t
+            }
+        }
+    }
 }
 
 impl Cached {
+    /// The current version (see [`Memo::get`]).
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
     /// The object `namespace/name` (namespace empty for cluster-scoped kinds).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
         let r = ObjectRef::new_with(name, self.resource.clone());
@@ -208,7 +375,13 @@ pub struct Context {
     /// Application failover's memory: when each binding's clusters were first seen unhealthy.
     pub app_failover: std::sync::Mutex<std::collections::HashMap<String, BTreeMap<String, i64>>>,
     /// Change notifications.
-    pub events: broadcast::Sender<Topic>,
+    pub events: Bus,
+    /// Decoded Clusters, kept until the Cluster cache changes.
+    pub cluster_memo: Memo<Vec<flotilla_api::cluster::Cluster>>,
+    /// Defaulted (Cluster)OverridePolicies, kept until either cache changes.
+    pub override_memo: Memo<flotilla_core::overrides::OverridePolicies>,
+    /// Defaulted PropagationPolicies and ClusterPropagationPolicies, kept until either cache changes.
+    pub policy_memo: Memo<(Vec<flotilla_api::policy::PropagationPolicy>, Vec<flotilla_api::policy::PropagationPolicy>)>,
     /// Counters.
     pub metrics: controller::Metrics,
 }
@@ -216,6 +389,38 @@ pub struct Context {
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// Every cached Cluster, decoded (shared until the Cluster cache changes).
+    pub fn clusters(&self) -> Arc<Vec<flotilla_api::cluster::Cluster>> {
+        self.cluster_memo.get(self.clusters.version(), || typed_all(&self.clusters))
+    }
+
+    /// Every (Cluster)OverridePolicy, defaulted (shared until one changes).
+    pub fn overrides(&self) -> Arc<flotilla_core::overrides::OverridePolicies> {
+        self.override_memo.get(self.ops.version() + self.cops.version(), || {
+            let mut namespaced: Vec<flotilla_api::policy::OverridePolicy> = typed_all(&self.ops);
+            let mut cluster: Vec<flotilla_api::policy::OverridePolicy> = typed_all(&self.cops);
+            for o in namespaced.iter_mut().chain(cluster.iter_mut()) {
+                flotilla_core::overrides::set_defaults(o);
+            }
+            flotilla_core::overrides::OverridePolicies { cluster, namespaced }
+        })
+    }
+
+    /// PropagationPolicies and ClusterPropagationPolicies, defaulted as admission would (shared
+    /// until one changes).
+    pub fn propagation_policies(&self) -> Arc<(Vec<flotilla_api::policy::PropagationPolicy>, Vec<flotilla_api::policy::PropagationPolicy>)> {
+        self.policy_memo.get(self.pps.version() + self.cpps.version(), || {
+            let mut pps: Vec<flotilla_api::policy::PropagationPolicy> = typed_all(&self.pps);
+            let mut cpps: Vec<flotilla_api::policy::PropagationPolicy> = typed_all(&self.cpps);
+            for p in pps.iter_mut().chain(cpps.iter_mut()) {
+                flotilla_core::validate::default_propagation_policy(p);
+            }
+            (pps, cpps)
+        })
     }
 }
 
@@ -241,26 +446,59 @@ pub fn typed_all<T: serde::de::DeserializeOwned>(cached: &Cached) -> Vec<T> {
         .collect()
 }
 
-/// Start a reflector for `resource` on `client`, publishing `topic` on every change.
-pub fn cache(client: &Client, resource: ApiResource, topic: Topic, events: &broadcast::Sender<Topic>, tasks: &mut tokio::task::JoinSet<()>) -> Cached {
+/// Start a reflector for `resource` on `client`, publishing every change as `topic`.
+pub fn cache(client: &Client, resource: ApiResource, topic: Topic, events: &Bus, tasks: &mut tokio::task::JoinSet<()>) -> Cached {
+    cache_indexed(client, resource, topic, events, None, tasks)
+}
+
+/// [`cache`], also keeping `index` up to date.
+pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, events: &Bus, index: Option<Index>, tasks: &mut tokio::task::JoinSet<()>) -> Cached {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
     let events = events.clone();
+    let version = Arc::new(AtomicU64::new(0));
+    let index = index.map(Arc::new);
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+    let (v, idx, reader) = (Arc::clone(&version), index.clone(), store.clone());
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut listed = false;
         while let Some(ev) = stream.next().await {
+            // The reflector has already applied the event to the store.
             match ev {
                 Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => {
-                    let _ = events.send(topic);
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(i) = &idx {
+                        i.rebuild(&reader.state());
+                    }
+                    v.fetch_add(1, Ordering::AcqRel);
+                    // The first list is every controller's starting point; a relist means
+                    // changes may have been missed, so everything of the topic is re-checked.
+                    if listed {
+                        events.send(Change::any(topic));
+                    }
+                    listed = true;
+                }
+                Ok(watcher::Event::Apply(o)) => {
+                    if let Some(i) = &idx {
+                        i.apply(&o);
+                    }
+                    v.fetch_add(1, Ordering::AcqRel);
+                    events.send(Change { topic, object: Some(Arc::new(o)), deleted: false });
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    if let Some(i) = &idx {
+                        i.delete(&o);
+                    }
+                    v.fetch_add(1, Ordering::AcqRel);
+                    events.send(Change { topic, object: Some(Arc::new(o)), deleted: true });
                 }
                 Err(e) => tracing::debug!(error = %e, "watch error; retrying"),
             }
         }
     });
-    Cached { resource, store }
+    Cached { resource, store, version, index }
 }
 
 /// Running controllers; dropping this stops them.
@@ -277,7 +515,7 @@ pub struct Running {
 /// # Errors
 /// Fails when a cache cannot complete its initial list.
 pub async fn start(client: Client, members: Members, settings: Settings) -> Result<Running, Error> {
-    let (events, _) = broadcast::channel(1024);
+    let events = Bus::default();
     let mut tasks = tokio::task::JoinSet::new();
     let mut templates = BTreeMap::new();
     for (api_version, kind) in &settings.template_kinds {
@@ -290,7 +528,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
     let ops = cache(&client, k("policy.karmada.io/v1alpha1", "OverridePolicy"), Topic::Override, &events, &mut tasks);
     let cops = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterOverridePolicy"), Topic::Override, &events, &mut tasks);
     let clusters = cache(&client, k("cluster.karmada.io/v1alpha1", "Cluster"), Topic::Cluster, &events, &mut tasks);
-    let works = cache(&client, k("work.karmada.io/v1alpha1", "Work"), Topic::Work, &events, &mut tasks);
+    let works = cache_indexed(&client, k("work.karmada.io/v1alpha1", "Work"), Topic::Work, &events, Some(Index::new(controller::binding::work_binding_id)), &mut tasks);
     let scheduler_profiles = cache(&client, k(controller::plugins::API_VERSION, "SchedulerProfile"), Topic::Plugin, &events, &mut tasks);
     let wasm_plugins = cache(&client, k(controller::plugins::API_VERSION, "WasmPlugin"), Topic::Plugin, &events, &mut tasks);
     let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &works, &scheduler_profiles, &wasm_plugins]).collect();
@@ -314,6 +552,9 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         wasm_plugins,
         app_failover: std::sync::Mutex::default(),
         events,
+        cluster_memo: Memo::default(),
+        override_memo: Memo::default(),
+        policy_memo: Memo::default(),
         metrics: controller::Metrics::default(),
     });
     controller::spawn_all(&ctx, &mut tasks);

@@ -8,15 +8,13 @@ use std::sync::Arc;
 use flotilla_api::Object;
 use flotilla_api::cluster::Cluster;
 use flotilla_api::labels;
-use flotilla_api::policy::OverridePolicy;
 use flotilla_api::work::{AggregatedStatusItem, ResourceBinding};
-use flotilla_core::overrides::OverridePolicies;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::detector::namespaced_or_all;
-use crate::{Context, Error, api_resource, typed, typed_all};
+use crate::{Context, Error, api_resource, typed};
 
 /// The field manager of the binding controller's writes.
 pub const MANAGER: &str = "flotilla-binding-controller";
@@ -27,22 +25,47 @@ fn binding_id(rb: &ResourceBinding) -> (&'static str, String) {
     (key, rb.metadata.labels.get(key).cloned().unwrap_or_default())
 }
 
-/// The Works of `rb`, from the cache.
+/// The key the Work cache indexes Works by: their binding's permanent id.
+pub fn work_binding_id(w: &DynamicObject) -> Option<String> {
+    let l = w.metadata.labels.as_ref()?;
+    l.get(labels::RB_PERMANENT_ID).or_else(|| l.get(labels::CRB_PERMANENT_ID)).filter(|id| !id.is_empty()).cloned()
+}
+
+/// The Works of `rb`, from the cache (through its index by binding id).
 pub fn works_of(ctx: &Context, rb: &ResourceBinding) -> Vec<Arc<DynamicObject>> {
     let (key, id) = binding_id(rb);
     if id.is_empty() {
         return Vec::new();
     }
-    ctx.works.store.state().into_iter().filter(|w| w.metadata.labels.as_ref().and_then(|l| l.get(key)) == Some(&id)).collect()
+    let Some(index) = &ctx.works.index else {
+        return ctx.works.store.state().into_iter().filter(|w| w.metadata.labels.as_ref().and_then(|l| l.get(key)) == Some(&id)).collect();
+    };
+    let mut works: Vec<Arc<DynamicObject>> = index
+        .get(&id)
+        .into_iter()
+        .filter_map(|(ns, name)| ctx.works.get(&ns, &name))
+        .filter(|w| w.metadata.labels.as_ref().and_then(|l| l.get(key)) == Some(&id))
+        .collect();
+    works.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+    works
 }
 
-fn overrides(ctx: &Context) -> OverridePolicies {
-    let mut namespaced: Vec<OverridePolicy> = typed_all(&ctx.ops);
-    let mut cluster: Vec<OverridePolicy> = typed_all(&ctx.cops);
-    for o in namespaced.iter_mut().chain(cluster.iter_mut()) {
-        flotilla_core::overrides::set_defaults(o);
+/// Whether the cached Work already is what `body` (a rendered Work) would apply: same spec, and
+/// every rendered label, annotation and finalizer present.
+fn up_to_date(cached: &DynamicObject, body: &Value) -> bool {
+    if cached.metadata.deletion_timestamp.is_some() || cached.data.get("spec") != body.get("spec") {
+        return false;
     }
-    OverridePolicies { cluster, namespaced, ..Default::default() }
+    let meta = body.get("metadata");
+    let subset = |field: &str, have: Option<&BTreeMap<String, String>>| {
+        meta.and_then(|m| m.get(field)).and_then(Value::as_object).is_none_or(|want| {
+            want.iter().all(|(k, v)| have.and_then(|h| h.get(k)).map(String::as_str) == v.as_str())
+        })
+    };
+    let finalizers = meta.and_then(|m| m.get("finalizers")).and_then(Value::as_array).is_none_or(|want| {
+        want.iter().all(|f| cached.metadata.finalizers.as_ref().is_some_and(|have| have.iter().any(|h| Some(h.as_str()) == f.as_str())))
+    });
+    subset("labels", cached.metadata.labels.as_ref()) && subset("annotations", cached.metadata.annotations.as_ref()) && finalizers
 }
 
 async fn delete_work(ctx: &Context, w: &DynamicObject) -> Result<(), Error> {
@@ -108,9 +131,9 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let template = Object(serde_json::to_value(&*template).map_err(|source| Error::Decode { what: "template".into(), source })?);
 
     // Render and apply the Works.
-    let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
+    let clusters = ctx.clusters();
     let cluster_map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
-    let policies = overrides(&ctx);
+    let policies = ctx.overrides();
     let profiles = ctx.plugins.profiles();
     let profile = profiles.iter().find(|p| p.name == rb.spec.scheduler_name).or_else(|| profiles.first());
     // A `Directly` eviction removes the old copy before any new Work is created.
@@ -141,8 +164,11 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 if let Some(m) = body.as_object_mut() {
                     m.remove("status");
                 }
-                let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ctx.works.resource);
-                api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await?;
+                // Unchanged Works are not re-applied: no request, no new revision, no watch event.
+                if !ctx.works.get(&ns, &name).is_some_and(|cached| up_to_date(&cached, &body)) {
+                    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ctx.works.resource);
+                    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await?;
+                }
                 desired.insert((ns, name));
             }
             Err(e) => failures.push(e.to_string()),

@@ -4,26 +4,15 @@ use std::sync::Arc;
 
 use flotilla_api::Object;
 use flotilla_api::labels;
-use flotilla_api::policy::PropagationPolicy;
 use flotilla_core::detector::{self, PolicyScope};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use crate::{Context, Error, api_resource, typed_all};
+use crate::{Context, Error, api_resource};
 
 /// The field manager of the detector's writes.
 pub const MANAGER: &str = "flotilla-detector";
-
-/// The policies, defaulted as admission would.
-pub fn policies(ctx: &Context) -> (Vec<PropagationPolicy>, Vec<PropagationPolicy>) {
-    let mut pps: Vec<PropagationPolicy> = typed_all(&ctx.pps);
-    let mut cpps: Vec<PropagationPolicy> = typed_all(&ctx.cpps);
-    for p in pps.iter_mut().chain(cpps.iter_mut()) {
-        flotilla_core::validate::default_propagation_policy(p);
-    }
-    (pps, cpps)
-}
 
 /// Reconcile one template.
 ///
@@ -34,8 +23,9 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if detector::is_ignored(&template) || obj.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let (pps, cpps) = policies(&ctx);
-    let Some(claim) = detector::claim(&template, &pps, &cpps) else {
+    let policies = ctx.propagation_policies();
+    let (pps, cpps) = (&policies.0, &policies.1);
+    let Some(claim) = detector::claim(&template, pps, cpps) else {
         // Unclaimed: an existing binding stays until the binding controller sees its template go.
         return Ok(Action::await_change());
     };

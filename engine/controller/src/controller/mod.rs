@@ -13,13 +13,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use flotilla_api::labels;
 use futures::{Stream, StreamExt as _};
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::{Context, Error, Topic};
+use crate::{Change, Context, Error, Topic};
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -156,15 +158,141 @@ pub fn serve_metrics(listener: tokio::net::TcpListener, ctx: Arc<Context>) -> to
     })
 }
 
-/// A stream that yields once per event on any of `topics`.
-pub fn triggers(ctx: &Context, topics: &'static [Topic]) -> impl Stream<Item = ()> + Send + 'static {
-    BroadcastStream::new(ctx.events.subscribe()).filter_map(move |t| {
-        futures::future::ready(match t {
-            Ok(t) if topics.contains(&t) => Some(()),
-            Ok(_) => None,
-            // Lagged: something changed that we did not see; re-check everything.
-            Err(_) => Some(()),
-        })
+/// What one change means for one controller.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Targets {
+    /// Nothing to re-check.
+    Nothing,
+    /// Re-check every object the controller owns.
+    All,
+    /// Re-check these `(namespace, name)`s.
+    Objects(Vec<(String, String)>),
+}
+
+/// Maps a change to the objects a controller must re-check (may keep state between changes).
+pub type Mapper = Box<dyn FnMut(&Change) -> Targets + Send>;
+
+/// The reconcile requests `mapper` makes of the changes on `events`, for a controller of
+/// `resource` whose objects are in `store` (for [`Targets::All`]).
+pub fn mapped_triggers(
+    events: tokio::sync::mpsc::UnboundedReceiver<Change>,
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+    mut mapper: Mapper,
+) -> impl Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+    UnboundedReceiverStream::new(events).flat_map(move |change| {
+        let refs: Vec<ObjectRef<DynamicObject>> = match mapper(&change) {
+            Targets::Nothing => Vec::new(),
+            Targets::All => store.state().iter().map(|o| ObjectRef::from_obj_with(&**o, resource.clone())).collect(),
+            Targets::Objects(objects) => objects
+                .into_iter()
+                .map(|(ns, name)| {
+                    let r = ObjectRef::new_with(&name, resource.clone());
+                    if ns.is_empty() { r } else { r.within(&ns) }
+                })
+                .collect(),
+        };
+        futures::stream::iter(refs)
+    })
+}
+
+/// Re-check everything on `topics`, nothing otherwise.
+pub fn all_on(topics: &'static [Topic]) -> Mapper {
+    Box::new(move |c: &Change| if topics.contains(&c.topic) { Targets::All } else { Targets::Nothing })
+}
+
+/// The annotations `namespace_key`/`name_key` of a change's object as a target; every object
+/// when the change is not about one object.
+fn annotated(c: &Change, namespace_key: &str, name_key: &str) -> Targets {
+    let Some(o) = &c.object else { return Targets::All };
+    let a = o.metadata.annotations.as_ref();
+    match (a.and_then(|a| a.get(namespace_key)), a.and_then(|a| a.get(name_key))) {
+        (Some(ns), Some(name)) => Targets::Objects(vec![(ns.clone(), name.clone())]),
+        _ => Targets::Nothing,
+    }
+}
+
+/// A member object's change re-checks its Work (the `work.karmada.io/namespace`/`name`
+/// annotations the execution controller writes on everything it applies).
+pub fn work_of_member(c: &Change) -> Targets {
+    if c.topic != Topic::Member {
+        return Targets::Nothing;
+    }
+    annotated(c, labels::WORK_NAMESPACE, labels::WORK_NAME)
+}
+
+/// What of a Cluster the scheduler and the binding controller depend on: labels, spec,
+/// deletion, API enablements and the conditions' status (not heartbeats or resource summaries,
+/// which Karmada does not reschedule on either).
+fn cluster_fingerprint(o: &DynamicObject) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let status = o.data.get("status");
+    let conditions: Vec<(Option<&serde_json::Value>, Option<&serde_json::Value>, Option<&serde_json::Value>)> = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(serde_json::Value::as_array)
+        .map(|cs| cs.iter().map(|c| (c.get("type"), c.get("status"), c.get("reason"))).collect())
+        .unwrap_or_default();
+    let relevant = serde_json::json!({
+        "labels": o.metadata.labels,
+        "deleting": o.metadata.deletion_timestamp.is_some(),
+        "spec": o.data.get("spec"),
+        "apiEnablements": status.and_then(|s| s.get("apiEnablements")),
+        "conditions": conditions,
+    });
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    relevant.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// Cluster changes that matter for placement or rendering re-check everything; others nothing.
+#[derive(Debug, Default)]
+struct ClusterChanges {
+    seen: std::collections::HashMap<String, u64>,
+}
+
+impl ClusterChanges {
+    fn matters(&mut self, c: &Change) -> bool {
+        let Some(o) = &c.object else { return true };
+        let name = o.metadata.name.clone().unwrap_or_default();
+        if c.deleted {
+            self.seen.remove(&name);
+            return true;
+        }
+        let fp = cluster_fingerprint(o);
+        self.seen.insert(name, fp) != Some(fp)
+    }
+}
+
+/// The scheduler re-checks every binding when a Cluster changes in a way that matters, or the
+/// served profiles were swapped.
+fn scheduler_mapper() -> Mapper {
+    let mut clusters = ClusterChanges::default();
+    Box::new(move |c: &Change| match c.topic {
+        Topic::Profiles => Targets::All,
+        Topic::Cluster if clusters.matters(c) => Targets::All,
+        _ => Targets::Nothing,
+    })
+}
+
+/// The binding controller re-checks a template's binding, a Work's binding, and everything on
+/// override, profile and relevant Cluster changes.
+fn binding_mapper() -> Mapper {
+    let mut clusters = ClusterChanges::default();
+    Box::new(move |c: &Change| match c.topic {
+        Topic::Override | Topic::Profiles => Targets::All,
+        Topic::Cluster if clusters.matters(c) => Targets::All,
+        Topic::Work => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
+        Topic::Template => match &c.object {
+            Some(o) => match &o.types {
+                Some(t) => Targets::Objects(vec![(
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    flotilla_core::detector::binding_name(&t.kind, o.metadata.name.as_deref().unwrap_or("")),
+                )]),
+                None => Targets::All,
+            },
+            None => Targets::All,
+        },
+        _ => Targets::Nothing,
     })
 }
 
@@ -176,14 +304,21 @@ pub fn error_policy(_obj: Arc<DynamicObject>, err: &Error, _ctx: Arc<Context>) -
 
 type ReconcileFn = fn(Arc<DynamicObject>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>;
 
-/// Run `reconcile` over every object of `resource` reachable through `api`, also re-checking all
-/// of them on `topics`.
-fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, api: Api<DynamicObject>, resource: ApiResource, topics: &'static [Topic], reconcile: ReconcileFn) {
-    let trigger = triggers(ctx, topics);
+/// Reconciles in flight per controller: bounds the memory a burst of changes can take (each
+/// reconcile holds its object, rendered Works and request bodies) without starving anyone.
+pub const CONCURRENCY: u16 = 32;
+
+/// Run `reconcile` over every object of `resource` reachable through `api`, also re-checking
+/// the objects `mapper` names for each change.
+fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, api: Api<DynamicObject>, resource: ApiResource, mapper: Mapper, reconcile: ReconcileFn) {
+    // Subscribed before anything runs, so no change made from now on is missed.
+    let events = ctx.events.subscribe();
     let ctx = ctx.clone();
     tasks.spawn(async move {
-        Controller::new_with(api, watcher::Config::default(), resource)
-            .reconcile_all_on(trigger)
+        let controller = Controller::new_with(api, watcher::Config::default(), resource.clone()).with_config(Config::default().concurrency(CONCURRENCY));
+        let trigger = mapped_triggers(events, controller.store(), resource, mapper);
+        controller
+            .reconcile_on(trigger)
             .run(
                 move |obj, ctx: Arc<Context>| {
                     let started = std::time::Instant::now();
@@ -209,23 +344,15 @@ fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, a
 pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     for cached in ctx.templates.values() {
         let api = Api::all_with(ctx.client.clone(), &cached.resource);
-        run(tasks, ctx, 0, api, cached.resource.clone(), &[Topic::Propagation], |o, c| Box::pin(detector::reconcile(o, c)));
+        run(tasks, ctx, 0, api, cached.resource.clone(), all_on(&[Topic::Propagation]), |o, c| Box::pin(detector::reconcile(o, c)));
     }
     let rb = crate::api_resource("work.karmada.io/v1alpha2", "ResourceBinding");
-    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), &[Topic::Cluster, Topic::Profiles], |o, c| Box::pin(scheduler::reconcile(o, c)));
-    run(
-        tasks,
-        ctx,
-        2,
-        Api::all_with(ctx.client.clone(), &rb),
-        rb,
-        &[Topic::Template, Topic::Override, Topic::Cluster, Topic::Work],
-        |o, c| Box::pin(binding::reconcile(o, c)),
-    );
+    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), scheduler_mapper(), |o, c| Box::pin(scheduler::reconcile(o, c)));
+    run(tasks, ctx, 2, Api::all_with(ctx.client.clone(), &rb), rb, binding_mapper(), |o, c| Box::pin(binding::reconcile(o, c)));
     let work = ctx.works.resource.clone();
-    run(tasks, ctx, 3, Api::all_with(ctx.client.clone(), &work), work, &[Topic::Member], |o, c| Box::pin(execution::reconcile(o, c)));
+    run(tasks, ctx, 3, Api::all_with(ctx.client.clone(), &work), work, Box::new(work_of_member), |o, c| Box::pin(execution::reconcile(o, c)));
     let clusters = ctx.clusters.resource.clone();
-    run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, &[], |o, c| Box::pin(cluster::reconcile(o, c)));
+    run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, all_on(&[]), |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);
@@ -234,6 +361,89 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn object(v: serde_json::Value) -> Arc<DynamicObject> {
+        Arc::new(serde_json::from_value(v).expect("a valid object"))
+    }
+
+    fn change(topic: Topic, v: serde_json::Value) -> Change {
+        Change { topic, object: Some(object(v)), deleted: false }
+    }
+
+    fn cluster(labels: serde_json::Value, ready: &str, summary_cpu: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": "member1", "labels": labels},
+            "spec": {"syncMode": "Push"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": ready, "reason": "ClusterReady", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "resourceSummary": {"allocatable": {"cpu": summary_cpu}},
+            },
+        })
+    }
+
+    #[test]
+    fn cluster_changes_reschedule_only_when_placement_inputs_change() {
+        let mut m = scheduler_mapper();
+        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "1"}), "True", "8"))), Targets::All, "a new cluster");
+        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "1"}), "True", "6"))), Targets::Nothing, "only the resource summary moved");
+        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "2"}), "True", "6"))), Targets::All, "a label changed");
+        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "2"}), "False", "6"))), Targets::All, "Ready flipped");
+        let mut gone = change(Topic::Cluster, cluster(serde_json::json!({"a": "2"}), "False", "6"));
+        gone.deleted = true;
+        assert_eq!(m(&gone), Targets::All, "deleted");
+        assert_eq!(m(&Change::any(Topic::Profiles)), Targets::All);
+        assert_eq!(m(&change(Topic::Work, serde_json::json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "w"}}))), Targets::Nothing);
+    }
+
+    #[test]
+    fn works_templates_and_member_objects_map_to_their_owners() {
+        let mut b = binding_mapper();
+        let work = serde_json::json!({
+            "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1",
+                         "annotations": {labels::RB_NAMESPACE: "default", labels::RB_NAME: "nginx-deployment"}},
+        });
+        assert_eq!(b(&change(Topic::Work, work)), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]));
+        let template = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "web"}});
+        assert_eq!(b(&change(Topic::Template, template)), Targets::Objects(vec![("web".into(), "nginx-deployment".into())]));
+        assert_eq!(b(&Change::any(Topic::Override)), Targets::All);
+        assert_eq!(b(&Change::any(Topic::Member)), Targets::Nothing);
+
+        let member = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "nginx", "namespace": "default",
+                         "annotations": {labels::WORK_NAMESPACE: "karmada-es-member1", labels::WORK_NAME: "nginx-687f7fb96f"}},
+        });
+        assert_eq!(work_of_member(&change(Topic::Member, member)), Targets::Objects(vec![("karmada-es-member1".into(), "nginx-687f7fb96f".into())]));
+        let unmanaged = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "mine", "namespace": "default"}});
+        assert_eq!(work_of_member(&change(Topic::Member, unmanaged)), Targets::Nothing);
+        assert_eq!(work_of_member(&Change::any(Topic::Member)), Targets::All, "a member registered or relisted");
+    }
+
+    #[test]
+    fn the_index_follows_applies_relabels_deletes_and_rebuilds() {
+        let w = |ns: &str, name: &str, id: Option<&str>| {
+            let labels = id.map_or(serde_json::json!({}), |id| serde_json::json!({labels::RB_PERMANENT_ID: id}));
+            object(serde_json::json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": {"name": name, "namespace": ns, "labels": labels}}))
+        };
+        let index = crate::Index::new(binding::work_binding_id);
+        index.apply(&w("es-a", "x", Some("id1")));
+        index.apply(&w("es-b", "x", Some("id1")));
+        index.apply(&w("es-a", "y", Some("id2")));
+        index.apply(&w("es-a", "z", None));
+        let mut got = index.get("id1");
+        got.sort();
+        assert_eq!(got, vec![("es-a".to_owned(), "x".to_owned()), ("es-b".to_owned(), "x".to_owned())]);
+        index.apply(&w("es-b", "x", Some("id2")));
+        assert_eq!(index.get("id1"), vec![("es-a".to_owned(), "x".to_owned())]);
+        assert_eq!(index.get("id2").len(), 2);
+        index.delete(&w("es-a", "x", Some("id1")));
+        assert!(index.get("id1").is_empty());
+        index.rebuild(&[w("es-c", "q", Some("id3"))]);
+        assert!(index.get("id2").is_empty());
+        assert_eq!(index.get("id3"), vec![("es-c".to_owned(), "q".to_owned())]);
+    }
 
     #[test]
     fn metrics_render_counters_and_cumulative_histograms() {

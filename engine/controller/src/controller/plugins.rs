@@ -33,7 +33,6 @@ use sha2::Digest as _;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::Histogram;
 use crate::{Cached, Context, Topic};
@@ -492,7 +491,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             };
             if report.changed {
                 tracing::info!(elapsed = ?started.elapsed(), profiles = ?ctx.plugins.profiles().iter().map(|p| p.name.clone()).collect::<Vec<_>>(), "scheduler profiles swapped");
-                let _ = ctx.events.send(Topic::Profiles);
+                ctx.events.send(crate::Change::any(Topic::Profiles));
             }
             if let Err(e) = write_statuses(&ctx, &report).await {
                 tracing::warn!(error = %e, "writing plugin status failed; retrying");
@@ -502,9 +501,9 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             loop {
                 tokio::select! {
                     ev = rx.recv() => match ev {
-                        Ok(Topic::Plugin) | Err(RecvError::Lagged(_)) => break,
-                        Ok(_) => {}
-                        Err(RecvError::Closed) => return,
+                        Some(c) if c.topic == Topic::Plugin => break,
+                        Some(_) => {}
+                        None => return,
                     },
                     () = &mut resync => break,
                 }

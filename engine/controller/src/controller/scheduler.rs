@@ -13,7 +13,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::detector::namespaced_or_all;
-use crate::{Context, Error, api_resource, typed, typed_all};
+use crate::{Context, Error, api_resource, typed};
 
 /// What one scheduling run decided.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if rb.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
+    let clusters = ctx.clusters();
     let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
 
     // Taint manager (NoExecute eviction) and eviction-task expiry first, as Karmada runs them.
@@ -101,7 +101,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         let started = std::time::Instant::now();
         // The CPU-heavy part off the async workers.
         let decision = tokio::task::spawn_blocking(move || {
-            let set = scheduler::ClusterSet::new(&clusters);
+            let set = scheduler::ClusterSet::new(clusters.iter());
             let res = scheduler::schedule_in(&profile, &spec, &st, &set, scheduler::Options::default(), None);
             Decision {
                 clusters: res.clusters_to_write(),

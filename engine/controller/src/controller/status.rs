@@ -433,12 +433,12 @@ async fn probe_loop(ctx: Arc<Context>) {
             tokio::select! {
                 () = &mut deadline => break,
                 ev = events.recv() => match ev {
-                    Ok(Topic::Cluster) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    Some(c) if c.topic == Topic::Cluster => {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         break;
                     }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    Some(_) => {}
+                    None => return,
                 },
             }
         }
@@ -486,7 +486,8 @@ async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>,
                             ctx.members.insert_remote(&name, remote);
                             registered.insert(name.clone(), Registered { fingerprint: Some(fingerprint), _watch: watch, last_probe: None });
                             tracing::info!(cluster = %name, "member registered");
-                            let _ = ctx.events.send(Topic::Member);
+                            // Works that waited for this member's client are re-checked.
+                            ctx.events.send(crate::Change::any(Topic::Member));
                         }
                         Err(e) => {
                             fail_collection(ctx, registered, &name, &e).await;
