@@ -110,7 +110,8 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     // Dropping the set (when this future is dropped or aborted) stops every task.
     let mut tasks = tokio::task::JoinSet::new();
     let events = Bus::default();
-    let member_changes = events.subscribe();
+    // A member Deployment's change re-checks the Work that applied it.
+    let member_changes = events.subscribe(Box::new(work_of_member));
     let _ = cache(&member, api_resource("apps/v1", "Deployment"), Topic::Member, &events, &mut tasks);
 
     let works = api_resource("work.karmada.io/v1alpha1", "Work");
@@ -125,8 +126,7 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);
     tasks.spawn(async move {
         let controller = Controller::new_with(api, watcher::Config::default(), works.clone()).with_config(Config::default().concurrency(CONCURRENCY));
-        // A member Deployment's change re-checks the Work that applied it.
-        let trigger = mapped_triggers(member_changes, controller.store(), works, Box::new(work_of_member));
+        let trigger = mapped_triggers(member_changes, controller.store(), works);
         controller
             .reconcile_on(trigger)
             .run(|obj, ex: Arc<Executor>| async move { execution::reconcile_work(&obj, &ex).await }, error_policy, executor)

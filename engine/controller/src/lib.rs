@@ -37,7 +37,6 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use tokio::sync::mpsc;
 
 pub use client::Members;
 
@@ -116,25 +115,87 @@ impl Change {
 
 /// Change notifications, fanned out to every subscriber.
 ///
-/// Each subscriber has its own unbounded queue, so a busy controller never loses a change (and
-/// never has to fall back to re-checking everything); controllers drain their queue into their
-/// own de-duplicating work queue at once.
+/// Each subscriber's [`Mapper`](controller::Mapper) runs as the change is published and turns it
+/// into the objects that subscriber must re-check; those are kept in a de-duplicated pending set
+/// until the subscriber takes them. So a busy controller never loses a change, never falls back
+/// to re-checking everything, and its backlog is at most one entry per object it owns (not one
+/// object copy per event).
 #[derive(Debug, Clone, Default)]
 pub struct Bus {
-    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Change>>>>,
+    subscribers: Arc<Mutex<Vec<std::sync::Weak<Subscriber>>>>,
+}
+
+struct Subscriber {
+    mapper: Mutex<controller::Mapper>,
+    pending: Mutex<Pending>,
+    notify: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Pending {
+    all: bool,
+    objects: HashSet<(String, String)>,
+}
+
+/// The receiving end of a [`Bus`] subscription; dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Subscription {
+    inner: Arc<Subscriber>,
+}
+
+impl Subscription {
+    /// Wait for changes, then take everything pending: [`Targets::All`](controller::Targets::All)
+    /// when anything asked for all, otherwise the objects.
+    pub async fn next(&self) -> controller::Targets {
+        loop {
+            let notified = self.inner.notify.notified();
+            {
+                let mut p = self.inner.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if std::mem::take(&mut p.all) {
+                    p.objects.clear();
+                    return controller::Targets::All;
+                }
+                if !p.objects.is_empty() {
+                    return controller::Targets::Objects(p.objects.drain().collect());
+                }
+            }
+            notified.await;
+        }
+    }
 }
 
 impl Bus {
-    /// A receiver of every change sent from now on.
-    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(tx);
-        rx
+    /// Subscribe with `mapper`, which decides what each change published from now on means.
+    pub fn subscribe(&self, mapper: controller::Mapper) -> Subscription {
+        let inner = Arc::new(Subscriber { mapper: Mutex::new(mapper), pending: Mutex::default(), notify: tokio::sync::Notify::new() });
+        self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Arc::downgrade(&inner));
+        Subscription { inner }
     }
 
-    /// Publish `change` (subscribers that went away are dropped).
+    /// Publish `change` (subscriptions that were dropped are forgotten).
     pub fn send(&self, change: Change) {
-        self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|s| s.send(change.clone()).is_ok());
+        let subscribers: Vec<Arc<Subscriber>> = {
+            let mut subs = self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            subs.retain(|s| s.strong_count() > 0);
+            subs.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        for s in subscribers {
+            let targets = (s.mapper.lock().unwrap_or_else(std::sync::PoisonError::into_inner))(&change);
+            let mut p = s.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match targets {
+                controller::Targets::Nothing => continue,
+                controller::Targets::All => p.all = true,
+                controller::Targets::Objects(objects) => p.objects.extend(objects),
+            }
+            drop(p);
+            s.notify.notify_one();
+        }
     }
 }
 

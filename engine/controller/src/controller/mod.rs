@@ -17,11 +17,10 @@ use flotilla_api::labels;
 use futures::{Stream, StreamExt as _};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
-use tokio_stream::wrappers::UnboundedReceiverStream;
-
-use crate::{Change, Context, Error, Topic};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use crate::{Change, Context, Error, Subscription, Topic};
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -172,16 +171,16 @@ pub enum Targets {
 /// Maps a change to the objects a controller must re-check (may keep state between changes).
 pub type Mapper = Box<dyn FnMut(&Change) -> Targets + Send>;
 
-/// The reconcile requests `mapper` makes of the changes on `events`, for a controller of
-/// `resource` whose objects are in `store` (for [`Targets::All`]).
-pub fn mapped_triggers(
-    events: tokio::sync::mpsc::UnboundedReceiver<Change>,
-    store: Store<DynamicObject>,
-    resource: ApiResource,
-    mut mapper: Mapper,
-) -> impl Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
-    UnboundedReceiverStream::new(events).flat_map(move |change| {
-        let refs: Vec<ObjectRef<DynamicObject>> = match mapper(&change) {
+/// The reconcile requests of `subscription`, for a controller of `resource` whose objects are in
+/// `store` (for [`Targets::All`]).
+pub fn mapped_triggers(subscription: Subscription, store: Store<DynamicObject>, resource: ApiResource) -> impl Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+    let subscription = Arc::new(subscription);
+    futures::stream::unfold(subscription, |s| async move {
+        let t = s.next().await;
+        Some((t, s))
+    })
+    .flat_map(move |targets| {
+        let refs: Vec<ObjectRef<DynamicObject>> = match targets {
             Targets::Nothing => Vec::new(),
             Targets::All => store.state().iter().map(|o| ObjectRef::from_obj_with(&**o, resource.clone())).collect(),
             Targets::Objects(objects) => objects
@@ -310,13 +309,51 @@ pub const CONCURRENCY: u16 = 32;
 
 /// Run `reconcile` over every object of `resource` reachable through `api`, also re-checking
 /// the objects `mapper` names for each change.
-fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, api: Api<DynamicObject>, resource: ApiResource, mapper: Mapper, reconcile: ReconcileFn) {
+/// What of an object makes its own controller look at it again: a hash of the parts it reacts to.
+pub type Relevant = fn(&DynamicObject) -> Option<u64>;
+
+fn hash_of(parts: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher as _;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    parts.hash(&mut h);
+    h.finish()
+}
+
+/// Spec (generation), deletion and finalizers: not status, which the controller itself writes.
+pub fn spec_changes(o: &DynamicObject) -> Option<u64> {
+    let m = &o.metadata;
+    Some(hash_of((m.generation, m.deletion_timestamp.is_some(), &m.finalizers, &m.labels)))
+}
+
+/// [`spec_changes`] and the annotations (a template's claim and policy selection).
+pub fn spec_and_annotations(o: &DynamicObject) -> Option<u64> {
+    Some(hash_of((spec_changes(o), &o.metadata.annotations)))
+}
+
+/// The scheduler: [`spec_changes`], and every change of a binding whose failover decisions read
+/// its status (graceful eviction tasks to assess, application failover to watch).
+pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
+    let spec = o.data.get("spec");
+    let tasks = spec.and_then(|s| s.get("gracefulEvictionTasks")).and_then(serde_json::Value::as_array).is_some_and(|t| !t.is_empty());
+    let app_failover = spec.and_then(|s| s.pointer("/failover/application")).is_some_and(|a| !a.is_null());
+    let rv = if tasks || app_failover { o.metadata.resource_version.clone() } else { None };
+    Some(hash_of((spec_changes(o), rv)))
+}
+
+fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, api: Api<DynamicObject>, resource: ApiResource, relevant: Relevant, mapper: Mapper, reconcile: ReconcileFn) {
     // Subscribed before anything runs, so no change made from now on is missed.
-    let events = ctx.events.subscribe();
+    let events = ctx.events.subscribe(mapper);
     let ctx = ctx.clone();
     tasks.spawn(async move {
-        let controller = Controller::new_with(api, watcher::Config::default(), resource.clone()).with_config(Config::default().concurrency(CONCURRENCY));
-        let trigger = mapped_triggers(events, controller.store(), resource, mapper);
+        // The controller's own watch, filtered to the changes it reacts to (the cache behind it
+        // still sees every change).
+        let writer = reflector::store::Writer::new(resource.clone());
+        let reader = writer.as_reader();
+        let own = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff())
+            .applied_objects()
+            .predicate_filter(relevant, PredicateConfig::default());
+        let controller = Controller::for_stream_with(own, reader, resource.clone()).with_config(Config::default().concurrency(CONCURRENCY));
+        let trigger = mapped_triggers(events, controller.store(), resource);
         controller
             .reconcile_on(trigger)
             .run(
@@ -344,15 +381,15 @@ fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, a
 pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     for cached in ctx.templates.values() {
         let api = Api::all_with(ctx.client.clone(), &cached.resource);
-        run(tasks, ctx, 0, api, cached.resource.clone(), all_on(&[Topic::Propagation]), |o, c| Box::pin(detector::reconcile(o, c)));
+        run(tasks, ctx, 0, api, cached.resource.clone(), spec_and_annotations, all_on(&[Topic::Propagation]), |o, c| Box::pin(detector::reconcile(o, c)));
     }
     let rb = crate::api_resource("work.karmada.io/v1alpha2", "ResourceBinding");
-    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), scheduler_mapper(), |o, c| Box::pin(scheduler::reconcile(o, c)));
-    run(tasks, ctx, 2, Api::all_with(ctx.client.clone(), &rb), rb, binding_mapper(), |o, c| Box::pin(binding::reconcile(o, c)));
+    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), scheduling_changes, scheduler_mapper(), |o, c| Box::pin(scheduler::reconcile(o, c)));
+    run(tasks, ctx, 2, Api::all_with(ctx.client.clone(), &rb), rb, spec_changes, binding_mapper(), |o, c| Box::pin(binding::reconcile(o, c)));
     let work = ctx.works.resource.clone();
-    run(tasks, ctx, 3, Api::all_with(ctx.client.clone(), &work), work, Box::new(work_of_member), |o, c| Box::pin(execution::reconcile(o, c)));
+    run(tasks, ctx, 3, Api::all_with(ctx.client.clone(), &work), work, spec_changes, Box::new(work_of_member), |o, c| Box::pin(execution::reconcile(o, c)));
     let clusters = ctx.clusters.resource.clone();
-    run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, all_on(&[]), |o, c| Box::pin(cluster::reconcile(o, c)));
+    run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, |o| o.metadata.resource_version.as_deref().map(hash_of), all_on(&[]), |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);

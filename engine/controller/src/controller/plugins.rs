@@ -475,7 +475,7 @@ fn objects(cached: &Cached) -> Vec<Object> {
 /// [`Topic::Profiles`] when the served set changed.
 pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     let ctx = Arc::clone(ctx);
-    let mut rx = ctx.events.subscribe();
+    let rx = ctx.events.subscribe(super::all_on(&[Topic::Plugin]));
     tasks.spawn(async move {
         loop {
             let wasm = objects(&ctx.wasm_plugins);
@@ -500,16 +500,11 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             tokio::pin!(resync);
             loop {
                 tokio::select! {
-                    ev = rx.recv() => match ev {
-                        Some(c) if c.topic == Topic::Plugin => break,
-                        Some(_) => {}
-                        None => return,
-                    },
+                    // A burst of changes is taken at once: one sync.
+                    _ = rx.next() => break,
                     () = &mut resync => break,
                 }
             }
-            // Coalesce a burst of changes into one sync.
-            while rx.try_recv().is_ok() {}
         }
     });
 }

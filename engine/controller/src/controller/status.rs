@@ -421,7 +421,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
 async fn probe_loop(ctx: Arc<Context>) {
     let mut registered: HashMap<String, Registered> = HashMap::new();
     let mut thresholds = Thresholds::default();
-    let mut events = ctx.events.subscribe();
+    let events = ctx.events.subscribe(super::all_on(&[Topic::Cluster]));
     let mut namespaces_done: std::collections::HashSet<String> = std::collections::HashSet::new();
     let interval = ctx.settings.cluster_status_update_frequency;
     loop {
@@ -432,14 +432,10 @@ async fn probe_loop(ctx: Arc<Context>) {
         loop {
             tokio::select! {
                 () = &mut deadline => break,
-                ev = events.recv() => match ev {
-                    Some(c) if c.topic == Topic::Cluster => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        break;
-                    }
-                    Some(_) => {}
-                    None => return,
-                },
+                _ = events.next() => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    break;
+                }
             }
         }
     }
