@@ -21,7 +21,7 @@ use crate::client::MemberError;
 use crate::controller::execution::{self, Executor};
 use crate::controller::{CONCURRENCY, mapped_triggers, work_of_member};
 use crate::controller::status::{self, CLUSTER_NAMESPACE, Thresholds};
-use crate::{Bus, Error, Members, Settings, Topic, api_resource, cache};
+use crate::{Bus, Error, Members, Settings, Topic, api_resource, publish_changes};
 
 /// The field manager (and Lease holder) of the agent's writes.
 pub const MANAGER: &str = "flotilla-agent";
@@ -112,7 +112,7 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     let events = Bus::default();
     // A member Deployment's change re-checks the Work that applied it.
     let member_changes = events.subscribe(Box::new(work_of_member));
-    let _ = cache(&member, api_resource("apps/v1", "Deployment"), Topic::Member, &events, &mut tasks);
+    publish_changes(&member, &api_resource("apps/v1", "Deployment"), Topic::Member, &events, &mut tasks);
 
     let works = api_resource("work.karmada.io/v1alpha1", "Work");
     let executor = Arc::new(Executor {

@@ -88,6 +88,8 @@ pub enum Topic {
     Work,
     /// An object in a member cluster.
     Member,
+    /// A ResourceBinding.
+    Binding,
     /// A `SchedulerProfile` or `WasmPlugin` object.
     Plugin,
     /// The served scheduler profiles were swapped.
@@ -173,7 +175,14 @@ impl Subscription {
 impl Bus {
     /// Subscribe with `mapper`, which decides what each change published from now on means.
     pub fn subscribe(&self, mapper: controller::Mapper) -> Subscription {
-        let inner = Arc::new(Subscriber { mapper: Mutex::new(mapper), pending: Mutex::default(), notify: tokio::sync::Notify::new() });
+        self.subscribe_with(mapper, false)
+    }
+
+    /// [`Bus::subscribe`], with [`Targets::All`](controller::Targets::All) already pending when
+    /// `all_first` (a controller's first pass over everything it owns).
+    pub fn subscribe_with(&self, mapper: controller::Mapper, all_first: bool) -> Subscription {
+        let pending = Pending { all: all_first, objects: HashSet::new() };
+        let inner = Arc::new(Subscriber { mapper: Mutex::new(mapper), pending: Mutex::new(pending), notify: tokio::sync::Notify::new() });
         self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Arc::downgrade(&inner));
         Subscription { inner }
     }
@@ -427,6 +436,8 @@ pub struct Context {
     pub cops: Cached,
     /// Clusters.
     pub clusters: Cached,
+    /// ResourceBindings.
+    pub bindings: Cached,
     /// Works.
     pub works: Cached,
     /// `SchedulerProfile` objects.
@@ -520,7 +531,8 @@ pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, event
     let events = events.clone();
     let version = Arc::new(AtomicU64::new(0));
     let index = index.map(Arc::new);
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+    // managedFields are nobody's business here and can be half an object's size.
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None));
     let (v, idx, reader) = (Arc::clone(&version), index.clone(), store.clone());
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -562,6 +574,32 @@ pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, event
     Cached { resource, store, version, index }
 }
 
+/// Publish every change of `resource` on `client` as `topic`, keeping no copy of the objects
+/// (members' Deployments: only their changes matter to the control plane).
+pub fn publish_changes(client: &Client, resource: &ApiResource, topic: Topic, events: &Bus, tasks: &mut tokio::task::JoinSet<()>) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let stream = watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
+    let events = events.clone();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut listed = false;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(watcher::Event::InitDone) => {
+                    if listed {
+                        events.send(Change::any(topic));
+                    }
+                    listed = true;
+                }
+                Ok(watcher::Event::Apply(o)) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: false }),
+                Ok(watcher::Event::Delete(o)) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: true }),
+                Err(e) => tracing::debug!(error = %e, "watch error; retrying"),
+            }
+        }
+    });
+}
+
 /// Running controllers; dropping this stops them.
 #[derive(Debug)]
 pub struct Running {
@@ -589,10 +627,11 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
     let ops = cache(&client, k("policy.karmada.io/v1alpha1", "OverridePolicy"), Topic::Override, &events, &mut tasks);
     let cops = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterOverridePolicy"), Topic::Override, &events, &mut tasks);
     let clusters = cache(&client, k("cluster.karmada.io/v1alpha1", "Cluster"), Topic::Cluster, &events, &mut tasks);
+    let bindings = cache(&client, k("work.karmada.io/v1alpha2", "ResourceBinding"), Topic::Binding, &events, &mut tasks);
     let works = cache_indexed(&client, k("work.karmada.io/v1alpha1", "Work"), Topic::Work, &events, Some(Index::new(controller::binding::work_binding_id)), &mut tasks);
     let scheduler_profiles = cache(&client, k(controller::plugins::API_VERSION, "SchedulerProfile"), Topic::Plugin, &events, &mut tasks);
     let wasm_plugins = cache(&client, k(controller::plugins::API_VERSION, "WasmPlugin"), Topic::Plugin, &events, &mut tasks);
-    let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &works, &scheduler_profiles, &wasm_plugins]).collect();
+    let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &bindings, &works, &scheduler_profiles, &wasm_plugins]).collect();
     for c in all {
         c.store.wait_until_ready().await.map_err(|_| Error::CacheStopped)?;
     }
@@ -608,6 +647,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         ops,
         cops,
         clusters,
+        bindings,
         works,
         scheduler_profiles,
         wasm_plugins,

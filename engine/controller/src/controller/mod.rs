@@ -15,12 +15,10 @@ use std::time::Duration;
 
 use flotilla_api::labels;
 use futures::{Stream, StreamExt as _};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::utils::PredicateConfig;
-use kube::runtime::{WatchStreamExt as _, watcher};
-use crate::{Change, Context, Error, Subscription, Topic};
+use kube::runtime::reflector::{ObjectRef, Store};
+use crate::{Cached, Change, Context, Error, Subscription, Topic};
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -307,8 +305,6 @@ type ReconcileFn = fn(Arc<DynamicObject>, Arc<Context>) -> futures::future::BoxF
 /// reconcile holds its object, rendered Works and request bodies) without starving anyone.
 pub const CONCURRENCY: u16 = 32;
 
-/// Run `reconcile` over every object of `resource` reachable through `api`, also re-checking
-/// the objects `mapper` names for each change.
 /// What of an object makes its own controller look at it again: a hash of the parts it reacts to.
 pub type Relevant = fn(&DynamicObject) -> Option<u64>;
 
@@ -319,7 +315,7 @@ fn hash_of(parts: impl std::hash::Hash) -> u64 {
     h.finish()
 }
 
-/// Spec (generation), deletion and finalizers: not status, which the controller itself writes.
+/// Spec (generation), deletion, finalizers and labels: not status, which the controller itself writes.
 pub fn spec_changes(o: &DynamicObject) -> Option<u64> {
     let m = &o.metadata;
     Some(hash_of((m.generation, m.deletion_timestamp.is_some(), &m.finalizers, &m.labels)))
@@ -340,20 +336,52 @@ pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
     Some(hash_of((spec_changes(o), rv)))
 }
 
-fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, api: Api<DynamicObject>, resource: ApiResource, relevant: Relevant, mapper: Mapper, reconcile: ReconcileFn) {
+/// `mapper` for a controller of the objects of `cached`, whose changes are published as `topic`:
+/// a change of one of them re-checks it when `relevant` says something it reacts to changed
+/// (not the status the controller writes itself), a relist re-checks all of them.
+fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) -> Mapper {
+    let (api_version, kind) = (cached.resource.api_version.clone(), cached.resource.kind.clone());
+    let mut seen: std::collections::HashMap<(String, String), u64> = std::collections::HashMap::new();
+    Box::new(move |c: &Change| {
+        if c.topic != topic {
+            return mapper(c);
+        }
+        let Some(o) = &c.object else { return Targets::All };
+        // Topics can span kinds (every template kind is `Template`).
+        if o.types.as_ref().is_some_and(|t| t.api_version != api_version || t.kind != kind) {
+            return mapper(c);
+        }
+        let key = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
+        let mine = if c.deleted {
+            seen.remove(&key);
+            false
+        } else {
+            relevant(o).is_none_or(|h| seen.insert(key.clone(), h) != Some(h))
+        };
+        match (mine, mapper(c)) {
+            (false, other) => other,
+            (true, Targets::All) => Targets::All,
+            (true, Targets::Nothing) => Targets::Objects(vec![key]),
+            (true, Targets::Objects(mut v)) => {
+                v.push(key);
+                Targets::Objects(v)
+            }
+        }
+    })
+}
+
+/// Run `reconcile` over the objects of `cached` (all of them first), then over those `mapper`
+/// (wrapped in [`own`]) names for each change. The controller reads the shared cache: no watch
+/// or copy of its own.
+#[allow(clippy::too_many_arguments)]
+fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, cached: &Cached, topic: Topic, relevant: Relevant, mapper: Mapper, reconcile: ReconcileFn) {
     // Subscribed before anything runs, so no change made from now on is missed.
-    let events = ctx.events.subscribe(mapper);
+    let events = ctx.events.subscribe_with(own(cached, topic, relevant, mapper), true);
     let ctx = ctx.clone();
+    let (store, resource) = (cached.store.clone(), cached.resource.clone());
     tasks.spawn(async move {
-        // The controller's own watch, filtered to the changes it reacts to (the cache behind it
-        // still sees every change).
-        let writer = reflector::store::Writer::new(resource.clone());
-        let reader = writer.as_reader();
-        let own = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff())
-            .applied_objects()
-            .predicate_filter(relevant, PredicateConfig::default());
-        let controller = Controller::for_stream_with(own, reader, resource.clone()).with_config(Config::default().concurrency(CONCURRENCY));
-        let trigger = mapped_triggers(events, controller.store(), resource);
+        let controller = Controller::for_stream_with(futures::stream::pending(), store.clone(), resource.clone()).with_config(Config::default().concurrency(CONCURRENCY));
+        let trigger = mapped_triggers(events, store, resource);
         controller
             .reconcile_on(trigger)
             .run(
@@ -380,16 +408,12 @@ fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, a
 /// Spawn every controller.
 pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     for cached in ctx.templates.values() {
-        let api = Api::all_with(ctx.client.clone(), &cached.resource);
-        run(tasks, ctx, 0, api, cached.resource.clone(), spec_and_annotations, all_on(&[Topic::Propagation]), |o, c| Box::pin(detector::reconcile(o, c)));
+        run(tasks, ctx, 0, cached, Topic::Template, spec_and_annotations, all_on(&[Topic::Propagation]), |o, c| Box::pin(detector::reconcile(o, c)));
     }
-    let rb = crate::api_resource("work.karmada.io/v1alpha2", "ResourceBinding");
-    run(tasks, ctx, 1, Api::all_with(ctx.client.clone(), &rb), rb.clone(), scheduling_changes, scheduler_mapper(), |o, c| Box::pin(scheduler::reconcile(o, c)));
-    run(tasks, ctx, 2, Api::all_with(ctx.client.clone(), &rb), rb, spec_changes, binding_mapper(), |o, c| Box::pin(binding::reconcile(o, c)));
-    let work = ctx.works.resource.clone();
-    run(tasks, ctx, 3, Api::all_with(ctx.client.clone(), &work), work, spec_changes, Box::new(work_of_member), |o, c| Box::pin(execution::reconcile(o, c)));
-    let clusters = ctx.clusters.resource.clone();
-    run(tasks, ctx, 5, Api::all_with(ctx.client.clone(), &clusters), clusters, |o| o.metadata.resource_version.as_deref().map(hash_of), all_on(&[]), |o, c| Box::pin(cluster::reconcile(o, c)));
+    run(tasks, ctx, 1, &ctx.bindings, Topic::Binding, scheduling_changes, scheduler_mapper(), |o, c| Box::pin(scheduler::reconcile(o, c)));
+    run(tasks, ctx, 2, &ctx.bindings, Topic::Binding, spec_changes, binding_mapper(), |o, c| Box::pin(binding::reconcile(o, c)));
+    run(tasks, ctx, 3, &ctx.works, Topic::Work, spec_changes, Box::new(work_of_member), |o, c| Box::pin(execution::reconcile(o, c)));
+    run(tasks, ctx, 5, &ctx.clusters, Topic::Cluster, |o| o.metadata.resource_version.as_deref().map(hash_of), all_on(&[]), |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);

@@ -9,11 +9,11 @@ use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
-use crate::{Context, Error, Topic, api_resource, cache};
+use crate::{Context, Error, Topic, api_resource, publish_changes};
 
 /// Annotation on a member's Deployment that keeps it unavailable (fault injection).
 pub const UNAVAILABLE: &str = "flotilla.dev/simulate-unavailable";
@@ -27,11 +27,13 @@ struct Member {
 /// member status changes.
 pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     for (_, client) in ctx.members.iter() {
-        let _ = cache(client, api_resource("apps/v1", "Deployment"), Topic::Member, &ctx.events, tasks);
+        publish_changes(client, &api_resource("apps/v1", "Deployment"), Topic::Member, &ctx.events, tasks);
         let api: Api<Deployment> = Api::all(client.clone());
         let member = Arc::new(Member { client: client.clone(), ctx: ctx.clone() });
         tasks.spawn(async move {
-            Controller::new(api, watcher::Config::default())
+            let (reader, writer) = reflector::store();
+            let deployments = watcher(api, watcher::Config::default()).default_backoff().modify(|d: &mut Deployment| d.metadata.managed_fields = None).reflect(writer).applied_objects();
+            Controller::for_stream(deployments, reader)
                 .run(reconcile, error_policy, member)
                 .for_each(|_| futures::future::ready(()))
                 .await;

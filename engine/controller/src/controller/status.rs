@@ -478,7 +478,7 @@ async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>,
                     match Remote::new(config, fingerprint.clone()) {
                         Ok(remote) => {
                             let mut watch = tokio::task::JoinSet::new();
-                            let _ = crate::cache(&remote.client, api_resource("apps/v1", "Deployment"), Topic::Member, &ctx.events, &mut watch);
+                            crate::publish_changes(&remote.client, &api_resource("apps/v1", "Deployment"), Topic::Member, &ctx.events, &mut watch);
                             ctx.members.insert_remote(&name, remote);
                             registered.insert(name.clone(), Registered { fingerprint: Some(fingerprint), _watch: watch, last_probe: None });
                             tracing::info!(cluster = %name, "member registered");
