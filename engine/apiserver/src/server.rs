@@ -165,29 +165,44 @@ fn normalize(obj: &mut Value) {
     m.retain(|_, v| !v.is_null());
 }
 
-/// The object with everything but spec-like content removed, for generation bumps.
-fn spec_part(obj: &Value, has_status: bool) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        if has_status {
-            m.remove("status");
+/// Whether `a` and `b` differ in spec-like content (everything but metadata, and status when the
+/// kind has a status subresource): what bumps the generation. Compared in place, not on copies.
+fn spec_differs(a: &Value, b: &Value, has_status: bool) -> bool {
+    let skip = |k: &str| k == "metadata" || (has_status && k == "status");
+    match (a.as_object(), b.as_object()) {
+        (Some(x), Some(y)) => {
+            let count = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| !skip(k)).count();
+            count(x) != count(y) || x.iter().filter(|(k, _)| !skip(k)).any(|(k, v)| y.get(k) != Some(v))
         }
+        _ => a != b,
     }
-    v
 }
 
-/// Comparable form for the no-op rule: managedFields timestamps do not count.
-fn comparable(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(Value::Array(entries)) = v.pointer_mut("/metadata/managedFields") {
-        for e in entries {
-            if let Some(m) = e.as_object_mut() {
-                m.remove("time");
-            }
-        }
+/// Whether `a` and `b` are the same object for the no-op rule: managedFields timestamps do not
+/// count. Compared in place, not on copies.
+fn same_for_noop(a: &Value, b: &Value) -> bool {
+    fn eq_except<'a>(x: &'a serde_json::Map<String, Value>, y: &'a serde_json::Map<String, Value>, skip: &str, inner: impl Fn(&str, &Value, &Value) -> bool) -> bool {
+        x.keys().filter(|k| *k != skip).count() == y.keys().filter(|k| *k != skip).count()
+            && x.iter().filter(|(k, _)| *k != skip).all(|(k, v)| y.get(k).is_some_and(|w| inner(k, v, w)))
     }
-    v
+    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else { return a == b };
+    eq_except(x, y, "", |k, v, w| {
+        if k != "metadata" {
+            return v == w;
+        }
+        let (Some(mv), Some(mw)) = (v.as_object(), w.as_object()) else { return v == w };
+        eq_except(mv, mw, "", |k, v, w| {
+            if k != "managedFields" {
+                return v == w;
+            }
+            let (Some(ev), Some(ew)) = (v.as_array(), w.as_array()) else { return v == w };
+            ev.len() == ew.len()
+                && ev.iter().zip(ew).all(|(e, f)| match (e.as_object(), f.as_object()) {
+                    (Some(e), Some(f)) => eq_except(e, f, "time", |_, v, w| v == w),
+                    _ => e == f,
+                })
+        })
+    })
 }
 
 fn random_suffix(n: usize) -> String {
@@ -663,7 +678,8 @@ impl ApiServer {
             }
         }
         // Immutable and server-owned metadata.
-        let old_meta = meta(old).cloned().unwrap_or_default();
+        let no_meta = serde_json::Map::new();
+        let old_meta = meta(old).unwrap_or(&no_meta);
         {
             let m = meta_mut(&mut new);
             for f in ["uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
@@ -682,18 +698,18 @@ impl ApiServer {
             new["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
         }
         normalize(&mut new);
-        if !status_sub {
+        if !status_sub && self.options.admission.is_some() {
             let proposed = new.clone();
             if let Err(e) = self.admit(t, Operation::Update, &mut new, Some(old)) {
                 // Ratcheting: an unchanged spec that no longer passes admission stays writable.
-                if spec_part(old, t.res.has_status) != spec_part(&proposed, t.res.has_status) {
+                if spec_differs(old, &proposed, t.res.has_status) {
                     return Err(e);
                 }
                 new = proposed;
             }
             normalize(&mut new);
         }
-        if spec_part(old, t.res.has_status) != spec_part(&new, t.res.has_status) {
+        if spec_differs(old, &new, t.res.has_status) {
             if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
                 registry::register_crd(&new).map_err(|m| ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}")))?;
             }
@@ -714,7 +730,7 @@ impl ApiServer {
                 ));
             }
         }
-        if comparable(&new) == comparable(old) {
+        if same_for_noop(&new, old) {
             return Ok((old.clone(), false));
         }
         if dry_run {
@@ -1160,6 +1176,31 @@ fn apply_ops(doc: &Value, ops: &[Value]) -> Result<Value, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generation_moves_with_spec_like_content_only() {
+        let a = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"r": 1}, "status": {"s": 1}});
+        let relabelled = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "2"}}, "spec": {"r": 1}, "status": {"s": 2}});
+        assert!(!spec_differs(&a, &relabelled, true), "metadata and status do not count");
+        assert!(spec_differs(&a, &relabelled, false), "status counts without a status subresource");
+        let respec = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}, "spec": {"r": 2}, "status": {"s": 1}});
+        assert!(spec_differs(&a, &respec, true));
+        let extra = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}, "spec": {"r": 1}, "data": {}, "status": {"s": 1}});
+        assert!(spec_differs(&a, &extra, true), "an added top-level field");
+        assert!(spec_differs(&extra, &a, true), "a removed top-level field");
+    }
+
+    #[test]
+    fn the_noop_rule_ignores_managed_fields_times_only() {
+        let mf = |time: &str, op: &str| json!([{"manager": "m", "operation": op, "time": time, "fieldsV1": {"f:spec": {}}}]);
+        let obj = |time: &str, op: &str, r: i64| json!({"metadata": {"name": "a", "managedFields": mf(time, op)}, "spec": {"r": r}});
+        assert!(same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &obj("2026-01-02T00:00:00Z", "Apply", 1)));
+        assert!(!same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &obj("2026-01-01T00:00:00Z", "Update", 1)));
+        assert!(!same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &obj("2026-01-01T00:00:00Z", "Apply", 2)));
+        let without = json!({"metadata": {"name": "a"}, "spec": {"r": 1}});
+        assert!(!same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &without));
+        assert!(!same_for_noop(&without, &obj("2026-01-01T00:00:00Z", "Apply", 1)));
+    }
 
     #[test]
     fn json_patch_test_of_missing_path_against_null_succeeds() {

@@ -215,7 +215,8 @@ pub struct Settings {
     pub template_kinds: Vec<(String, String)>,
     /// How long a simulated member takes to make a Deployment available.
     pub ready_delay: Duration,
-    /// Requeue interval of healthy objects (a safety net; changes arrive by watch).
+    /// Requeue interval of healthy objects (a safety net: changes arrive by watch and are mapped
+    /// to the objects they concern; every object is re-checked this often regardless).
     pub resync: Duration,
     /// How often remote members are probed and their status reported (Karmada's
     /// `--cluster-status-update-frequency`, 10 s).
@@ -241,7 +242,7 @@ impl Default for Settings {
         Settings {
             template_kinds: DEFAULT_TEMPLATE_KINDS.iter().map(|(a, k)| ((*a).to_owned(), (*k).to_owned())).collect(),
             ready_delay: Duration::from_millis(500),
-            resync: Duration::from_secs(300),
+            resync: Duration::from_secs(3600),
             cluster_status_update_frequency: Duration::from_secs(10),
             cluster_success_threshold: Duration::from_secs(30),
             cluster_failure_threshold: Duration::from_secs(30),

@@ -15,6 +15,9 @@ use serde_json::json;
 use super::detector::namespaced_or_all;
 use crate::{Context, Error, api_resource, typed};
 
+/// How often a binding that could not be scheduled is tried again without any change.
+const UNSCHEDULABLE_RETRY: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// What one scheduling run decided.
 #[derive(Debug)]
 struct Decision {
@@ -75,10 +78,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         rb.metadata.generation = updated.metadata.generation;
         rb.metadata.resource_version = updated.metadata.resource_version;
     }
-    let requeue = match next_due {
-        Some(at) => Action::requeue(std::time::Duration::from_secs(u64::try_from(at - now_secs + 1).unwrap_or(1).max(1))),
-        None => Action::requeue(ctx.settings.resync),
-    };
+    let due = next_due.map(|at| std::time::Duration::from_secs(u64::try_from(at - now_secs + 1).unwrap_or(1).max(1)));
+    let mut requeue = Action::requeue(due.unwrap_or(ctx.settings.resync));
     let needs = {
         let map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
         scheduler::needs_scheduling(&rb, &map)
@@ -131,7 +132,13 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 set_scheduled(&mut status, true, "Success", SUCCESS_MESSAGE, &now, observed_generation);
                 status.last_scheduled_time = Some(now.clone());
             }
-            Err((reason, message)) => set_scheduled(&mut status, false, &reason, &message, &now, observed_generation),
+            Err((reason, message)) => {
+                set_scheduled(&mut status, false, &reason, &message, &now, observed_generation);
+                // Unschedulable bindings are retried (as Karmada's unschedulable queue flushes),
+                // besides the Cluster changes that re-check them at once.
+                let retry = UNSCHEDULABLE_RETRY.min(ctx.settings.resync);
+                requeue = Action::requeue(due.map_or(retry, |d| d.min(retry)));
+            }
         }
     }
     status.scheduler_observed_generation = observed_generation;
