@@ -103,6 +103,33 @@ pub fn static_weight_with(input: &AssignInput<'_>, mut weight: impl FnMut(&crate
     Assignment::Assigned(dispense(input.replicas, &votes, &[], &input.binding.spec.resource.uid))
 }
 
+/// [`static_weight_with`] answering by position in `input.clusters` instead of by name
+/// ([`webster::dispense_rows`]): `(position, replicas)` pairs sorted by cluster name, the same
+/// division. For assigners that reply with rows (the Wasm build of `StaticWeight`).
+pub fn static_weight_rows(
+    input: &AssignInput<'_>,
+    mut weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64,
+) -> Vec<(usize, i32)> {
+    let mut votes: Vec<(&str, i64)> = Vec::with_capacity(input.clusters.len());
+    let mut positions: Vec<usize> = Vec::with_capacity(input.clusters.len());
+    for (i, c) in input.clusters.iter().enumerate() {
+        let w = weight(c);
+        if w > 0 {
+            votes.push((c.name(), w));
+            positions.push(i);
+        }
+    }
+    if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
+        votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
+        positions.extend(0..input.clusters.len());
+    }
+    let mut rows = webster::dispense_rows(input.replicas, &votes, &input.binding.spec.resource.uid);
+    for r in &mut rows {
+        r.0 = positions[r.0];
+    }
+    rows
+}
+
 /// Go's `int32(x)` for values that are `int32` in Karmada (saturating here; equal in range).
 fn to_i32(v: i64) -> i32 {
     i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX })

@@ -114,6 +114,18 @@ fn nonzero(v: Vec<TargetCluster>) -> Vec<TargetCluster> {
 
 const M123: [&str; 3] = ["member1", "member2", "member3"];
 
+/// [`static_weight`], checking that [`static_weight_rows`] divides the same way by position.
+fn static_weight_checked(input: &AssignInput<'_>) -> Assignment {
+    let by_name = static_weight(input);
+    let rules = static_weight_rules(input);
+    let by_row: Vec<TargetCluster> = static_weight_rows(input, |c| rules.map_or(1, |r| rule_weight(r, c.cluster)))
+        .into_iter()
+        .map(|(i, n)| TargetCluster::new(input.clusters[i].name(), n))
+        .collect();
+    assert_eq!(Assignment::Assigned(by_row), by_name);
+    by_name
+}
+
 // ---------------------------------------------------------------- strategy choice
 
 #[test]
@@ -156,7 +168,7 @@ fn static_weight_karmada_cases() {
     let cs = clusters(&M123);
     let ds = details(&cs, &[0, 0, 0]);
     let p321 = weighted(&[(&["member1"], 3), (&["member2"], 2), (&["member3"], 1)]);
-    let st = |replicas, p: &Placement| assigned(run(&spec(replicas, &[], ""), p, &ds, AssignMode::Steady, static_weight));
+    let st = |replicas, p: &Placement| assigned(run(&spec(replicas, &[], ""), p, &ds, AssignMode::Steady, static_weight_checked));
     assert_eq!(st(12, &p321), tc(&[("member1", 6), ("member2", 4), ("member3", 2)]));
     assert_eq!(st(13, &p321), tc(&[("member1", 7), ("member2", 4), ("member3", 2)]));
     assert_eq!(st(14, &p321), tc(&[("member1", 7), ("member2", 5), ("member3", 2)]));
@@ -165,7 +177,7 @@ fn static_weight_karmada_cases() {
 
     let cs2 = clusters(&["member1", "member2"]);
     let ds2 = details(&cs2, &[0, 0]);
-    let st2 = |replicas, p: &Placement| assigned(run(&spec(replicas, &[], ""), p, &ds2, AssignMode::Steady, static_weight));
+    let st2 = |replicas, p: &Placement| assigned(run(&spec(replicas, &[], ""), p, &ds2, AssignMode::Steady, static_weight_checked));
     // replica 0 → every weighted cluster with 0.
     assert_eq!(st2(0, &weighted(&[(&["member1"], 1), (&["member2"], 1)])), tc(&[("member1", 0), ("member2", 0)]));
     // A selected cluster without weight is ignored.
@@ -181,7 +193,7 @@ fn static_weight_karmada_cases() {
 fn static_weight_zero_and_all_zero() {
     let cs = clusters(&M123);
     let ds = details(&cs, &[0, 0, 0]);
-    let st = |p: &Placement| assigned(run(&spec(6, &[], ""), p, &ds, AssignMode::Steady, static_weight));
+    let st = |p: &Placement| assigned(run(&spec(6, &[], ""), p, &ds, AssignMode::Steady, static_weight_checked));
     // Weight 0 drops the cluster.
     assert_eq!(st(&weighted(&[(&["member1"], 2), (&["member2"], 0), (&["member3"], 1)])), tc(&[("member1", 4), ("member3", 2)]));
     // Nothing matches → equal weights.
@@ -197,7 +209,7 @@ fn static_weight_ignores_prior_and_uses_uid_ties() {
     let cs = clusters(&["A", "B"]);
     let ds = details(&cs, &[0, 0]);
     let p = weighted(&[(&["A", "B"], 1)]);
-    let st = |uid| assigned(run(&spec(5, &[("A", 5)], uid), &p, &ds, AssignMode::Steady, static_weight));
+    let st = |uid| assigned(run(&spec(5, &[("A", 5)], uid), &p, &ds, AssignMode::Steady, static_weight_checked));
     assert_eq!(st(""), tc(&[("A", 3), ("B", 2)]));
     assert_eq!(st(EVEN_UID), tc(&[("A", 3), ("B", 2)]));
     assert_eq!(st(ODD_UID), tc(&[("A", 2), ("B", 3)]));

@@ -33,6 +33,8 @@ struct Party<'a> {
     votes: i64,
     seats: i32,
     descending: bool,
+    /// Position in name order ([`dispense_rows`]; not compared).
+    rank: usize,
 }
 
 impl Party<'_> {
@@ -40,6 +42,14 @@ impl Party<'_> {
     fn priority(&self) -> (i128, i128) {
         let den = 2 * i128::from(self.seats) + 1; // odd, never zero
         if den < 0 { (-i128::from(self.votes), -den) } else { (i128::from(self.votes), den) }
+    }
+
+    /// [`Party::priority`] in `i64` when votes and denominator are both below 2^31 in magnitude
+    /// (the usual case: weights and replica counts are small).
+    fn small_priority(&self) -> Option<(i64, i64)> {
+        const LIMIT: i64 = 1 << 31;
+        let den = 2 * i64::from(self.seats) + 1;
+        (-LIMIT < self.votes && self.votes < LIMIT && den > 0 && den < LIMIT).then_some((self.votes, den))
     }
 }
 
@@ -57,11 +67,18 @@ impl PartialOrd for Party<'_> {
 impl Ord for Party<'_> {
     /// `Greater` = wins the next seat.
     fn cmp(&self, other: &Self) -> Ordering {
-        let (na, da) = self.priority();
-        let (nb, db) = other.priority();
-        // |votes| < 2^63 and den < 2^33, so the products fit in i128.
-        (na * db)
-            .cmp(&(nb * da))
+        let by_priority = match (self.small_priority(), other.small_priority()) {
+            // Both factors below 2^31: the products fit in i64 (no 128-bit multiply, which is a
+            // library call on 32-bit targets such as Wasm).
+            (Some((na, da)), Some((nb, db))) => (na * db).cmp(&(nb * da)),
+            _ => {
+                let (na, da) = self.priority();
+                let (nb, db) = other.priority();
+                // |votes| < 2^63 and den < 2^33, so the products fit in i128.
+                (na * db).cmp(&(nb * da))
+            }
+        };
+        by_priority
             .then_with(|| other.seats.cmp(&self.seats))
             .then_with(|| {
                 let by_name = other.name.cmp(self.name);
@@ -88,14 +105,45 @@ pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], 
     }
     let mut heap: BinaryHeap<Party<'_>> = parties
         .iter()
-        .map(|(&name, &(votes, seats))| Party { name, votes, seats, descending })
+        .map(|(&name, &(votes, seats))| Party { name, votes, seats, descending, rank: 0 })
         .collect();
+    seat(&mut heap, new_seats);
+    let mut out: Vec<TargetCluster> = heap.into_iter().map(|p| TargetCluster::new(p.name, p.seats)).collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Give `new_seats` seats one at a time to the party with the highest priority.
+fn seat(heap: &mut BinaryHeap<Party<'_>>, new_seats: i32) {
     for _ in 0..new_seats.max(0) {
         let Some(mut top) = heap.peek_mut() else { break };
         top.seats = top.seats.wrapping_add(1);
     }
-    let mut out: Vec<TargetCluster> = heap.into_iter().map(|p| TargetCluster::new(p.name, p.seats)).collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+/// [`dispense`] without an initial assignment, answering by position instead of by name:
+/// `(i, seats)` for every party, sorted by name, where `i` is the position in `votes` of the
+/// party's (last) entry. Empty when the weights sum to 0. Callers that know their parties by
+/// position (a Wasm assigner answers with rows) need no name lookups and no `TargetCluster`s.
+pub fn dispense_rows(new_seats: i32, votes: &[(&str, i64)], uid: &str) -> Vec<(usize, i32)> {
+    if votes.iter().fold(0i64, |acc, &(_, v)| acc.wrapping_add(v)) == 0 {
+        return Vec::new();
+    }
+    let descending = names_descending(uid);
+    let mut parties: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, &(name, _)) in votes.iter().enumerate() {
+        parties.insert(name, i);
+    }
+    let mut out: Vec<(usize, i32)> = parties.into_values().map(|i| (i, 0)).collect();
+    let mut heap: BinaryHeap<Party<'_>> = out
+        .iter()
+        .enumerate()
+        .map(|(rank, &(i, _))| Party { name: votes[i].0, votes: votes[i].1, seats: 0, descending, rank })
+        .collect();
+    seat(&mut heap, new_seats);
+    for p in heap.into_vec() {
+        out[p.rank].1 = p.seats;
+    }
     out
 }
 
@@ -240,6 +288,36 @@ mod tests {
         // Huge votes do not overflow.
         let got = dispense(4, &[("a", i64::MAX), ("b", i64::MAX - 1)], &[], "");
         assert_eq!(got, tc(&[("a", 2), ("b", 2)]));
+        assert_eq!(dispense(4, &[("a", i64::MIN), ("b", 1)], &[], ""), tc(&[("a", 0), ("b", 4)]));
+        // Votes on both sides of the i64 fast path's limit compare exactly.
+        let big = 1i64 << 31;
+        assert_eq!(dispense(3, &[("a", big), ("b", big - 1)], &[], ""), tc(&[("a", 2), ("b", 1)]));
+        assert_eq!(dispense(3, &[("a", big - 1), ("b", big)], &[], ""), tc(&[("a", 1), ("b", 2)]));
+        assert_eq!(dispense(2, &[("a", 3 * big), ("b", big - 1)], &[], ""), tc(&[("a", 2), ("b", 0)]));
+    }
+
+    #[test]
+    fn dispense_rows_is_dispense_by_position() {
+        let names: Vec<String> = (0..300).map(|i| format!("m{:03}", (i * 7919) % 300)).collect();
+        let cases: Vec<Vec<(&str, i64)>> = vec![
+            vec![],
+            vec![("a", 0), ("b", 0)],
+            vec![("a", 1), ("b", 1)],
+            vec![("b", 3), ("a", 1), ("b", 5), ("c", 0)],
+            vec![("x", i64::MAX), ("y", i64::MAX - 1), ("z", 1 << 40)],
+            names.iter().enumerate().map(|(i, n)| (n.as_str(), (i as i64 % 5) * (i as i64 % 3))).collect(),
+        ];
+        for votes in &cases {
+            for seats in [-1, 0, 1, 7, 100, 1000] {
+                for uid in ["", ODD_UID, EVEN_UID] {
+                    let by_name = dispense(seats, votes, &[], uid);
+                    let by_row: Vec<TargetCluster> =
+                        dispense_rows(seats, votes, uid).into_iter().map(|(i, s)| TargetCluster::new(votes[i].0, s)).collect();
+                    assert_eq!(by_row, by_name, "{votes:?} {seats} {uid}");
+                }
+            }
+        }
+        assert_eq!(dispense_rows(3, &[("b", 3), ("a", 1), ("b", 5)], ""), vec![(1, 1), (2, 2)]);
     }
 
     #[test]
