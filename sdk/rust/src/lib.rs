@@ -125,6 +125,8 @@ pub struct FilterOut {
     verdicts: Vec<u8>,
     reasons: Vec<String>,
     last: usize,
+    /// Address and length of the `'static` reason behind `last`, when it was given as one.
+    last_static: Option<(usize, usize)>,
 }
 
 impl FilterOut {
@@ -135,6 +137,24 @@ impl FilterOut {
 
     /// The next cluster does not fit, for `reason`.
     pub fn unfit(&mut self, reason: &str) {
+        self.last_static = None;
+        self.push_unfit(reason);
+    }
+
+    /// [`FilterOut::unfit`] for a reason that is a constant (`&'static str`): the same verdict, but
+    /// a run of clusters rejected for the same constant costs no text comparison per cluster (a
+    /// `'static` string at the same address is the same text).
+    pub fn unfit_static(&mut self, reason: &'static str) {
+        let key = (reason.as_ptr() as usize, reason.len());
+        if self.last_static == Some(key) {
+            self.verdicts.push(u8::try_from(self.last + 1).unwrap_or(u8::MAX));
+            return;
+        }
+        self.push_unfit(reason);
+        self.last_static = Some(key);
+    }
+
+    fn push_unfit(&mut self, reason: &str) {
         let k = if self.reasons.get(self.last).is_some_and(|r| r == reason) {
             self.last
         } else if let Some(k) = self.reasons.iter().position(|r| r == reason) {
@@ -586,6 +606,25 @@ mod tests {
     }
 
     #[test]
+    fn filter_out_numbers_reasons_by_text_whichever_way_they_come() {
+        const A: &str = "cluster(s) did not match the placement cluster affinity constraint";
+        let mut out = crate::FilterOut::default();
+        let b = String::from("taint");
+        out.unfit_static(A);
+        out.unfit_static(A);
+        out.fit();
+        out.unfit(&b);
+        out.unfit_static(A);
+        out.unfit(A);
+        out.unfit(&String::from(A));
+        out.unfit_static(A);
+        out.unfit(&b);
+        out.unfit_static("taint");
+        assert_eq!(out.verdicts, [1, 1, 0, 2, 1, 1, 1, 1, 2, 2]);
+        assert_eq!(out.reasons, [A, "taint"]);
+    }
+
+    #[test]
     fn extension_points_map_to_the_documented_capability_names() {
         let names = [
             crate::__capability!(filter),
@@ -601,28 +640,48 @@ mod tests {
 /// Word-at-a-time `memcmp`/`bcmp` for Wasm guests. The Rust std for wasm32 links
 /// compiler-builtins' byte-by-byte loops, and every string comparison (label lookups in a
 /// `BTreeMap`, selector values, cluster names) goes through them: at 1,000 clusters they were a
-/// fifth of a whole scheduling cycle with the Wasm built-ins. Comparing 8 bytes per step as
-/// big-endian words keeps the lexicographic result.
-#[cfg(target_arch = "wasm32")]
+/// fifth of a whole scheduling cycle with the Wasm built-ins. Equal words are skipped as they are
+/// loaded (Wasm is little-endian); only the first differing word is byte-swapped, so that comparing
+/// it as a big-endian number keeps the lexicographic result. `bcmp` (equality only) never swaps.
+#[cfg(any(target_arch = "wasm32", test))]
 mod mem {
     #[inline(always)]
     unsafe fn word(p: *const u8) -> u64 {
         // SAFETY: the caller guarantees 8 readable bytes at `p`.
-        u64::from_be_bytes(unsafe { core::ptr::read_unaligned(p.cast::<[u8; 8]>()) })
+        unsafe { core::ptr::read_unaligned(p.cast::<u64>()) }
+    }
+
+    /// Index of the first 8-byte block that differs (`n` rounded down to 8 when none does).
+    #[inline(always)]
+    unsafe fn first_diff_word(a: *const u8, b: *const u8, n: usize) -> usize {
+        let mut i = 0;
+        while i + 8 <= n {
+            // SAFETY: i + 8 <= n.
+            if unsafe { word(a.add(i)) != word(b.add(i)) } {
+                return i;
+            }
+            i += 8;
+        }
+        i
     }
 
     /// # Safety
     /// `a` and `b` point to at least `n` readable bytes.
-    #[unsafe(no_mangle)]
+    #[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
     pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-        let mut i = 0;
-        while i + 8 <= n {
-            // SAFETY: i + 8 <= n.
-            let (x, y) = unsafe { (word(a.add(i)), word(b.add(i))) };
-            if x != y {
-                return if x < y { -1 } else { 1 };
-            }
-            i += 8;
+        // SAFETY: forwarded.
+        let mut i = unsafe { first_diff_word(a, b, n) };
+        if i < n && n >= 8 {
+            // The first differing word, or the last 8 bytes: they overlap bytes already found
+            // equal, which does not change the order.
+            let at = i.min(n - 8);
+            // SAFETY: at + 8 <= n.
+            let (x, y) = unsafe { (word(a.add(at)).swap_bytes(), word(b.add(at)).swap_bytes()) };
+            return match x.cmp(&y) {
+                core::cmp::Ordering::Less => -1,
+                core::cmp::Ordering::Equal => 0,
+                core::cmp::Ordering::Greater => 1,
+            };
         }
         while i < n {
             // SAFETY: i < n.
@@ -637,10 +696,42 @@ mod mem {
 
     /// # Safety
     /// As [`memcmp`].
-    #[unsafe(no_mangle)]
+    #[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
     pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
         // SAFETY: forwarded.
-        unsafe { memcmp(a, b, n) }
+        let mut i = unsafe { first_diff_word(a, b, n) };
+        if i < n && n >= 8 {
+            // SAFETY: as in `memcmp`.
+            return i32::from(unsafe { word(a.add(i.min(n - 8))) != word(b.add(i.min(n - 8))) });
+        }
+        while i < n {
+            // SAFETY: i < n.
+            if unsafe { *a.add(i) != *b.add(i) } {
+                return 1;
+            }
+            i += 1;
+        }
+        0
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn orders_like_slices() {
+            let words = ["", "a", "b", "ab", "member-0001", "member-0002", "member-0010", "member-00010", "region",
+                "regions", "eu-west", "eu-west\u{0}", "\u{ff}abcdefgh", "abcdefgh\u{ff}", "abcdefghabcdefgh", "abcdefghabcdefgi",
+                "abcdefgiabcdefgh", "zzzzzzzzzzzzzzzzz", "zzzzzzzzzzzzzzzzy"];
+            for a in words {
+                for b in words {
+                    let n = a.len().min(b.len());
+                    let (x, y) = (&a.as_bytes()[..n], &b.as_bytes()[..n]);
+                    // SAFETY: both have n bytes.
+                    let (c, e) = unsafe { (super::memcmp(x.as_ptr(), y.as_ptr(), n), super::bcmp(x.as_ptr(), y.as_ptr(), n)) };
+                    assert_eq!(c.signum(), x.cmp(y) as i32, "memcmp({a:?}, {b:?}, {n})");
+                    assert_eq!(e != 0, x != y, "bcmp({a:?}, {b:?}, {n})");
+                }
+            }
+        }
     }
 }
 
