@@ -156,19 +156,22 @@ impl Snapshot {
         Snapshot { generation, json, ptrs, index }
     }
 
-    /// Each cluster's index, or `false` when one is not in the set. A cluster right after the
-    /// previous one in set order is found without hashing.
+    /// Each cluster's index, or `false` when one is not in the set. A cluster shortly after the
+    /// previous one in set order (the usual case: inputs keep set order, with the clusters an
+    /// earlier step dropped left out) is found without hashing.
     pub(crate) fn indices<'c>(&self, clusters: impl Iterator<Item = &'c Cluster>, out: &mut Vec<u32>) -> bool {
+        /// How far ahead of the previous cluster to look before hashing.
+        const NEAR: usize = 8;
         let mut cursor = 0usize;
         for c in clusters {
             let p = addr(c);
-            let i = if self.ptrs.get(cursor) == Some(&p) {
-                cursor as u32
-            } else {
-                match self.index.get(&p) {
+            let near = self.ptrs.get(cursor..).and_then(|rest| rest.iter().take(NEAR).position(|&q| q == p));
+            let i = match near {
+                Some(k) => (cursor + k) as u32,
+                None => match self.index.get(&p) {
                     Some(&i) => i,
                     None => return false,
-                }
+                },
             };
             out.push(i);
             cursor = i as usize + 1;

@@ -110,7 +110,7 @@ impl WasmPlugin {
     /// The snapshot the clusters come from, and their indices in it. Without a snapshot in the
     /// context, or for clusters not in it, an ad-hoc set of exactly these clusters (pushed per call).
     fn rows<'c>(&self, binding: &BindingContext<'_>, clusters: impl Iterator<Item = &'c Cluster> + Clone) -> (Arc<Snapshot>, Vec<u32>) {
-        let mut idx = Vec::new();
+        let mut idx = Vec::with_capacity(clusters.size_hint().0);
         if let Some(s) = &binding.snapshot {
             let snap = self.host.snapshot(s);
             if snap.indices(clusters.clone(), &mut idx) {
