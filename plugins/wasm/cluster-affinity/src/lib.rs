@@ -5,12 +5,17 @@
 //! the placement's `clusterAffinity`, the current affinity term, whether the binding is a
 //! workload), so a binding whose affinity was already evaluated against this cluster set costs one
 //! lookup per row. Affinities with CEL selectors are evaluated every time.
+//!
+//! A call parses only what the filter reads ([`Fields`]): the placement's `clusterAffinity`, the
+//! affinity term, and what makes the binding a workload (`replicas`, `replicaRequirements`,
+//! `components`). The rest of the binding is skipped unparsed.
 
 use std::collections::HashMap;
 
 use flotilla_api::cluster::Cluster;
-use flotilla_api::policy::{ClusterAffinityTerm, Placement};
-use flotilla_api::work::ResourceBindingSpec;
+use flotilla_api::policy::{ClusterAffinity as Affinity, ClusterAffinityTerm, Placement};
+use flotilla_api::work::{ReplicaRequirements, ResourceBindingSpec};
+use serde::de::IgnoredAny;
 use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Verdict};
 use flotilla_pdk::abi::{BindingRequest, InitRequest};
@@ -20,6 +25,55 @@ use flotilla_pdk::{FilterOut, Plugin, RowIndex};
 const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
 /// Distinct affinities remembered per cluster set before the memo starts over.
 const MEMO_LIMIT: usize = 512;
+
+/// The binding fields the filter reads, as a `ResourceBindingSpec`: only whether it is a workload
+/// (`ResourceBindingSpec::is_workload`) matters, so contents are not kept.
+#[derive(serde::Deserialize)]
+#[serde(from = "SpecFields")]
+pub struct Spec(ResourceBindingSpec);
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecFields {
+    #[serde(default)]
+    replicas: i32,
+    #[serde(default)]
+    replica_requirements: Option<IgnoredAny>,
+    #[serde(default)]
+    components: Vec<IgnoredAny>,
+}
+
+impl From<SpecFields> for Spec {
+    fn from(f: SpecFields) -> Self {
+        Spec(ResourceBindingSpec {
+            replicas: f.replicas,
+            replica_requirements: f.replica_requirements.map(|_| ReplicaRequirements::default()),
+            components: vec![flotilla_pdk::serde_json::Value::Null; f.components.len()],
+            ..Default::default()
+        })
+    }
+}
+
+/// The placement fields the filter reads (`clusterAffinity`), as a `Placement`.
+#[derive(serde::Deserialize)]
+#[serde(from = "PlacementFields")]
+pub struct PlacementOf(Placement);
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlacementFields {
+    #[serde(default)]
+    cluster_affinity: Option<Affinity>,
+}
+
+impl From<PlacementFields> for PlacementOf {
+    fn from(f: PlacementFields) -> Self {
+        PlacementOf(Placement { cluster_affinity: f.cluster_affinity, ..Default::default() })
+    }
+}
+
+/// What a call parses.
+pub type Fields = BindingRequest<Spec, PlacementOf, ClusterAffinityTerm>;
 
 /// The plugin.
 #[derive(Default)]
@@ -31,7 +85,7 @@ pub struct ClusterAffinity {
 
 impl Plugin for ClusterAffinity {
     type Cluster = Cluster;
-    type Binding = BindingRequest<ResourceBindingSpec, Placement, ClusterAffinityTerm>;
+    type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
         Ok(ClusterAffinity::default())
@@ -43,8 +97,9 @@ impl Plugin for ClusterAffinity {
     }
 
     fn filter(&mut self, b: &Self::Binding, clusters: &[&Cluster], out: &mut FilterOut) -> Result<(), String> {
-        let ctx = BindingContext::new(&b.binding, &b.placement, b.affinity_term.as_ref());
-        let cel = match (&b.placement.cluster_affinity, &b.affinity_term) {
+        let placement = &b.placement.0;
+        let ctx = BindingContext::new(&b.binding.0, placement, b.affinity_term.as_ref());
+        let cel = match (&placement.cluster_affinity, &b.affinity_term) {
             (Some(a), _) => a.cel_selector.as_ref(),
             (None, Some(t)) => t.affinity.cel_selector.as_ref(),
             (None, None) => None,
@@ -60,7 +115,8 @@ impl Plugin for ClusterAffinity {
             }
             return Ok(());
         }
-        let key = flotilla_pdk::serde_json::to_string(&(&b.placement.cluster_affinity, &b.affinity_term, ctx.is_workload())).map_err(|e| e.to_string())?;
+        let key = flotilla_pdk::serde_json::to_string(&(&placement.cluster_affinity, &b.affinity_term, ctx.is_workload()))
+            .map_err(|e| e.to_string())?;
         if self.memo.len() >= MEMO_LIMIT && !self.memo.contains_key(&key) {
             self.memo.clear();
         }
@@ -76,7 +132,7 @@ impl Plugin for ClusterAffinity {
                 }
                 None => flotilla_plugins::filter::affinity_matches(&ctx, c),
             };
-            if fit { out.fit() } else { out.unfit(MISMATCH) }
+            if fit { out.fit() } else { out.unfit_static(MISMATCH) }
         }
         Ok(())
     }
