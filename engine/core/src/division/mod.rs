@@ -88,24 +88,16 @@ pub fn rule_weight(rules: &[flotilla_api::policy::StaticClusterWeight], cluster:
 
 /// [`static_weight`] with each cluster's weight from `weight` (plugins that memoise
 /// [`rule_weight`] per cluster set use this): weight-0 clusters are left out, all clusters weigh 1
-/// when none has a weight, then Webster.
-pub fn static_weight_with(input: &AssignInput<'_>, mut weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64) -> Assignment {
-    let mut votes: Vec<(&str, i64)> = Vec::with_capacity(input.clusters.len());
-    for c in input.clusters {
-        let w = weight(c);
-        if w > 0 {
-            votes.push((c.name(), w));
-        }
-    }
-    if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
-        votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
-    }
-    Assignment::Assigned(dispense(input.replicas, &votes, &[], &input.binding.spec.resource.uid))
+/// when none has a weight, then Webster. The division is [`static_weight_rows`], named.
+pub fn static_weight_with(input: &AssignInput<'_>, weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64) -> Assignment {
+    let rows = static_weight_rows(input, weight);
+    Assignment::Assigned(rows.into_iter().map(|(i, n)| TargetCluster::new(input.clusters[i].name(), n)).collect())
 }
 
-/// [`static_weight_with`] answering by position in `input.clusters` instead of by name
-/// ([`webster::dispense_rows`]): `(position, replicas)` pairs sorted by cluster name, the same
-/// division. For assigners that reply with rows (the Wasm build of `StaticWeight`).
+/// The static-weight division by position in `input.clusters` ([`webster::dispense_rows`]):
+/// `(position, replicas)` pairs sorted by cluster name. Assigners that reply with rows (the Wasm
+/// build of `StaticWeight`) use it directly; [`static_weight_with`] names the positions, so both
+/// backends run the same division.
 pub fn static_weight_rows(
     input: &AssignInput<'_>,
     mut weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64,

@@ -114,16 +114,22 @@ fn nonzero(v: Vec<TargetCluster>) -> Vec<TargetCluster> {
 
 const M123: [&str; 3] = ["member1", "member2", "member3"];
 
-/// [`static_weight`], checking that [`static_weight_rows`] divides the same way by position.
+/// [`static_weight`] (Webster by position, then named), checked against Webster by name over the
+/// same votes ([`dispense`], Karmada's `Dispenser` shape).
 fn static_weight_checked(input: &AssignInput<'_>) -> Assignment {
-    let by_name = static_weight(input);
+    let got = static_weight(input);
     let rules = static_weight_rules(input);
-    let by_row: Vec<TargetCluster> = static_weight_rows(input, |c| rules.map_or(1, |r| rule_weight(r, c.cluster)))
-        .into_iter()
-        .map(|(i, n)| TargetCluster::new(input.clusters[i].name(), n))
+    let mut votes: Vec<(&str, i64)> = input
+        .clusters
+        .iter()
+        .map(|c| (c.name(), rules.map_or(1, |r| rule_weight(r, c.cluster))))
+        .filter(|&(_, w)| w > 0)
         .collect();
-    assert_eq!(Assignment::Assigned(by_row), by_name);
-    by_name
+    if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
+        votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
+    }
+    assert_eq!(got, Assignment::Assigned(dispense(input.replicas, &votes, &[], &input.binding.spec.resource.uid)));
+    got
 }
 
 // ---------------------------------------------------------------- strategy choice
