@@ -130,11 +130,16 @@ pub fn dispense_rows(new_seats: i32, votes: &[(&str, i64)], uid: &str) -> Vec<(u
         return Vec::new();
     }
     let descending = names_descending(uid);
-    let mut parties: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, &(name, _)) in votes.iter().enumerate() {
-        parties.insert(name, i);
+    // Parties in name order, each name once with its last entry. A stable sort keeps equal names
+    // in input order; inputs usually arrive in name order already, which it checks in one pass.
+    let mut order: Vec<usize> = (0..votes.len()).collect();
+    order.sort_by(|&a, &b| votes[a].0.cmp(votes[b].0));
+    let mut out: Vec<(usize, i32)> = Vec::with_capacity(order.len());
+    for (k, &i) in order.iter().enumerate() {
+        if order.get(k + 1).is_none_or(|&next| votes[next].0 != votes[i].0) {
+            out.push((i, 0));
+        }
     }
-    let mut out: Vec<(usize, i32)> = parties.into_values().map(|i| (i, 0)).collect();
     let mut heap: BinaryHeap<Party<'_>> = out
         .iter()
         .enumerate()
@@ -306,6 +311,9 @@ mod tests {
             vec![("b", 3), ("a", 1), ("b", 5), ("c", 0)],
             vec![("x", i64::MAX), ("y", i64::MAX - 1), ("z", 1 << 40)],
             names.iter().enumerate().map(|(i, n)| (n.as_str(), (i as i64 % 5) * (i as i64 % 3))).collect(),
+            // Repeated names: the last entry of each counts.
+            (0..200).map(|i: usize| (["q", "b", "x", "a", "m", "b2", "a0"][(i * 3) % 7], (i as i64 * 13) % 6)).collect(),
+            names.iter().take(40).chain(names.iter().take(40)).enumerate().map(|(i, n)| (n.as_str(), i as i64 % 7)).collect(),
         ];
         for votes in &cases {
             for seats in [-1, 0, 1, 7, 100, 1000] {
