@@ -496,14 +496,10 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             if let Err(e) = write_statuses(&ctx, &report).await {
                 tracing::warn!(error = %e, "writing plugin status failed; retrying");
             }
-            let resync = tokio::time::sleep(ctx.settings.plugin_resync);
-            tokio::pin!(resync);
-            loop {
-                tokio::select! {
-                    // A burst of changes is taken at once: one sync.
-                    _ = rx.next() => break,
-                    () = &mut resync => break,
-                }
+            // A burst of changes is taken at once: one sync.
+            tokio::select! {
+                _ = rx.next() => {}
+                () = tokio::time::sleep(ctx.settings.plugin_resync) => {}
             }
         }
     });

@@ -427,16 +427,9 @@ async fn probe_loop(ctx: Arc<Context>) {
     loop {
         round(&ctx, &mut registered, &mut thresholds, &mut namespaces_done).await;
         // Wake on the next round, or early on a Cluster change (to register new members fast).
-        let deadline = tokio::time::sleep(interval);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                () = &mut deadline => break,
-                _ = events.next() => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    break;
-                }
-            }
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            _ = events.next() => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
 }
