@@ -131,6 +131,7 @@ pub struct FilterOut {
 
 impl FilterOut {
     /// The next cluster fits.
+    #[inline]
     pub fn fit(&mut self) {
         self.verdicts.push(abi::FIT);
     }
@@ -144,6 +145,7 @@ impl FilterOut {
     /// [`FilterOut::unfit`] for a reason that is a constant (`&'static str`): the same verdict, but
     /// a run of clusters rejected for the same constant costs no text comparison per cluster (a
     /// `'static` string at the same address is the same text).
+    #[inline]
     pub fn unfit_static(&mut self, reason: &'static str) {
         let key = (reason.as_ptr() as usize, reason.len());
         if self.last_static == Some(key) {
@@ -625,6 +627,32 @@ mod tests {
     }
 
     #[test]
+    fn row_index_finds_exactly_the_set_elements() {
+        fn check<C: Default + Clone>() {
+            let set = vec![C::default(); 37];
+            let rows = crate::RowIndex::new(&set);
+            for (i, c) in set.iter().enumerate() {
+                assert_eq!(rows.row(c), Some(i));
+            }
+            let other = C::default();
+            assert_eq!(rows.row(&other), None);
+            let base = set.as_ptr() as usize;
+            let size = std::mem::size_of::<C>();
+            for off in 0..(set.len() + 2) * size {
+                let want = (off % size == 0 && off / size < set.len()).then(|| off / size);
+                assert_eq!(rows.row_at(base + off), want, "offset {off} of size {size}");
+            }
+            assert_eq!(rows.row_at(base.wrapping_sub(size)), None);
+        }
+        check::<u8>();
+        check::<u32>();
+        check::<[u8; 3]>();
+        check::<[u8; 24]>();
+        check::<[u64; 5]>();
+        check::<(u32, [u8; 9])>();
+    }
+
+    #[test]
     fn extension_points_map_to_the_documented_capability_names() {
         let names = [
             crate::__capability!(filter),
@@ -743,12 +771,25 @@ pub struct RowIndex {
     base: usize,
     len: usize,
     size: usize,
+    /// `size = odd << shift`; `inverse * odd == 1` (mod 2^usize::BITS): a row is found with a
+    /// multiplication instead of a division (a hardware divide per cluster and call adds up).
+    shift: u32,
+    inverse: usize,
 }
 
 impl RowIndex {
     /// The index of `set`.
     pub fn new<C>(set: &[C]) -> Self {
-        RowIndex { base: set.as_ptr() as usize, len: set.len(), size: std::mem::size_of::<C>().max(1) }
+        let size = std::mem::size_of::<C>().max(1);
+        let shift = size.trailing_zeros();
+        let odd = size >> shift;
+        // Newton's iteration doubles the correct low bits of an odd number's inverse each step
+        // (an odd number is its own inverse mod 8): 3 -> 6 -> 12 -> 24 -> 48 -> 96 bits.
+        let mut inverse = odd;
+        for _ in 0..5 {
+            inverse = inverse.wrapping_mul(2usize.wrapping_sub(odd.wrapping_mul(inverse)));
+        }
+        RowIndex { base: set.as_ptr() as usize, len: set.len(), size, shift, inverse }
     }
 
     /// Rows in the set.
@@ -762,8 +803,17 @@ impl RowIndex {
     }
 
     /// The row of `c`, `None` when it is not an element of the indexed set.
+    #[inline]
     pub fn row<C>(&self, c: &C) -> Option<usize> {
-        let off = (c as *const C as usize).checked_sub(self.base)?;
-        (off % self.size == 0 && off / self.size < self.len).then_some(off / self.size)
+        self.row_at(c as *const C as usize)
+    }
+
+    #[inline]
+    fn row_at(&self, addr: usize) -> Option<usize> {
+        let off = addr.checked_sub(self.base)?;
+        // Exact for multiples of `size`; for anything else `row * size` cannot equal `off` with
+        // `row < len` (the set's `len * size` bytes fit in the address space).
+        let row = (off >> self.shift).wrapping_mul(self.inverse);
+        (row < self.len && row * self.size == off).then_some(row)
     }
 }
