@@ -125,7 +125,12 @@ impl WasmPlugin {
 
     fn binding_json(binding: &BindingContext<'_>, replicas: Option<i32>, mode: Option<flotilla_abi::AssignMode>) -> Vec<u8> {
         let req = BindingRequest { binding: binding.spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
-        serde_json::to_vec(&req).unwrap_or_default()
+        // Typical bindings serialize to one or two KiB: start there instead of growing from empty.
+        let mut json = Vec::with_capacity(2048);
+        match serde_json::to_writer(&mut json, &req) {
+            Ok(()) => json,
+            Err(_) => Vec::new(),
+        }
     }
 
     fn call_rows(&self, point: usize, snap: &Snapshot, json: &[u8], rows: &[u8], count: usize) -> Result<Reply, PluginError> {
