@@ -260,6 +260,27 @@ impl ClusterChanges {
     }
 }
 
+/// What of a Work its binding depends on: its status (aggregated into the binding) and whether it
+/// is going away. Its spec is the binding controller's own write, its finalizer the execution
+/// controller's.
+#[derive(Debug, Default)]
+struct WorkChanges {
+    seen: std::collections::HashMap<(String, String), u64>,
+}
+
+impl WorkChanges {
+    fn matters(&mut self, c: &Change) -> bool {
+        let Some(o) = &c.object else { return true };
+        let key = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
+        if c.deleted {
+            self.seen.remove(&key);
+            return true;
+        }
+        let fp = hash_of((o.data.get("status").map(serde_json::Value::to_string), o.metadata.deletion_timestamp.is_some()));
+        self.seen.insert(key, fp) != Some(fp)
+    }
+}
+
 /// The scheduler re-checks every binding when a Cluster changes in a way that matters, or the
 /// served profiles were swapped.
 fn scheduler_mapper() -> Mapper {
@@ -275,10 +296,11 @@ fn scheduler_mapper() -> Mapper {
 /// override, profile and relevant Cluster changes.
 fn binding_mapper() -> Mapper {
     let mut clusters = ClusterChanges::default();
+    let mut works = WorkChanges::default();
     Box::new(move |c: &Change| match c.topic {
         Topic::Override | Topic::Profiles => Targets::All,
         Topic::Cluster if clusters.matters(c) => Targets::All,
-        Topic::Work => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
+        Topic::Work if works.matters(c) => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
         Topic::Template => match &c.object {
             Some(o) => match &o.types {
                 Some(t) => Targets::Objects(vec![(
@@ -468,6 +490,18 @@ mod tests {
         assert_eq!(b(&change(Topic::Work, work)), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]));
         let template = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "web"}});
         assert_eq!(b(&change(Topic::Template, template)), Targets::Objects(vec![("web".into(), "nginx-deployment".into())]));
+        let finalized = serde_json::json!({
+            "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1", "finalizers": ["karmada.io/execution-controller"],
+                         "annotations": {labels::RB_NAMESPACE: "default", labels::RB_NAME: "nginx-deployment"}},
+        });
+        assert_eq!(b(&change(Topic::Work, finalized.clone())), Targets::Nothing, "a finalizer added does not concern the binding");
+        let mut applied = finalized;
+        applied["status"] = serde_json::json!({"conditions": [{"type": "Applied", "status": "True"}]});
+        assert_eq!(b(&change(Topic::Work, applied.clone())), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]), "status changed");
+        let mut gone = change(Topic::Work, applied);
+        gone.deleted = true;
+        assert_eq!(b(&gone), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]), "deleted");
         assert_eq!(b(&Change::any(Topic::Override)), Targets::All);
         assert_eq!(b(&Change::any(Topic::Member)), Targets::Nothing);
 
