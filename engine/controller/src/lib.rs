@@ -1,8 +1,10 @@
 //! Flotilla's controllers: Karmada's propagation pipeline running live on kube-rs.
 //!
 //! The offline pipeline of `flotilla_core::plan::plan` split into level-triggered controllers,
-//! each a kube-rs `Controller` driven by watch events, with the objects it reads kept in
-//! reflector stores:
+//! each a kube-rs `Controller` over one shared reflector cache per kind. The caches publish every
+//! change on a [`Bus`]; each controller maps a change to the objects it concerns (a member
+//! Deployment to its Work, a Work to its binding, a template to its binding; a relevant Cluster
+//! change to every binding) and re-checks only those:
 //!
 //! - [`controller::detector`]: resource templates + (Cluster)PropagationPolicies → ResourceBindings;
 //! - [`controller::scheduler`]: ResourceBindings + Clusters → `spec.clusters` and the `Scheduled` condition;
@@ -24,13 +26,10 @@ pub mod controller;
 pub mod leader;
 pub mod members;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::Client;
