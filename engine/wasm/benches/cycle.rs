@@ -5,6 +5,9 @@
 //! `CARGO_TARGET_DIR=target-wasm cargo bench -p flotilla-wasm --bench cycle`
 //! (needs Debian's rustc-web toolchain, see sdk/ABI.md). The fixtures are those of
 //! `plugins/benches/schedule.rs`.
+//!
+//! On a shared machine single passes swing with the load, so the interleaved measurement (native
+//! and Wasm alternating on the same batches of 100 bindings) is the one to compare.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +55,39 @@ fn pass(profile: &Profile, set: &ClusterSet<'_>, bindings: &[(ResourceBindingSpe
     (start.elapsed() / bindings.len() as u32, ok)
 }
 
+/// Native and Wasm on the same 100 bindings back to back, `pairs` times over `bindings` (which of
+/// the two goes first alternates), so that both sides of each pair see the same machine load; the
+/// medians of the per-binding times and of the per-pair ratios, and the ratios' interquartile range.
+fn interleaved(
+    native: &Profile,
+    wasm: &Profile,
+    set: &ClusterSet<'_>,
+    bindings: &[(ResourceBindingSpec, ResourceBindingStatus)],
+    pairs: usize,
+) -> (Duration, Duration, [f64; 3]) {
+    const BATCH: usize = 100;
+    let (mut n, mut w, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..pairs {
+        let start = (k * BATCH) % (bindings.len() - BATCH);
+        let batch = &bindings[start..start + BATCH];
+        let (tn, tw) = if k % 2 == 0 {
+            let tn = pass(native, set, batch).0;
+            (tn, pass(wasm, set, batch).0)
+        } else {
+            let tw = pass(wasm, set, batch).0;
+            (pass(native, set, batch).0, tw)
+        };
+        n.push(tn);
+        w.push(tw);
+        r.push(tw.as_secs_f64() / tn.as_secs_f64());
+    }
+    n.sort();
+    w.sort();
+    r.sort_by(f64::total_cmp);
+    let q = |p: usize| r[(r.len() - 1) * p / 4];
+    (n[n.len() / 2], w[w.len() / 2], [q(1), q(2), q(3)])
+}
+
 fn bench(c: &mut Criterion) {
     let native = flotilla_plugins::default_profile();
     let wasm = wasm_profile();
@@ -77,6 +113,13 @@ fn bench(c: &mut Criterion) {
                 w.as_secs_f64() / n.as_secs_f64()
             );
         }
+    }
+    for (label, bindings) in [("mixed strategies", &mixed), ("static weight", &weighted)] {
+        let (n, w, [p25, p50, p75]) = interleaved(&native, &wasm, &set, bindings, 200);
+        eprintln!(
+            "interleaved, 200 pairs of 100 bindings ({label}): native {n:?}/binding, wasm {w:?}/binding (medians), \
+             ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})"
+        );
     }
     let mut g = c.benchmark_group("cycle_1000_clusters");
     g.sample_size(10);
