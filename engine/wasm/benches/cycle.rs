@@ -9,12 +9,19 @@
 //! On a shared machine single passes swing with the load, so the interleaved measurement (native
 //! and Wasm alternating on the same batches of 100 bindings) is the one to compare.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use flotilla_api::cluster::Cluster;
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
-use flotilla_core::framework::{FilterPlugin, Profile, Slot};
+use flotilla_core::PluginError;
+use flotilla_core::division::{self, Strategy};
+use flotilla_core::framework::{
+    AssignInput, AssignPlugin, Assignment, BindingContext, FilterInput, FilterPlugin, Plugin, Profile, Slot, Verdict,
+};
 use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_core::scheduler::{ClusterSet, Options, schedule_in as schedule};
 use flotilla_wasm::WasmFactory;
@@ -44,6 +51,139 @@ fn wasm_profile() -> Profile {
     for s in &mut p.assigners {
         if s.plugin.name() == "StaticWeight" {
             *s = Slot::new(Arc::clone(&assign) as _);
+        }
+    }
+    p
+}
+
+/// The native built-ins with the Wasm guests' memo (plugins/wasm): per cluster-set generation, the
+/// filter's verdict per distinct affinity and the static weight per rule list, rows found by
+/// reference. Not a product plugin: it only shows how much of the Wasm/native gap is the memo
+/// (the native built-ins evaluate selectors for every cluster and binding).
+#[derive(Default)]
+struct Memo {
+    generation: u64,
+    rows: HashMap<usize, usize, BuildHasherDefault<PtrHasher>>,
+    verdicts: HashMap<String, Vec<u8>>,
+    weights: HashMap<String, Vec<i64>>,
+}
+
+#[derive(Default)]
+struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+impl Memo {
+    /// Start over when the binding's cluster set is not the memoised one.
+    fn sync(&mut self, b: &BindingContext<'_>) {
+        let Some(s) = b.snapshot else { return };
+        if s.generation != self.generation {
+            self.generation = s.generation;
+            self.rows = s.clusters.iter().enumerate().map(|(i, c)| (std::ptr::from_ref(*c) as usize, i)).collect();
+            self.verdicts.clear();
+            self.weights.clear();
+        }
+    }
+
+    fn row(rows: &HashMap<usize, usize, BuildHasherDefault<PtrHasher>>, c: &Cluster) -> Option<usize> {
+        rows.get(&(std::ptr::from_ref(c) as usize)).copied()
+    }
+}
+
+#[derive(Default)]
+struct MemoNative(Mutex<Memo>);
+
+impl Plugin for MemoNative {
+    fn name(&self) -> &str {
+        "MemoNative"
+    }
+}
+
+impl FilterPlugin for MemoNative {
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
+        const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
+        let b = input.binding;
+        let cel = match (&b.placement.cluster_affinity, b.affinity_term) {
+            (Some(a), _) => a.cel_selector.as_ref(),
+            (None, Some(t)) => t.affinity.cel_selector.as_ref(),
+            (None, None) => None,
+        };
+        if b.snapshot.is_none() || flotilla_core::expression::has_cel(cel) {
+            return flotilla_plugins::filter::ClusterAffinity.filter(input, out);
+        }
+        let key = serde_json::to_string(&(&b.placement.cluster_affinity, &b.affinity_term, b.is_workload())).unwrap_or_default();
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        memo.sync(b);
+        let Memo { rows, verdicts, .. } = &mut *memo;
+        let v = verdicts.entry(key).or_insert_with(|| vec![0; rows.len()]);
+        for c in input.clusters {
+            let fit = match Memo::row(rows, c) {
+                Some(i) => {
+                    if v[i] == 0 {
+                        v[i] = if flotilla_plugins::filter::affinity_matches(b, c) { 1 } else { 2 };
+                    }
+                    v[i] == 1
+                }
+                None => flotilla_plugins::filter::affinity_matches(b, c),
+            };
+            out.push(if fit { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
+        }
+        Ok(())
+    }
+}
+
+impl AssignPlugin for MemoNative {
+    fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError> {
+        let b = input.binding;
+        if b.snapshot.is_none() || division::strategy(b.placement).ok() != Some(Strategy::StaticWeight) {
+            return flotilla_plugins::assign::StaticWeight.assign(input);
+        }
+        let rules = division::static_weight_rules(input);
+        let key = serde_json::to_string(&rules).unwrap_or_default();
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        memo.sync(b);
+        let Memo { rows, weights, .. } = &mut *memo;
+        let w = weights.entry(key).or_insert_with(|| vec![-1; rows.len()]);
+        Ok(division::static_weight_with(input, |c| {
+            let compute = || rules.map_or(1, |r| division::rule_weight(r, c.cluster));
+            match Memo::row(rows, c.cluster) {
+                Some(i) => {
+                    if w[i] < 0 {
+                        w[i] = compute();
+                    }
+                    w[i]
+                }
+                None => compute(),
+            }
+        }))
+    }
+}
+
+/// The default profile with the two built-ins replaced by [`MemoNative`].
+fn memo_native_profile() -> Profile {
+    let filter = Arc::new(MemoNative::default());
+    let assign = Arc::new(MemoNative::default());
+    let mut p = flotilla_plugins::default_profile();
+    for s in &mut p.filters {
+        if s.plugin.name() == "ClusterAffinity" {
+            *s = Slot::new(Arc::clone(&filter) as Arc<dyn FilterPlugin>);
+        }
+    }
+    for s in &mut p.assigners {
+        if s.plugin.name() == "StaticWeight" {
+            *s = Slot::new(Arc::clone(&assign) as Arc<dyn AssignPlugin>);
         }
     }
     p
@@ -95,11 +235,13 @@ fn bench(c: &mut Criterion) {
     let set = ClusterSet::new(&owned);
     let mixed: Vec<_> = (0..2000).map(binding).collect();
     let weighted: Vec<_> = (0..8000).map(binding).filter(|_| true).skip(1).step_by(4).collect();
+    let memo_native = memo_native_profile();
     // Identical results first.
     for (s, st) in mixed.iter().chain(&weighted).take(400) {
         let a = schedule(&native, s, st, &set, Options::default(), None);
         let b = schedule(&wasm, s, st, &set, Options::default(), None);
         assert_eq!(a, b, "native and wasm disagree");
+        assert_eq!(a, schedule(&memo_native, s, st, &set, Options::default(), None), "native and memoising native disagree");
     }
     // Warm up (cluster set pushed into each warm instance once), then one pass each, twice.
     let _ = pass(&wasm, &set, &mixed[..50]);
@@ -119,6 +261,14 @@ fn bench(c: &mut Criterion) {
         eprintln!(
             "interleaved, 200 pairs of 100 bindings ({label}): native {n:?}/binding, wasm {w:?}/binding (medians), \
              ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})"
+        );
+    }
+    // The same work on both sides: the native built-ins with the guests' memo.
+    for (label, bindings) in [("mixed strategies", &mixed), ("static weight", &weighted)] {
+        let (n, w, [p25, p50, p75]) = interleaved(&memo_native, &wasm, &set, bindings, 200);
+        eprintln!(
+            "interleaved vs native with the guests' memo ({label}): native+memo {n:?}/binding, wasm {w:?}/binding \
+             (medians), ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})"
         );
     }
     let mut g = c.benchmark_group("cycle_1000_clusters");
