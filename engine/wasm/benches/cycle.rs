@@ -38,7 +38,10 @@ fn wasm_profile() -> Profile {
     let load = |file: &str, name: &str, point| {
         let path = dir.join(file);
         let spec = PluginSpec { name: name.into(), wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }), ..Default::default() };
-        Arc::new(WasmFactory::new().load(point, &spec, &path).expect("load"))
+        let start = Instant::now();
+        let plugin = Arc::new(WasmFactory::new().load(point, &spec, &path).expect("load"));
+        eprintln!("{file}: compiled and instantiated in {:?}", start.elapsed());
+        plugin
     };
     let filter = load("flotilla_wasm_cluster_affinity.wasm", "ClusterAffinity", ExtensionPoint::Filter);
     let assign = load("flotilla_wasm_static_weight.wasm", "StaticWeight", ExtensionPoint::Assign);
