@@ -52,11 +52,9 @@ impl Host {
     fn create() -> wasmtime::Result<Host> {
         let mut config = Config::new();
         config.epoch_interruption(true);
-        // Cranelift inlines small guest functions into their callers (calls such as `memcmp` are
-        // not inlined by the guest's own compiler): about 10 % faster Wasm plugins in the
-        // scheduling-cycle bench, for about 2.5x the compile time (0.4 -> 1.0 s for a 500 KB
-        // module, once per module digest at load; see BENCHMARKS.md).
-        config.compiler_inlining(wasmtime::Inlining::Yes);
+        // Not `compiler_inlining(Inlining::Yes)`: about 10 % faster guests in the cycle bench, but
+        // 2.5x the compile time (a 500 KB guest 0.4 -> 1.0 s), and a hot swap must be in use
+        // within 1 s of the file changing (BENCHMARKS.md, "Wasm plugins vs native").
         // `FLOTILLA_WASM_PERFMAP=1`: write /tmp/perf-<pid>.map so `perf report` names guest functions.
         if std::env::var_os("FLOTILLA_WASM_PERFMAP").is_some() {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
