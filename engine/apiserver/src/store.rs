@@ -33,9 +33,10 @@ const META_COMPACTED: &str = "compacted";
 const MAX_BATCH: usize = 512;
 /// Live events buffered for watchers before a lagging one is cut off and must resume from the
 /// log. The buffer keeps the newest events (each an object, its previous version and its JSON)
-/// resident whether or not anyone still needs them, so it is sized for a burst of a few seconds,
-/// not for the whole store: 16,384 held ≈ 400 MiB in a 40,000-Work run.
-const FANOUT_CAPACITY: usize = 4 * 1024;
+/// resident whether or not anyone still needs them; but a watcher that lags re-reads the log, and
+/// with ~200 watchers (100 simulated members) 4,096 let a burst of lags stall the server for
+/// ~50 s in a 40,000-Work run.
+const FANOUT_CAPACITY: usize = 16 * 1024;
 /// redb's page cache. Its default (1 GiB) made the store's file resident as it grew; reads that
 /// miss go to the OS page cache, and the hot objects live in the watch caches anyway.
 const CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -146,6 +147,12 @@ struct LogRecord {
     v: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     p: Option<Value>,
+}
+
+/// Only the key of a log record.
+#[derive(serde::Deserialize)]
+struct LogKey {
+    k: String,
 }
 
 /// A committed write.
@@ -363,11 +370,15 @@ impl Store {
         for entry in log.range((after + 1)..)? {
             let (rev, raw) = entry?;
             let rev = rev.value();
-            let record: LogRecord = serde_json::from_slice(raw.value())
+            // The key first (serde skips the objects without building them): a watcher resuming
+            // after a lag reads every kind's events since its revision, and most are not its own.
+            let key: LogKey = serde_json::from_slice(raw.value())
                 .map_err(|source| StoreError::Corrupt { key: format!("log/{rev}"), source })?;
-            if !record.k.starts_with(prefix) {
+            if !key.k.starts_with(prefix) {
                 continue;
             }
+            let record: LogRecord = serde_json::from_slice(raw.value())
+                .map_err(|source| StoreError::Corrupt { key: format!("log/{rev}"), source })?;
             let object_json = Bytes::from(serde_json::to_vec(&record.v).unwrap_or_default());
             backlog.push_back(Arc::new(Event {
                 rev,
