@@ -534,43 +534,28 @@ pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, event
     // managedFields are nobody's business here and can be half an object's size.
     let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None));
     let (v, idx, reader) = (Arc::clone(&version), index.clone(), store.clone());
-    tasks.spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut listed = false;
-        while let Some(ev) = stream.next().await {
-            // The reflector has already applied the event to the store.
-            match ev {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(i) = &idx {
-                        i.rebuild(&reader.state());
-                    }
-                    v.fetch_add(1, Ordering::AcqRel);
-                    // The first list is every controller's starting point; a relist means
-                    // changes may have been missed, so everything of the topic is re-checked.
-                    if listed {
-                        events.send(Change::any(topic));
-                    }
-                    listed = true;
+    // The reflector has already applied each event to the store when the hook sees it.
+    tasks.spawn(publish(stream, topic, events, move |ev| {
+        match ev {
+            watcher::Event::InitDone => {
+                if let Some(i) = &idx {
+                    i.rebuild(&reader.state());
                 }
-                Ok(watcher::Event::Apply(o)) => {
-                    if let Some(i) = &idx {
-                        i.apply(&o);
-                    }
-                    v.fetch_add(1, Ordering::AcqRel);
-                    events.send(Change { topic, object: Some(Arc::new(o)), deleted: false });
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    if let Some(i) = &idx {
-                        i.delete(&o);
-                    }
-                    v.fetch_add(1, Ordering::AcqRel);
-                    events.send(Change { topic, object: Some(Arc::new(o)), deleted: true });
-                }
-                Err(e) => tracing::debug!(error = %e, "watch error; retrying"),
             }
+            watcher::Event::Apply(o) => {
+                if let Some(i) = &idx {
+                    i.apply(o);
+                }
+            }
+            watcher::Event::Delete(o) => {
+                if let Some(i) = &idx {
+                    i.delete(o);
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => return,
         }
-    });
+        v.fetch_add(1, Ordering::AcqRel);
+    }));
     Cached { resource, store, version, index }
 }
 
@@ -579,25 +564,40 @@ pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, event
 pub fn publish_changes(client: &Client, resource: &ApiResource, topic: Topic, events: &Bus, tasks: &mut tokio::task::JoinSet<()>) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
     let stream = watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
-    let events = events.clone();
-    tasks.spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut listed = false;
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(watcher::Event::InitDone) => {
-                    if listed {
-                        events.send(Change::any(topic));
-                    }
-                    listed = true;
-                }
-                Ok(watcher::Event::Apply(o)) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: false }),
-                Ok(watcher::Event::Delete(o)) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: true }),
-                Err(e) => tracing::debug!(error = %e, "watch error; retrying"),
+    tasks.spawn(publish(stream, topic, events.clone(), |_| {}));
+}
+
+/// Drive `stream`, calling `hook` on each event, then publishing it as `topic`: applied and
+/// deleted objects as themselves; a relist (every list after the first, which is every
+/// controller's starting point) as a change to anything of the topic, since changes may have
+/// been missed.
+async fn publish<S>(stream: S, topic: Topic, events: Bus, mut hook: impl FnMut(&watcher::Event<DynamicObject>))
+where
+    S: futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut listed = false;
+    while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::debug!(error = %e, "watch error; retrying");
+                continue;
             }
+        };
+        hook(&ev);
+        match ev {
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+            watcher::Event::InitDone => {
+                if listed {
+                    events.send(Change::any(topic));
+                }
+                listed = true;
+            }
+            watcher::Event::Apply(o) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: false }),
+            watcher::Event::Delete(o) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: true }),
         }
-    });
+    }
 }
 
 /// Running controllers; dropping this stops them.

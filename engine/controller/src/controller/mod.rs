@@ -241,53 +241,49 @@ fn cluster_fingerprint(o: &DynamicObject) -> u64 {
     h.finish()
 }
 
-/// Cluster changes that matter for placement or rendering re-check everything; others nothing.
-#[derive(Debug, Default)]
-struct ClusterChanges {
-    seen: std::collections::HashMap<String, u64>,
-}
-
-impl ClusterChanges {
-    fn matters(&mut self, c: &Change) -> bool {
-        let Some(o) = &c.object else { return true };
-        let name = o.metadata.name.clone().unwrap_or_default();
-        if c.deleted {
-            self.seen.remove(&name);
-            return true;
-        }
-        let fp = cluster_fingerprint(o);
-        self.seen.insert(name, fp) != Some(fp)
-    }
-}
-
-/// What of a Work its binding depends on: its status (aggregated into the binding) and whether it
-/// is going away. Its spec is the binding controller's own write, its finalizer the execution
-/// controller's.
-#[derive(Debug, Default)]
-struct WorkChanges {
+/// Which objects changed in what a fingerprint covers, since they were last seen.
+struct Seen {
+    fingerprint: Relevant,
     seen: std::collections::HashMap<(String, String), u64>,
 }
 
-impl WorkChanges {
-    fn matters(&mut self, c: &Change) -> bool {
+impl Seen {
+    fn new(fingerprint: Relevant) -> Self {
+        Seen { fingerprint, seen: std::collections::HashMap::new() }
+    }
+
+    /// Whether `c` concerns what the fingerprint covers: a change to anything, a deletion, an
+    /// object not seen before or with a new fingerprint (or none).
+    fn changed(&mut self, c: &Change) -> bool {
         let Some(o) = &c.object else { return true };
         let key = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
         if c.deleted {
             self.seen.remove(&key);
             return true;
         }
-        let fp = hash_of((o.data.get("status").map(serde_json::Value::to_string), o.metadata.deletion_timestamp.is_some()));
-        self.seen.insert(key, fp) != Some(fp)
+        (self.fingerprint)(o).is_none_or(|fp| self.seen.insert(key, fp) != Some(fp))
     }
+}
+
+/// Cluster changes that matter for placement or rendering (see [`cluster_fingerprint`]).
+fn cluster_changes() -> Seen {
+    Seen::new(|o| Some(cluster_fingerprint(o)))
+}
+
+/// What of a Work its binding depends on: its status (aggregated into the binding) and whether it
+/// is going away. Its spec is the binding controller's own write, its finalizer the execution
+/// controller's.
+fn work_changes() -> Seen {
+    Seen::new(|o| Some(hash_of((o.data.get("status").map(serde_json::Value::to_string), o.metadata.deletion_timestamp.is_some()))))
 }
 
 /// The scheduler re-checks every binding when a Cluster changes in a way that matters, or the
 /// served profiles were swapped.
 fn scheduler_mapper() -> Mapper {
-    let mut clusters = ClusterChanges::default();
+    let mut clusters = cluster_changes();
     Box::new(move |c: &Change| match c.topic {
         Topic::Profiles => Targets::All,
-        Topic::Cluster if clusters.matters(c) => Targets::All,
+        Topic::Cluster if clusters.changed(c) => Targets::All,
         _ => Targets::Nothing,
     })
 }
@@ -295,12 +291,12 @@ fn scheduler_mapper() -> Mapper {
 /// The binding controller re-checks a template's binding, a Work's binding, and everything on
 /// override, profile and relevant Cluster changes.
 fn binding_mapper() -> Mapper {
-    let mut clusters = ClusterChanges::default();
-    let mut works = WorkChanges::default();
+    let mut clusters = cluster_changes();
+    let mut works = work_changes();
     Box::new(move |c: &Change| match c.topic {
         Topic::Override | Topic::Profiles => Targets::All,
-        Topic::Cluster if clusters.matters(c) => Targets::All,
-        Topic::Work if works.matters(c) => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
+        Topic::Cluster if clusters.changed(c) => Targets::All,
+        Topic::Work if works.changed(c) => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
         Topic::Template => match &c.object {
             Some(o) => match &o.types {
                 Some(t) => Targets::Objects(vec![(
@@ -363,7 +359,7 @@ pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
 /// (not the status the controller writes itself), a relist re-checks all of them.
 fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) -> Mapper {
     let (api_version, kind) = (cached.resource.api_version.clone(), cached.resource.kind.clone());
-    let mut seen: std::collections::HashMap<(String, String), u64> = std::collections::HashMap::new();
+    let mut seen = Seen::new(relevant);
     Box::new(move |c: &Change| {
         if c.topic != topic {
             return mapper(c);
@@ -374,12 +370,8 @@ fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) ->
             return mapper(c);
         }
         let key = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
-        let mine = if c.deleted {
-            seen.remove(&key);
-            false
-        } else {
-            relevant(o).is_none_or(|h| seen.insert(key.clone(), h) != Some(h))
-        };
+        // A deleted object is gone from the cache: nothing of its own to re-check.
+        let mine = seen.changed(c) && !c.deleted;
         match (mine, mapper(c)) {
             (false, other) => other,
             (true, Targets::All) => Targets::All,
