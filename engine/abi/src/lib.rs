@@ -101,6 +101,9 @@ pub const FIT: u8 = 0;
 pub const INDEX_ROW_SIZE: usize = 4;
 /// Size of a score reply row: a little-endian `i64`.
 pub const SCORE_ROW_SIZE: usize = 8;
+/// Size of an assign reply row (the binary form of [`AssignReply::Assigned`]): a little-endian
+/// `u32` row position, then the replicas as a little-endian `i32`.
+pub const ASSIGN_ROW_SIZE: usize = 8;
 
 /// A select/assign request row: a feasible cluster with what the scheduler computed for it
 /// (Karmada's `ClusterDetailInfo`). 32 bytes, little-endian, in this field order.

@@ -48,6 +48,41 @@ pub struct BindingContext<'a> {
     pub object: Option<&'a Value>,
     /// The profile's expression engine, for policies with CEL fields (see [`crate::expression`]).
     pub expressions: Option<&'a dyn ExpressionEngine>,
+    /// Encodings of the binding shared by the attempt's plugins, when the caller keeps them (the
+    /// scheduler does, one per attempt).
+    pub encodings: Option<&'a SharedEncodings>,
+}
+
+/// The binding encoded once per scheduling attempt for the plugins that need it serialized
+/// (sandboxed backends: every Wasm plugin of the attempt gets the same request JSON instead of
+/// serializing the binding per call). Remembers which spec, placement and affinity term it
+/// encodes, and encodes afresh for any other context, so a misplaced one costs time, not truth.
+#[derive(Debug, Default)]
+pub struct SharedEncodings {
+    json: std::sync::OnceLock<(Identity, Vec<u8>)>,
+}
+
+/// What an encoding was made from: the addresses of the borrowed spec, placement and term (they
+/// cannot change or move while borrowed).
+type Identity = (usize, usize, usize);
+
+impl SharedEncodings {
+    /// The binding's JSON for `ctx`, made by `encode` the first time (and for a `ctx` over another
+    /// binding than the first one's, every time).
+    pub fn json<'s>(&'s self, ctx: &BindingContext<'_>, encode: impl FnOnce() -> Vec<u8>) -> std::borrow::Cow<'s, [u8]> {
+        let id: Identity = (
+            std::ptr::from_ref(ctx.spec) as usize,
+            std::ptr::from_ref(ctx.placement) as usize,
+            ctx.affinity_term.map_or(0, |t| std::ptr::from_ref(t) as usize),
+        );
+        let mut fresh = Some(encode);
+        let (made_for, json) = self.json.get_or_init(|| (id, fresh.take().map(|f| f()).unwrap_or_default()));
+        match fresh {
+            Some(encode) if *made_for != id => std::borrow::Cow::Owned(encode()),
+            // Made just now, or earlier for this very binding.
+            _ => std::borrow::Cow::Borrowed(json),
+        }
+    }
 }
 
 /// The cluster set a scheduling attempt runs against, with an identity: the same `generation`
@@ -69,7 +104,13 @@ impl<'a> BindingContext<'a> {
         placement: &'a Placement,
         affinity_term: Option<&'a ClusterAffinityTerm>,
     ) -> Self {
-        BindingContext { spec, placement, affinity_term, snapshot: None, object: None, expressions: None }
+        BindingContext { spec, placement, affinity_term, snapshot: None, object: None, expressions: None, encodings: None }
+    }
+
+    /// The same context with encodings shared by the plugins it is passed to ([`SharedEncodings`]).
+    pub fn with_encodings(mut self, encodings: Option<&'a SharedEncodings>) -> Self {
+        self.encodings = encodings;
+        self
     }
 
     /// The same context with the resource template expressions see as `object`.
@@ -189,9 +230,16 @@ pub struct ClusterDetail<'a> {
     pub available_replicas: i64,
     /// 0 for a primary-affinity cluster, `i+1` for the i-th overflow tier, 1000 for none.
     pub overflow_order: u32,
+    /// The cluster's position in [`BindingContext::snapshot`] (whose clusters are sorted by name,
+    /// so positions order as names do), or [`ClusterDetail::NO_ROW`] when the caller has no
+    /// snapshot. Lets assigners order clusters and backends find them without comparing names.
+    pub row: u32,
 }
 
 impl ClusterDetail<'_> {
+    /// [`ClusterDetail::row`] of a cluster not taken from a snapshot.
+    pub const NO_ROW: u32 = u32::MAX;
+
     /// The cluster's name.
     pub fn name(&self) -> &str {
         self.cluster.name()
@@ -428,5 +476,35 @@ impl std::fmt::Debug for Profile {
             .field("overriders", &names(&self.overriders))
             .field("expressions", &self.expressions.as_ref().map(|e| e.language()))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_encodings_are_made_once_per_binding_and_never_for_another() {
+        let (a, b) = (ResourceBindingSpec { replicas: 1, ..Default::default() }, ResourceBindingSpec { replicas: 2, ..Default::default() });
+        let placement = Placement::default();
+        let encodings = SharedEncodings::default();
+        let ctx_a = BindingContext::new(&a, &placement, None).with_encodings(Some(&encodings));
+        let ctx_b = BindingContext::new(&b, &placement, None).with_encodings(Some(&encodings));
+        let mut made = 0;
+        let mut json = |ctx: &BindingContext<'_>| {
+            encodings
+                .json(ctx, || {
+                    made += 1;
+                    ctx.spec.replicas.to_string().into_bytes()
+                })
+                .into_owned()
+        };
+        assert_eq!(json(&ctx_a), b"1");
+        assert_eq!(json(&ctx_a), b"1");
+        // Another binding through the same encodings: its own JSON, made each time, not cached.
+        assert_eq!(json(&ctx_b), b"2");
+        assert_eq!(json(&ctx_b), b"2");
+        assert_eq!(json(&ctx_a), b"1");
+        assert_eq!(made, 3);
     }
 }

@@ -9,7 +9,7 @@ use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus, TargetClust
 
 use crate::framework::{
     AssignInput, AssignMode, Assignment, BindingContext, ClusterDetail, FailurePolicy, FilterInput,
-    Profile, ScoreInput, SelectInput, Selection, Verdict,
+    Profile, ScoreInput, SelectInput, Selection, SharedEncodings, Verdict,
 };
 use crate::estimator::Capacity;
 use crate::framework::Reason;
@@ -193,10 +193,12 @@ pub fn schedule_in_with(
     let mode = if reschedule_required(spec, status) { AssignMode::Fresh } else { AssignMode::Steady };
 
     if placement.cluster_affinity.is_some() || placement.cluster_affinities.is_empty() {
+        let encodings = SharedEncodings::default();
         let ctx = BindingContext::new(spec, placement, None)
             .with_snapshot(sorted.snapshot())
             .with_object(object)
-            .with_expressions(expressions);
+            .with_expressions(expressions)
+            .with_encodings(Some(&encodings));
         let outcome = attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut());
         return ScheduleResult {
             outcome,
@@ -214,10 +216,12 @@ pub fn schedule_in_with(
     let mut first_err: Option<Failure> = None;
     while index < terms.len() {
         let term = &terms[index];
+        let encodings = SharedEncodings::default();
         let ctx = BindingContext::new(spec, placement, Some(term))
             .with_snapshot(sorted.snapshot())
             .with_object(object)
-            .with_expressions(expressions);
+            .with_expressions(expressions)
+            .with_encodings(Some(&encodings));
         match attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut()) {
             Ok(result) => {
                 return ScheduleResult {
@@ -382,15 +386,19 @@ fn attempt_inner(
     let with_capacity: Vec<(&Cluster, &Capacity)> =
         live.iter().map(|&i| (candidates[i], &all.capacity[candidate_idx[i]])).collect();
     let allocatable = crate::estimator::available_replicas_with(&with_capacity, spec);
+    // `ctx.snapshot` is `all`'s: a cluster's row there is its index in `all.clusters`.
+    let rows_known = ctx.snapshot.is_some_and(|s| s.generation == all.generation);
     let mut details: Vec<ClusterDetail<'_>> = feasible
         .iter()
+        .zip(live.iter())
         .zip(totals.iter().zip(allocatable.iter()))
-        .map(|(c, (&score, &alloc))| ClusterDetail {
+        .map(|((c, &i), (&score, &alloc))| ClusterDetail {
             cluster: c,
             score,
             allocatable_replicas: alloc,
             available_replicas: alloc + i64::from(spec.assigned_replicas(c.name())),
             overflow_order: overflow_order(ctx, c),
+            row: if rows_known { u32::try_from(candidate_idx[i]).unwrap_or(ClusterDetail::NO_ROW) } else { ClusterDetail::NO_ROW },
         })
         .collect();
     crate::spread::canonical_order_presorted(&mut details);

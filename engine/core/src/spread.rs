@@ -376,7 +376,14 @@ mod tests {
     }
 
     fn detail(c: &Cluster, score: i64, avail: i64) -> ClusterDetail<'_> {
-        ClusterDetail { cluster: c, score, allocatable_replicas: avail, available_replicas: avail, overflow_order: 0 }
+        ClusterDetail {
+            cluster: c,
+            score,
+            allocatable_replicas: avail,
+            available_replicas: avail,
+            overflow_order: 0,
+            row: ClusterDetail::NO_ROW,
+        }
     }
 
     fn sc(field: &str, min: i32, max: i32) -> SpreadConstraint {

@@ -246,6 +246,34 @@ fn bench(c: &mut Criterion) {
         assert_eq!(a, b, "native and wasm disagree");
         assert_eq!(a, schedule(&memo_native, s, st, &set, Options::default(), None), "native and memoising native disagree");
     }
+    // For profiling one side: `FLOTILLA_BENCH_ONLY=native|memo|wasm` runs only that profile on the
+    // static-weight bindings for `FLOTILLA_BENCH_SECONDS` (default 20) and stops; `pairs` runs only
+    // the static-weight interleaved pairs.
+    if let Ok(only) = std::env::var("FLOTILLA_BENCH_ONLY") {
+        if only == "pairs" {
+            // Just the static-weight interleaved pairs, both comparisons (quick check).
+            for (label, base) in [("native", &native), ("native+memo", &memo_native)] {
+                let (n, w, [p25, p50, p75]) = interleaved(base, &wasm, &set, &weighted, 100);
+                eprintln!("pairs, static weight: {label} {n:?}, wasm {w:?}: ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})");
+            }
+            return;
+        }
+        let profile = match only.as_str() {
+            "native" => &native,
+            "memo" => &memo_native,
+            "wasm" => &wasm,
+            other => panic!("FLOTILLA_BENCH_ONLY={other}: expected native, memo or wasm"),
+        };
+        let secs = std::env::var("FLOTILLA_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+        let until = Instant::now() + Duration::from_secs(secs);
+        let mut times = Vec::new();
+        while Instant::now() < until {
+            times.push(pass(profile, &set, &weighted[..1000]).0);
+        }
+        times.sort();
+        eprintln!("{only} only, static weight: median {:?}/binding over {} passes of 1,000", times[times.len() / 2], times.len());
+        return;
+    }
     // Warm up (cluster set pushed into each warm instance once), then one pass each, twice.
     let _ = pass(&wasm, &set, &mixed[..50]);
     for round in 1..=2 {

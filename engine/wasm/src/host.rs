@@ -159,15 +159,25 @@ impl Snapshot {
         Snapshot { generation, json, ptrs, index }
     }
 
-    /// Each cluster's index, or `false` when one is not in the set. A cluster shortly after the
-    /// previous one in set order (the usual case: inputs keep set order, with the clusters an
-    /// earlier step dropped left out) is found without hashing.
-    pub(crate) fn indices<'c>(&self, clusters: impl Iterator<Item = &'c Cluster>, out: &mut Vec<u32>) -> bool {
+    /// Each cluster's index, or `false` when one is not in the set. Each cluster comes with a
+    /// hint, its row if the caller knows it ([`ClusterDetail::row`], checked here), else
+    /// [`ClusterDetail::NO_ROW`]. A cluster shortly after the previous one in set order (the usual
+    /// case for filters and scores: inputs keep set order, with the clusters an earlier step
+    /// dropped left out) is found without hashing too.
+    ///
+    /// [`ClusterDetail::row`]: flotilla_core::framework::ClusterDetail::row
+    /// [`ClusterDetail::NO_ROW`]: flotilla_core::framework::ClusterDetail::NO_ROW
+    pub(crate) fn indices<'c>(&self, clusters: impl Iterator<Item = (&'c Cluster, u32)>, out: &mut Vec<u32>) -> bool {
         /// How far ahead of the previous cluster to look before hashing.
         const NEAR: usize = 8;
         let mut cursor = 0usize;
-        for c in clusters {
+        for (c, hint) in clusters {
             let p = addr(c);
+            if self.ptrs.get(hint as usize) == Some(&p) {
+                out.push(hint);
+                cursor = hint as usize + 1;
+                continue;
+            }
             let near = self.ptrs.get(cursor..).and_then(|rest| rest.iter().take(NEAR).position(|&q| q == p));
             let i = match near {
                 Some(k) => (cursor + k) as u32,

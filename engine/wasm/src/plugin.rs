@@ -107,9 +107,15 @@ impl WasmPlugin {
         }
     }
 
-    /// The snapshot the clusters come from, and their indices in it. Without a snapshot in the
-    /// context, or for clusters not in it, an ad-hoc set of exactly these clusters (pushed per call).
-    fn rows<'c>(&self, binding: &BindingContext<'_>, clusters: impl Iterator<Item = &'c Cluster> + Clone) -> (Arc<Snapshot>, Vec<u32>) {
+    /// The snapshot the clusters come from, and their indices in it (each cluster with its row if
+    /// known, see [`Snapshot::indices`]). Without a snapshot in the context, or for clusters not in
+    /// it, an ad-hoc set of exactly these clusters, sorted by name as every pushed set is (pushed
+    /// per call).
+    fn rows<'c>(
+        &self,
+        binding: &BindingContext<'_>,
+        clusters: impl Iterator<Item = (&'c Cluster, u32)> + Clone,
+    ) -> (Arc<Snapshot>, Vec<u32>) {
         let mut idx = Vec::with_capacity(clusters.size_hint().0);
         if let Some(s) = &binding.snapshot {
             let snap = self.host.snapshot(s);
@@ -118,19 +124,51 @@ impl WasmPlugin {
             }
             idx.clear();
         }
-        let list: Vec<&Cluster> = clusters.collect();
-        idx.extend(0..list.len() as u32);
-        (Arc::new(Snapshot::build(0, &list)), idx)
+        let mut list: Vec<&Cluster> = clusters.clone().map(|(c, _)| c).collect();
+        list.sort_by(|a, b| a.name().cmp(b.name()));
+        let snap = Snapshot::build(0, &list);
+        // Every cluster is in `list`, so each is found.
+        snap.indices(clusters.map(|(c, _)| (c, ClusterDetail::NO_ROW)), &mut idx);
+        (Arc::new(snap), idx)
     }
 
-    fn binding_json(binding: &BindingContext<'_>, replicas: Option<i32>, mode: Option<flotilla_abi::AssignMode>) -> Vec<u8> {
-        let req = BindingRequest { binding: binding.spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
-        // Typical bindings serialize to one or two KiB: start there instead of growing from empty.
-        let mut json = Vec::with_capacity(2048);
-        match serde_json::to_writer(&mut json, &req) {
-            Ok(()) => json,
-            Err(_) => Vec::new(),
+    /// The call's request JSON. The binding part is encoded once per scheduling attempt and
+    /// shared by the attempt's Wasm plugins (`BindingContext::encodings`); an assign call appends
+    /// its `replicas` and `mode` to a copy.
+    fn binding_json<'a>(
+        binding: &BindingContext<'a>,
+        replicas: Option<i32>,
+        mode: Option<flotilla_abi::AssignMode>,
+    ) -> Cow<'a, [u8]> {
+        let encode = |replicas, mode| {
+            let req = BindingRequest { binding: binding.spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
+            // Typical bindings serialize to one or two KiB: start there instead of growing from empty.
+            let mut json = Vec::with_capacity(2048);
+            match serde_json::to_writer(&mut json, &req) {
+                Ok(()) => json,
+                Err(_) => Vec::new(),
+            }
+        };
+        let Some(shared) = binding.encodings else { return Cow::Owned(encode(replicas, mode)) };
+        let base = shared.json(binding, || encode(None, None));
+        if replicas.is_none() && mode.is_none() {
+            return base;
         }
+        // `{…}` with at least the `binding` member: the assign members go before the brace.
+        let Some((b'}', members)) = base.split_last() else { return Cow::Owned(encode(replicas, mode)) };
+        let mut json = Vec::with_capacity(base.len() + 32);
+        json.extend_from_slice(members);
+        if let Some(r) = replicas {
+            json.extend_from_slice(format!(",\"replicas\":{r}").as_bytes());
+        }
+        if let Some(m) = mode {
+            json.extend_from_slice(b",\"mode\":");
+            if serde_json::to_writer(&mut json, &m).is_err() {
+                return Cow::Owned(encode(replicas, Some(m)));
+            }
+        }
+        json.push(b'}');
+        Cow::Owned(json)
     }
 
     fn call_rows(&self, point: usize, snap: &Snapshot, json: &[u8], rows: &[u8], count: usize) -> Result<Reply, PluginError> {
@@ -141,7 +179,7 @@ impl WasmPlugin {
     }
 
     fn detail_rows(&self, binding: &BindingContext<'_>, clusters: &[ClusterDetail<'_>]) -> (Arc<Snapshot>, Vec<u8>) {
-        let (snap, idx) = self.rows(binding, clusters.iter().map(|d| d.cluster));
+        let (snap, idx) = self.rows(binding, clusters.iter().map(|d| (d.cluster, d.row)));
         let mut rows = Vec::with_capacity(clusters.len() * DetailRow::SIZE);
         for (d, i) in clusters.iter().zip(idx) {
             let row = DetailRow {
@@ -192,7 +230,7 @@ fn intern(reason: &str) -> Reason {
 impl FilterPlugin for WasmPlugin {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         let n = input.clusters.len();
-        let (snap, idx) = self.rows(input.binding, input.clusters.iter().copied());
+        let (snap, idx) = self.rows(input.binding, input.clusters.iter().map(|&c| (c, ClusterDetail::NO_ROW)));
         let rows: Vec<u8> = idx.iter().flat_map(|i| i.to_le_bytes()).collect();
         let json = Self::binding_json(input.binding, None, None);
         let reply = self.call_rows(FILTER, &snap, &json, &rows, n)?;
@@ -203,7 +241,7 @@ impl FilterPlugin for WasmPlugin {
 impl ScorePlugin for WasmPlugin {
     fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
         let n = input.clusters.len();
-        let (snap, idx) = self.rows(input.binding, input.clusters.iter().copied());
+        let (snap, idx) = self.rows(input.binding, input.clusters.iter().map(|&c| (c, ClusterDetail::NO_ROW)));
         let rows: Vec<u8> = idx.iter().flat_map(|i| i.to_le_bytes()).collect();
         let json = Self::binding_json(input.binding, None, None);
         let reply = self.call_rows(SCORE, &snap, &json, &rows, n)?;
@@ -293,14 +331,30 @@ pub(crate) mod decode {
     }
 
     pub(crate) fn assign(names: &[&str], reply: &Reply) -> Result<Assignment, String> {
+        let name = |row: u32| names.get(row as usize).copied().ok_or_else(|| format!("assigned row {row} of {}", names.len()));
+        // Binary `assigned` pairs (sdk/ABI.md §8).
+        match (&reply.result, &reply.rows) {
+            (Some(_), Some(_)) => return Err("assign reply: both set_result and set_rows were called".into()),
+            (None, Some(rows)) => {
+                if rows.len() % flotilla_abi::ASSIGN_ROW_SIZE != 0 {
+                    return Err(format!("assign reply: {} bytes of rows, not a multiple of 8", rows.len()));
+                }
+                let mut out = Vec::with_capacity(rows.len() / flotilla_abi::ASSIGN_ROW_SIZE);
+                for c in rows.chunks_exact(flotilla_abi::ASSIGN_ROW_SIZE) {
+                    let row = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    out.push(TargetCluster::new(name(row)?, i32::from_le_bytes([c[4], c[5], c[6], c[7]])));
+                }
+                return Ok(Assignment::Assigned(out));
+            }
+            _ => {}
+        }
         Ok(match parse::<AssignReply>(reply.result.as_deref(), "assign")? {
             AssignReply::Skip => Assignment::Skip,
             AssignReply::Unschedulable(msg) => Assignment::Unschedulable(msg),
             AssignReply::Assigned(pairs) => {
                 let mut out = Vec::with_capacity(pairs.len());
                 for (row, replicas) in pairs {
-                    let name = names.get(row as usize).ok_or_else(|| format!("assigned row {row} of {}", names.len()))?;
-                    out.push(TargetCluster::new(*name, replicas));
+                    out.push(TargetCluster::new(name(row)?, replicas));
                 }
                 Assignment::Assigned(out)
             }
@@ -361,5 +415,69 @@ pub fn export_for(point: flotilla_core::profile::ExtensionPoint) -> &'static str
         P::Select => export::SELECT,
         P::Assign => export::ASSIGN,
         P::Override => export::OVERRIDE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(result: Option<&str>, rows: Option<&[u8]>) -> Reply {
+        Reply { result: result.map(|s| s.as_bytes().to_vec()), rows: rows.map(<[u8]>::to_vec) }
+    }
+
+    fn pairs(p: &[(u32, i32)]) -> Vec<u8> {
+        p.iter().flat_map(|&(r, n)| r.to_le_bytes().into_iter().chain(n.to_le_bytes())).collect()
+    }
+
+    #[test]
+    fn shared_binding_json_is_the_per_call_encoding() {
+        use flotilla_api::policy::{ClusterAffinityTerm, Placement};
+        use flotilla_api::work::ResourceBindingSpec;
+        use flotilla_core::framework::SharedEncodings;
+        let spec: ResourceBindingSpec = serde_json::from_value(serde_json::json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u-1"},
+            "replicas": 5,
+            "clusters": [{"name": "m1", "replicas": 2}]
+        }))
+        .unwrap();
+        let placement: Placement = serde_json::from_value(serde_json::json!({
+            "clusterAffinity": {"clusterNames": ["m1", "m2"]},
+            "replicaScheduling": {"replicaSchedulingType": "Divided"}
+        }))
+        .unwrap();
+        let term = ClusterAffinityTerm { affinity_name: "a".into(), ..Default::default() };
+        for t in [None, Some(&term)] {
+            let alone = BindingContext::new(&spec, &placement, t);
+            let encodings = SharedEncodings::default();
+            let shared = alone.with_encodings(Some(&encodings));
+            for (replicas, mode) in [(None, None), (Some(3), Some(flotilla_abi::AssignMode::Fresh)), (Some(0), Some(flotilla_abi::AssignMode::Steady))] {
+                let want = WasmPlugin::binding_json(&alone, replicas, mode);
+                assert_eq!(WasmPlugin::binding_json(&shared, replicas, mode), want, "{replicas:?} {mode:?}");
+                let v: serde_json::Value = serde_json::from_slice(&want).unwrap();
+                assert_eq!(v.get("replicas").and_then(serde_json::Value::as_i64), replicas.map(i64::from));
+            }
+        }
+    }
+
+    #[test]
+    fn assign_replies_in_json_and_in_binary_decode_alike() {
+        let names = ["a", "b", "c"];
+        let want = Assignment::Assigned(vec![TargetCluster::new("c", 2), TargetCluster::new("a", -1)]);
+        let json = decode::assign(&names, &reply(Some(r#"{"assigned":[[2,2],[0,-1]]}"#), None)).unwrap();
+        let binary = decode::assign(&names, &reply(None, Some(&pairs(&[(2, 2), (0, -1)])))).unwrap();
+        assert_eq!(json, want);
+        assert_eq!(binary, want);
+        assert_eq!(decode::assign(&names, &reply(None, Some(&[]))).unwrap(), Assignment::Assigned(Vec::new()));
+    }
+
+    #[test]
+    fn bad_binary_assign_replies_are_invalid_output() {
+        let names = ["a", "b"];
+        let err = |r: Reply| decode::assign(&names, &r).unwrap_err();
+        assert_eq!(err(reply(None, Some(&pairs(&[(2, 1)])))), "assigned row 2 of 2");
+        assert!(err(reply(None, Some(&[0; 7]))).contains("not a multiple of 8"), "{}", err(reply(None, Some(&[0; 7]))));
+        assert!(err(reply(Some(r#""skip""#), Some(&pairs(&[(0, 1)])))).contains("both set_result and set_rows"));
+        assert!(err(reply(None, None)).contains("set_result was not called"));
     }
 }

@@ -419,6 +419,16 @@ pub mod rt {
             let result = Self::details(&self.clusters, rows, count).and_then(|d| plugin.assign(&binding, &d));
             self.plugin = Some(plugin);
             match result {
+                // The binary form (sdk/ABI.md §8): no JSON to write here or to parse in the host.
+                Ok(AssignReply::Assigned(pairs)) => {
+                    let mut bytes = Vec::with_capacity(pairs.len() * abi::ASSIGN_ROW_SIZE);
+                    for (row, replicas) in pairs {
+                        bytes.extend_from_slice(&row.to_le_bytes());
+                        bytes.extend_from_slice(&replicas.to_le_bytes());
+                    }
+                    host::set_rows(&bytes);
+                    status::OK
+                }
                 Ok(reply) => {
                     host::set_result(&serde_json::to_vec(&reply).unwrap_or_default());
                     status::OK
@@ -595,6 +605,37 @@ macro_rules! __export_point {
 mod tests {
     use flotilla_abi::Metadata;
 
+    #[test]
+    fn keyed_memo_makes_each_entry_once_and_starts_over_when_full() {
+        let mut memo = crate::KeyedMemo::new(2);
+        let mut made = Vec::new();
+        for key in ["a", "b", "a", "b", "c", "a"] {
+            let v = memo.get_or_try_insert(key, || {
+                made.push(key);
+                Ok::<_, ()>(key.len())
+            });
+            assert_eq!(*v.unwrap(), 1);
+        }
+        // "c" found the memo full and cleared it, so "a" was made again.
+        assert_eq!(made, ["a", "b", "c", "a"]);
+        assert_eq!(memo.len(), 2);
+        assert_eq!(memo.get_or_try_insert("bad", || Err("no")), Err("no"));
+        assert_eq!(memo.len(), 2, "a failed make inserts nothing");
+        // Raw JSON text as the key, parsed only when missing.
+        let raw: crate::Raw = serde_json::from_str(r#"{"x": [1, 2]}"#).unwrap();
+        let v = memo.get_or_try_insert(raw.get(), || serde_json::from_str::<serde_json::Value>(raw.get()).map(|v| v["x"][1].as_u64().unwrap() as usize));
+        assert_eq!(*v.unwrap(), 2);
+    }
+
+    #[test]
+    fn word_hasher_tells_keys_apart_by_every_byte_and_length() {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = |s: &str| BuildHasherDefault::<crate::WordHasher>::default().hash_one(s);
+        let keys = ["", "a", "a\0", "abcdefgh", "abcdefgi", "abcdefgh\0", "abcdefghabcdefgh", "bbcdefghabcdefgh"];
+        let hashes: std::collections::HashSet<u64> = keys.iter().map(|k| h(k)).collect();
+        assert_eq!(hashes.len(), keys.len());
+    }
+
     plugin_metadata!(name = "doc-example", capabilities = ["filter"]);
 
     #[test]
@@ -760,6 +801,83 @@ mod mem {
                 }
             }
         }
+    }
+}
+
+/// A part of a call's JSON kept as text instead of parsed, e.g. a placement field a plugin
+/// memoises on: take it as a `Raw` field of [`Plugin::Binding`], look its text up in a
+/// [`KeyedMemo`], and parse it (`serde_json::from_str(raw.get())`) only on a miss. Skipping the
+/// text costs about what skipping an unread field does.
+pub type Raw = Box<serde_json::value::RawValue>;
+
+/// A memo keyed by text (typically [`Raw`] JSON), with at most `limit` entries (it starts over
+/// when full). Lookups by `&str` allocate nothing; keys hash eight bytes at a time (the standard
+/// hasher is several times slower on long keys in Wasm). Reset it in [`Plugin::cluster_set`] when
+/// entries hold per-cluster results.
+#[derive(Debug)]
+pub struct KeyedMemo<V> {
+    map: std::collections::HashMap<Box<str>, V, std::hash::BuildHasherDefault<WordHasher>>,
+    limit: usize,
+}
+
+impl<V> KeyedMemo<V> {
+    /// An empty memo of at most `limit` entries (at least 1).
+    pub fn new(limit: usize) -> Self {
+        KeyedMemo { map: Default::default(), limit: limit.max(1) }
+    }
+
+    /// Forget every entry.
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the memo is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The entry for `key`, made by `make` when absent (an error inserts nothing).
+    ///
+    /// # Errors
+    /// `make`'s.
+    pub fn get_or_try_insert<E>(&mut self, key: &str, make: impl FnOnce() -> Result<V, E>) -> Result<&mut V, E> {
+        // Two lookups on a miss keep a hit free of allocation (`entry` needs an owned key).
+        if !self.map.contains_key(key) {
+            let value = make()?;
+            if self.map.len() >= self.limit {
+                self.map.clear();
+            }
+            self.map.insert(key.into(), value);
+        }
+        Ok(self.map.get_mut(key).expect("present: inserted above"))
+    }
+}
+
+/// Hashes eight bytes per multiply ([`KeyedMemo`]'s keys; not for untrusted collision resistance,
+/// which a plugin's own memo does not need).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(tail) ^ bytes.len() as u64).wrapping_mul(K);
     }
 }
 

@@ -98,24 +98,38 @@ pub fn static_weight_with(input: &AssignInput<'_>, weight: impl FnMut(&crate::fr
 /// `(position, replicas)` pairs sorted by cluster name. Assigners that reply with rows (the Wasm
 /// build of `StaticWeight`) use it directly; [`static_weight_with`] names the positions, so both
 /// backends run the same division.
-pub fn static_weight_rows(
-    input: &AssignInput<'_>,
-    mut weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64,
+///
+/// When every cluster has its [`ClusterDetail::row`] in the name-sorted snapshot, parties are
+/// ordered by row instead of by name (the same order, an integer comparison instead of a string
+/// one: the candidates arrive in score order, so ordering them is most of the division's cost).
+pub fn static_weight_rows(input: &AssignInput<'_>, weight: impl FnMut(&ClusterDetail<'_>) -> i64) -> Vec<(usize, i32)> {
+    if input.clusters.iter().all(|c| c.row != ClusterDetail::NO_ROW) {
+        static_weight_by(input, |c| c.row, weight)
+    } else {
+        static_weight_by(input, ClusterDetail::name, weight)
+    }
+}
+
+/// [`static_weight_rows`] with parties known by `key`, which must order clusters as their names.
+fn static_weight_by<'a, K: Ord + Copy>(
+    input: &AssignInput<'a>,
+    key: impl Fn(&'a ClusterDetail<'a>) -> K,
+    mut weight: impl FnMut(&ClusterDetail<'_>) -> i64,
 ) -> Vec<(usize, i32)> {
-    let mut votes: Vec<(&str, i64)> = Vec::with_capacity(input.clusters.len());
+    let mut votes: Vec<(K, i64)> = Vec::with_capacity(input.clusters.len());
     let mut positions: Vec<usize> = Vec::with_capacity(input.clusters.len());
     for (i, c) in input.clusters.iter().enumerate() {
         let w = weight(c);
         if w > 0 {
-            votes.push((c.name(), w));
+            votes.push((key(c), w));
             positions.push(i);
         }
     }
     if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
-        votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
+        votes.extend(input.clusters.iter().map(|c| (key(c), 1)));
         positions.extend(0..input.clusters.len());
     }
-    let mut rows = webster::dispense_rows(input.replicas, &votes, &input.binding.spec.resource.uid);
+    let mut rows = webster::dispense_by(input.replicas, &votes, &input.binding.spec.resource.uid);
     for r in &mut rows {
         r.0 = positions[r.0];
     }

@@ -32,6 +32,7 @@ fn details<'a>(cs: &'a [Cluster], allocatable: &[i64]) -> Vec<ClusterDetail<'a>>
             allocatable_replicas: a,
             available_replicas: a,
             overflow_order: 0,
+            row: ClusterDetail::NO_ROW,
         })
         .collect()
 }

@@ -27,17 +27,19 @@ pub fn names_descending(uid: &str) -> bool {
     !uid.is_empty() && fnv1a32(uid.as_bytes()) & 1 == 1
 }
 
+/// A party of the allocation, known by `name`: a cluster name, or any key that orders as the
+/// names do ([`dispense_by`]).
 #[derive(Debug)]
-struct Party<'a> {
-    name: &'a str,
+struct Party<K> {
+    name: K,
     votes: i64,
     seats: i32,
     descending: bool,
-    /// Position in name order ([`dispense_rows`]; not compared).
+    /// Position in name order ([`dispense_by`]; not compared).
     rank: usize,
 }
 
-impl Party<'_> {
+impl<K> Party<K> {
     /// `votes / (2·seats + 1)` as a fraction with a positive denominator.
     fn priority(&self) -> (i128, i128) {
         let den = 2 * i128::from(self.seats) + 1; // odd, never zero
@@ -53,18 +55,18 @@ impl Party<'_> {
     }
 }
 
-impl PartialEq for Party<'_> {
+impl<K: Ord> PartialEq for Party<K> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for Party<'_> {}
-impl PartialOrd for Party<'_> {
+impl<K: Ord> Eq for Party<K> {}
+impl<K: Ord> PartialOrd for Party<K> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Party<'_> {
+impl<K: Ord> Ord for Party<K> {
     /// `Greater` = wins the next seat.
     fn cmp(&self, other: &Self) -> Ordering {
         let by_priority = match (self.small_priority(), other.small_priority()) {
@@ -81,7 +83,7 @@ impl Ord for Party<'_> {
         by_priority
             .then_with(|| other.seats.cmp(&self.seats))
             .then_with(|| {
-                let by_name = other.name.cmp(self.name);
+                let by_name = other.name.cmp(&self.name);
                 if self.descending { by_name.reverse() } else { by_name }
             })
     }
@@ -103,7 +105,7 @@ pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], 
     if parties.is_empty() {
         return Vec::new();
     }
-    let mut heap: BinaryHeap<Party<'_>> = parties
+    let mut heap: BinaryHeap<Party<&str>> = parties
         .iter()
         .map(|(&name, &(votes, seats))| Party { name, votes, seats, descending, rank: 0 })
         .collect();
@@ -114,7 +116,7 @@ pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], 
 }
 
 /// Give `new_seats` seats one at a time to the party with the highest priority.
-fn seat(heap: &mut BinaryHeap<Party<'_>>, new_seats: i32) {
+fn seat<K: Ord>(heap: &mut BinaryHeap<Party<K>>, new_seats: i32) {
     for _ in 0..new_seats.max(0) {
         let Some(mut top) = heap.peek_mut() else { break };
         top.seats = top.seats.wrapping_add(1);
@@ -126,21 +128,28 @@ fn seat(heap: &mut BinaryHeap<Party<'_>>, new_seats: i32) {
 /// party's (last) entry. Empty when the weights sum to 0. Callers that know their parties by
 /// position (a Wasm assigner answers with rows) need no name lookups and no `TargetCluster`s.
 pub fn dispense_rows(new_seats: i32, votes: &[(&str, i64)], uid: &str) -> Vec<(usize, i32)> {
+    dispense_by(new_seats, votes, uid)
+}
+
+/// [`dispense_rows`] with parties known by any key that orders as their names do (equal keys for
+/// equal names): e.g. a cluster's position in a cluster set sorted by name, which compares as one
+/// integer instead of a string.
+pub fn dispense_by<K: Ord + Copy>(new_seats: i32, votes: &[(K, i64)], uid: &str) -> Vec<(usize, i32)> {
     if votes.iter().fold(0i64, |acc, &(_, v)| acc.wrapping_add(v)) == 0 {
         return Vec::new();
     }
     let descending = names_descending(uid);
     // Parties in name order, each name once with its last entry. A stable sort keeps equal names
-    // in input order; inputs usually arrive in name order already, which it checks in one pass.
+    // in input order; inputs already in name order are recognised in one pass.
     let mut order: Vec<usize> = (0..votes.len()).collect();
-    order.sort_by(|&a, &b| votes[a].0.cmp(votes[b].0));
+    order.sort_by(|&a, &b| votes[a].0.cmp(&votes[b].0));
     let mut out: Vec<(usize, i32)> = Vec::with_capacity(order.len());
     for (k, &i) in order.iter().enumerate() {
         if order.get(k + 1).is_none_or(|&next| votes[next].0 != votes[i].0) {
             out.push((i, 0));
         }
     }
-    let mut heap: BinaryHeap<Party<'_>> = out
+    let mut heap: BinaryHeap<Party<K>> = out
         .iter()
         .enumerate()
         .map(|(rank, &(i, _))| Party { name: votes[i].0, votes: votes[i].1, seats: 0, descending, rank })
@@ -322,6 +331,13 @@ mod tests {
                     let by_row: Vec<TargetCluster> =
                         dispense_rows(seats, votes, uid).into_iter().map(|(i, s)| TargetCluster::new(votes[i].0, s)).collect();
                     assert_eq!(by_row, by_name, "{votes:?} {seats} {uid}");
+                    // Keyed by rank in name order instead of by name: the same division.
+                    let mut sorted: Vec<&str> = votes.iter().map(|v| v.0).collect();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    let ranked: Vec<(u32, i64)> =
+                        votes.iter().map(|&(n, v)| (sorted.binary_search(&n).unwrap() as u32, v)).collect();
+                    assert_eq!(dispense_by(seats, &ranked, uid), dispense_rows(seats, votes, uid), "{votes:?} {seats} {uid}");
                 }
             }
         }

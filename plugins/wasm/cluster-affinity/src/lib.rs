@@ -1,16 +1,12 @@
 //! The built-in `ClusterAffinity` filter as a Wasm plugin: the same code (flotilla-plugins) behind
 //! the plugin ABI, for backend parity tests and as the reference Rust plugin.
 //!
-//! Verdicts are memoised per cluster-set generation and distinct affinity (what the filter reads:
-//! the placement's `clusterAffinity`, the current affinity term, whether the binding is a
-//! workload), so a binding whose affinity was already evaluated against this cluster set costs one
-//! lookup per row. Affinities with CEL selectors are evaluated every time.
-//!
-//! A call parses only what the filter reads ([`Fields`]): the placement's `clusterAffinity`, the
-//! affinity term, and what makes the binding a workload (`replicas`, `replicaRequirements`,
-//! `components`). The rest of the binding is skipped unparsed.
-
-use std::collections::HashMap;
+//! A call parses only what the filter reads ([`Fields`]): what makes the binding a workload
+//! (`replicas`, `replicaRequirements`, `components`), and, kept as text, the placement's
+//! `clusterAffinity` and the affinity term. That text and the workload flag key a memo (per
+//! cluster-set generation) of the parsed affinity and each cluster's verdict, so a binding whose
+//! affinity was seen before is not parsed again and costs one lookup per row. Affinities with CEL
+//! selectors are parsed once too, but evaluated every time. The rest of the binding is skipped.
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{ClusterAffinity as Affinity, ClusterAffinityTerm, Placement};
@@ -19,7 +15,7 @@ use serde::de::IgnoredAny;
 use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Verdict};
 use flotilla_pdk::abi::{BindingRequest, InitRequest};
-use flotilla_pdk::{FilterOut, Plugin, RowIndex};
+use flotilla_pdk::{FilterOut, KeyedMemo, Plugin, Raw, RowIndex};
 
 /// The native filter's reason for a mismatch (plans must be identical).
 const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
@@ -54,33 +50,38 @@ impl From<SpecFields> for Spec {
     }
 }
 
-/// The placement fields the filter reads (`clusterAffinity`), as a `Placement`.
-#[derive(serde::Deserialize)]
-#[serde(from = "PlacementFields")]
-pub struct PlacementOf(Placement);
-
+/// The placement's `clusterAffinity`, unparsed (absent: `None`).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PlacementFields {
+pub struct PlacementText {
     #[serde(default)]
-    cluster_affinity: Option<Affinity>,
-}
-
-impl From<PlacementFields> for PlacementOf {
-    fn from(f: PlacementFields) -> Self {
-        PlacementOf(Placement { cluster_affinity: f.cluster_affinity, ..Default::default() })
-    }
+    cluster_affinity: Option<Raw>,
 }
 
 /// What a call parses.
-pub type Fields = BindingRequest<Spec, PlacementOf, ClusterAffinityTerm>;
+pub type Fields = BindingRequest<Spec, PlacementText, Raw>;
+
+/// What the memo keeps per affinity text and workload flag.
+struct Entry {
+    /// The placement with only `clusterAffinity` set.
+    placement: Placement,
+    term: Option<ClusterAffinityTerm>,
+    /// Whether the affinity has CEL selectors (evaluated on every call, not memoised).
+    cel: bool,
+    /// Per row: 0 not yet evaluated, 1 fits, 2 does not.
+    verdicts: Vec<u8>,
+}
 
 /// The plugin.
-#[derive(Default)]
 pub struct ClusterAffinity {
     rows: RowIndex,
-    /// Per affinity key, per row: 0 not yet evaluated, 1 fits, 2 does not.
-    memo: HashMap<String, Vec<u8>>,
+    memo: KeyedMemo<Entry>,
+    /// The memo key of the current call (kept to reuse its allocation).
+    key: String,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(raw: Option<&Raw>, what: &str) -> Result<Option<T>, String> {
+    raw.map(|r| flotilla_pdk::serde_json::from_str(r.get()).map_err(|e| format!("{what}: {e}"))).transpose()
 }
 
 impl Plugin for ClusterAffinity {
@@ -88,7 +89,7 @@ impl Plugin for ClusterAffinity {
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
-        Ok(ClusterAffinity::default())
+        Ok(ClusterAffinity { rows: RowIndex::default(), memo: KeyedMemo::new(MEMO_LIMIT), key: String::new() })
     }
 
     fn cluster_set(&mut self, clusters: &[Cluster]) {
@@ -97,14 +98,27 @@ impl Plugin for ClusterAffinity {
     }
 
     fn filter(&mut self, b: &Self::Binding, clusters: &[&Cluster], out: &mut FilterOut) -> Result<(), String> {
-        let placement = &b.placement.0;
-        let ctx = BindingContext::new(&b.binding.0, placement, b.affinity_term.as_ref());
-        let cel = match (&placement.cluster_affinity, &b.affinity_term) {
-            (Some(a), _) => a.cel_selector.as_ref(),
-            (None, Some(t)) => t.affinity.cel_selector.as_ref(),
-            (None, None) => None,
-        };
-        if expression::has_cel(cel) {
+        let spec = &b.binding.0;
+        // JSON text has no raw NUL, so the parts cannot run into each other.
+        self.key.clear();
+        self.key.push_str(b.placement.cluster_affinity.as_ref().map_or("", |r| r.get()));
+        self.key.push('\0');
+        self.key.push_str(b.affinity_term.as_ref().map_or("", |r| r.get()));
+        self.key.push_str(if spec.is_workload() { "\0w" } else { "\0" });
+        let rows = self.rows;
+        let entry = self.memo.get_or_try_insert(&self.key, || {
+            let affinity: Option<Affinity> = parse(b.placement.cluster_affinity.as_ref(), "placement.clusterAffinity")?;
+            let term: Option<ClusterAffinityTerm> = parse(b.affinity_term.as_ref(), "affinityTerm")?;
+            let cel = match (&affinity, &term) {
+                (Some(a), _) => a.cel_selector.as_ref(),
+                (None, Some(t)) => t.affinity.cel_selector.as_ref(),
+                (None, None) => None,
+            };
+            let cel = expression::has_cel(cel);
+            Ok::<_, String>(Entry { placement: Placement { cluster_affinity: affinity, ..Default::default() }, term, cel, verdicts: vec![0; rows.len()] })
+        })?;
+        let ctx = BindingContext::new(spec, &entry.placement, entry.term.as_ref());
+        if entry.cel {
             let mut verdicts = Vec::with_capacity(clusters.len());
             flotilla_plugins::filter::ClusterAffinity.filter(&FilterInput::new(&ctx, clusters), &mut verdicts).map_err(|e| e.to_string())?;
             for v in verdicts {
@@ -115,13 +129,7 @@ impl Plugin for ClusterAffinity {
             }
             return Ok(());
         }
-        let key = flotilla_pdk::serde_json::to_string(&(&placement.cluster_affinity, &b.affinity_term, ctx.is_workload()))
-            .map_err(|e| e.to_string())?;
-        if self.memo.len() >= MEMO_LIMIT && !self.memo.contains_key(&key) {
-            self.memo.clear();
-        }
-        let rows = self.rows;
-        let memo = self.memo.entry(key).or_insert_with(|| vec![0; rows.len()]);
+        let memo = &mut entry.verdicts;
         for c in clusters {
             let fit = match rows.row(*c) {
                 Some(i) => {

@@ -1,25 +1,22 @@
 //! The built-in `StaticWeight` assigner as a Wasm plugin: the same code (flotilla-plugins) behind
 //! the plugin ABI, for backend parity tests and as the reference Rust assigner.
 //!
-//! Each cluster's static weight (the `staticWeightList` rules it matches) is memoised per
-//! cluster-set generation and distinct rule list; the division itself runs every time.
-//!
-//! A call parses only what the assigner reads ([`Fields`]): the placement's `replicaScheduling`
-//! and the binding's `resource.uid` (Webster's tie seed) and `replicas`. Parsing the whole binding
-//! (whose placement comes twice) was this plugin's largest cost per call after the memo.
-
-use std::collections::HashMap;
+//! A call parses only what the assigner reads ([`Fields`]): the binding's `resource.uid` (Webster's
+//! tie seed) and `replicas`, and the placement's `replicaScheduling`, which it keeps as text: that
+//! text keys a memo (per cluster-set generation) of the parsed strategy and each cluster's static
+//! weight (the `staticWeightList` rules it matches), so a binding whose strategy was seen before
+//! is not parsed again and costs one memo lookup per cluster; the division itself runs every time.
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::ObjectReference;
-use flotilla_api::policy::{Placement, ReplicaSchedulingStrategy};
+use flotilla_api::policy::{Placement, StaticClusterWeight};
 use flotilla_api::work::ResourceBindingSpec;
 use flotilla_core::division::{self, Strategy};
 use flotilla_core::framework::{AssignInput, AssignMode, BindingContext, ClusterDetail};
 use flotilla_pdk::abi::{self, AssignReply, BindingRequest, InitRequest};
-use flotilla_pdk::{Detail, Plugin, RowIndex};
+use flotilla_pdk::{Detail, KeyedMemo, Plugin, Raw};
 
-/// Distinct rule lists remembered per cluster set before the memo starts over.
+/// Distinct `replicaScheduling` texts remembered per cluster set before the memo starts over.
 const MEMO_LIMIT: usize = 512;
 
 /// The binding fields the assigner reads, as a `ResourceBindingSpec` (the rest left at defaults;
@@ -52,33 +49,29 @@ impl From<SpecFields> for Spec {
     }
 }
 
-/// The placement fields the assigner reads (`replicaScheduling`), as a `Placement`.
-#[derive(serde::Deserialize)]
-#[serde(from = "PlacementFields")]
-pub struct PlacementOf(Placement);
-
+/// The placement's `replicaScheduling`, unparsed (absent: `None`).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PlacementFields {
+pub struct PlacementText {
     #[serde(default)]
-    replica_scheduling: Option<ReplicaSchedulingStrategy>,
-}
-
-impl From<PlacementFields> for PlacementOf {
-    fn from(f: PlacementFields) -> Self {
-        PlacementOf(Placement { replica_scheduling: f.replica_scheduling, ..Default::default() })
-    }
+    replica_scheduling: Option<Raw>,
 }
 
 /// What a call parses: the affinity term is not read by a static-weight division.
-pub type Fields = BindingRequest<Spec, PlacementOf, serde::de::IgnoredAny>;
+pub type Fields = BindingRequest<Spec, PlacementText, serde::de::IgnoredAny>;
+
+/// What the memo keeps per `replicaScheduling` text.
+struct Entry {
+    /// The placement with only `replicaScheduling` set.
+    placement: Placement,
+    /// Per row: the cluster's static weight, or -1 when not yet computed.
+    weights: Vec<i64>,
+}
 
 /// The plugin.
-#[derive(Default)]
 pub struct StaticWeight {
-    rows: RowIndex,
-    /// Per rule list, per row: the weight, or -1 when not yet computed.
-    memo: HashMap<String, Vec<i64>>,
+    rows: usize,
+    memo: KeyedMemo<Entry>,
 }
 
 impl Plugin for StaticWeight {
@@ -86,16 +79,23 @@ impl Plugin for StaticWeight {
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
-        Ok(StaticWeight::default())
+        Ok(StaticWeight { rows: 0, memo: KeyedMemo::new(MEMO_LIMIT) })
     }
 
     fn cluster_set(&mut self, clusters: &[Cluster]) {
-        self.rows = RowIndex::new(clusters);
+        self.rows = clusters.len();
         self.memo.clear();
     }
 
     fn assign(&mut self, b: &Self::Binding, clusters: &[Detail<'_, Cluster>]) -> Result<AssignReply, String> {
-        let (spec, placement) = (&b.binding.0, &b.placement.0);
+        let text = b.placement.replica_scheduling.as_ref().map_or("", |r| r.get());
+        let rows = self.rows;
+        let entry = self.memo.get_or_try_insert(text, || {
+            let replica_scheduling =
+                if text.is_empty() { None } else { Some(flotilla_pdk::serde_json::from_str(text).map_err(|e| format!("placement.replicaScheduling: {e}"))?) };
+            Ok::<_, String>(Entry { placement: Placement { replica_scheduling, ..Default::default() }, weights: vec![-1; rows] })
+        })?;
+        let (spec, placement) = (&b.binding.0, &entry.placement);
         if division::strategy(placement).ok() != Some(Strategy::StaticWeight) {
             return Ok(AssignReply::Skip);
         }
@@ -108,25 +108,22 @@ impl Plugin for StaticWeight {
                 allocatable_replicas: d.row.allocatable_replicas,
                 available_replicas: d.row.available_replicas,
                 overflow_order: d.row.overflow_order,
+                // Rows index the pushed cluster set, which is sorted by name (sdk/ABI.md §4).
+                row: d.row.index,
             })
             .collect();
         let mode = if b.mode == Some(abi::AssignMode::Fresh) { AssignMode::Fresh } else { AssignMode::Steady };
         let input = AssignInput::new(&ctx, &details, b.replicas.unwrap_or(spec.replicas), mode);
-        let rules = division::static_weight_rules(&input);
-        let key = flotilla_pdk::serde_json::to_string(&rules).map_err(|e| e.to_string())?;
-        if self.memo.len() >= MEMO_LIMIT && !self.memo.contains_key(&key) {
-            self.memo.clear();
-        }
-        let row_index = self.rows;
-        let memo = self.memo.entry(key).or_insert_with(|| vec![-1; row_index.len()]);
+        let rules: Option<&[StaticClusterWeight]> = division::static_weight_rules(&input);
+        let weights = &mut entry.weights;
         let weight = |c: &ClusterDetail<'_>| {
             let compute = || rules.map_or(1, |r| division::rule_weight(r, c.cluster));
-            match row_index.row(c.cluster) {
-                Some(i) => {
-                    if memo[i] < 0 {
-                        memo[i] = compute();
+            match weights.get_mut(c.row as usize) {
+                Some(w) => {
+                    if *w < 0 {
+                        *w = compute();
                     }
-                    memo[i]
+                    *w
                 }
                 None => compute(),
             }
