@@ -126,6 +126,7 @@ impl DetailRow {
     pub const SIZE: usize = 32;
 
     /// Encode.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         b[0..4].copy_from_slice(&self.index.to_le_bytes());
@@ -137,6 +138,7 @@ impl DetailRow {
     }
 
     /// Decode.
+    #[inline]
     pub fn from_bytes(b: &[u8; Self::SIZE]) -> Self {
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let i64_at = |i: usize| {
@@ -217,9 +219,10 @@ pub enum AssignMode {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", schemars(rename = "BindingRequest"))]
 pub struct BindingRequest<S = Value, P = Value, T = Value> {
-    /// Karmada `ResourceBindingSpec` (`work.karmada.io/v1alpha2`).
+    /// Karmada `ResourceBindingSpec` (`work.karmada.io/v1alpha2`), without its `placement`: the
+    /// host sends that once, as `placement`.
     pub binding: S,
-    /// The placement in force (`binding.placement`, or `{}`).
+    /// The binding's placement (`{}` when it has none).
     pub placement: P,
     /// The `clusterAffinities` term being tried, if the placement uses ordered affinity groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -69,7 +69,68 @@ fn is_zero(v: &i32) -> bool {
     *v == 0
 }
 
+/// [`ResourceBindingSpec::without_placement`]: the spec's fields by reference, serialized exactly as
+/// the spec's (keep in step with it; `tests::spec_without_placement_is_the_spec_minus_placement`).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecWithoutPlacement<'a> {
+    resource: &'a ObjectReference,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    propagate_deps: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica_requirements: Option<&'a ReplicaRequirements>,
+    #[serde(skip_serializing_if = "is_zero")]
+    replicas: i32,
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    components: &'a [Value],
+    #[serde(skip_serializing_if = "<[TargetCluster]>::is_empty")]
+    clusters: &'a [TargetCluster],
+    #[serde(skip_serializing_if = "<[GracefulEvictionTask]>::is_empty")]
+    graceful_eviction_tasks: &'a [GracefulEvictionTask],
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    required_by: &'a [Value],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    scheduler_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failover: Option<&'a FailoverBehavior>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    conflict_resolution: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reschedule_triggered_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suspension: Option<&'a Suspension>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preserve_resources_on_deletion: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule_priority: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workload_affinity_groups: Option<&'a Value>,
+}
+
 impl ResourceBindingSpec {
+    /// The spec as it serializes without its `placement`, without a clone (the Wasm plugin ABI
+    /// sends the placement once, beside the spec).
+    pub fn without_placement(&self) -> SpecWithoutPlacement<'_> {
+        SpecWithoutPlacement {
+            resource: &self.resource,
+            propagate_deps: self.propagate_deps,
+            replica_requirements: self.replica_requirements.as_ref(),
+            replicas: self.replicas,
+            components: &self.components,
+            clusters: &self.clusters,
+            graceful_eviction_tasks: &self.graceful_eviction_tasks,
+            required_by: &self.required_by,
+            scheduler_name: &self.scheduler_name,
+            failover: self.failover.as_ref(),
+            conflict_resolution: &self.conflict_resolution,
+            reschedule_triggered_at: self.reschedule_triggered_at.as_deref(),
+            suspension: self.suspension.as_ref(),
+            preserve_resources_on_deletion: self.preserve_resources_on_deletion,
+            schedule_priority: self.schedule_priority.as_ref(),
+            workload_affinity_groups: self.workload_affinity_groups.as_ref(),
+        }
+    }
+
     /// True when `cluster` is in the current schedule result.
     pub fn targets(&self, cluster: &str) -> bool {
         self.clusters.iter().any(|t| t.name == cluster)
@@ -217,4 +278,78 @@ pub struct WorkSpec {
 pub struct WorkloadTemplate {
     #[serde(default)]
     pub manifests: Vec<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The field names a derived `Deserialize` of `T` knows (serde passes them to
+    /// `deserialize_struct`), captured by a deserializer that stops there.
+    fn struct_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+        use serde::de::{Error as _, Visitor, value::Error};
+        struct Capture(&'static [&'static str]);
+        impl<'de> serde::Deserializer<'de> for &mut Capture {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Error> {
+                self.0 = fields;
+                Err(Error::custom("captured"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+                unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+            }
+        }
+        let mut c = Capture(&[]);
+        let _ = T::deserialize(&mut c);
+        c.0
+    }
+
+    #[test]
+    fn spec_without_placement_is_the_spec_minus_placement() {
+        // A new spec field fails here until `SpecWithoutPlacement` has it too.
+        assert_eq!(
+            struct_fields::<ResourceBindingSpec>(),
+            [
+                "resource", "propagateDeps", "replicaRequirements", "replicas", "components", "clusters", "placement",
+                "gracefulEvictionTasks", "requiredBy", "schedulerName", "failover", "conflictResolution",
+                "rescheduleTriggeredAt", "suspension", "preserveResourcesOnDeletion", "schedulePriority",
+                "workloadAffinityGroups"
+            ]
+        );
+        let full: ResourceBindingSpec = serde_json::from_value(serde_json::json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "d", "name": "web", "uid": "u"},
+            "propagateDeps": true,
+            "replicaRequirements": {"resourceRequest": {"cpu": "1"}, "priorityClassName": "high"},
+            "replicas": 3,
+            "components": [{"name": "c"}],
+            "clusters": [{"name": "m1", "replicas": 3}],
+            "placement": {"clusterAffinity": {"clusterNames": ["m1"]}},
+            "gracefulEvictionTasks": [{"fromCluster": "m2", "reason": "TaintUntolerated", "producer": "taint-manager"}],
+            "requiredBy": [{"name": "other"}],
+            "schedulerName": "default-scheduler",
+            "failover": {"application": {"decisionConditions": {"tolerationSeconds": 30}}},
+            "conflictResolution": "Overwrite",
+            "rescheduleTriggeredAt": "2026-01-01T00:00:00Z",
+            "suspension": {"dispatching": true},
+            "preserveResourcesOnDeletion": false,
+            "schedulePriority": {"priority": 5},
+            "workloadAffinityGroups": {"x": 1}
+        }))
+        .unwrap();
+        let mut want = serde_json::to_value(&full).unwrap();
+        assert_eq!(want.as_object().unwrap().len(), 17, "every field set: {want}");
+        want.as_object_mut().unwrap().remove("placement");
+        assert_eq!(serde_json::to_value(full.without_placement()).unwrap(), want);
+        let empty = ResourceBindingSpec::default();
+        assert_eq!(serde_json::to_string(&empty.without_placement()).unwrap(), serde_json::to_string(&empty).unwrap());
+    }
 }

@@ -164,12 +164,21 @@ pub struct FilterInput<'a> {
     pub binding: &'a BindingContext<'a>,
     /// Candidate clusters, sorted by name.
     pub clusters: &'a [&'a Cluster],
+    /// Each cluster's row in [`BindingContext::snapshot`], when the caller knows them (the
+    /// scheduler does): lets sandboxed backends refer to clusters without looking them up.
+    pub rows: Option<&'a [u32]>,
 }
 
 impl<'a> FilterInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
     pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [&'a Cluster]) -> Self {
-        FilterInput { binding, clusters }
+        FilterInput { binding, clusters, rows: None }
+    }
+
+    /// The same input with the clusters' snapshot rows ([`FilterInput::rows`]; one per cluster).
+    pub fn with_rows(mut self, rows: &'a [u32]) -> Self {
+        self.rows = Some(rows);
+        self
     }
 }
 
@@ -190,12 +199,21 @@ pub struct ScoreInput<'a> {
     pub binding: &'a BindingContext<'a>,
     /// Feasible clusters, sorted by name.
     pub clusters: &'a [&'a Cluster],
+    /// Each cluster's row in [`BindingContext::snapshot`], when the caller knows them (as
+    /// [`FilterInput::rows`]).
+    pub rows: Option<&'a [u32]>,
 }
 
 impl<'a> ScoreInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
     pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [&'a Cluster]) -> Self {
-        ScoreInput { binding, clusters }
+        ScoreInput { binding, clusters, rows: None }
+    }
+
+    /// The same input with the clusters' snapshot rows ([`ScoreInput::rows`]; one per cluster).
+    pub fn with_rows(mut self, rows: &'a [u32]) -> Self {
+        self.rows = Some(rows);
+        self
     }
 }
 

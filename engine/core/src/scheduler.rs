@@ -319,12 +319,21 @@ fn attempt_inner(
     let mut reasons: Vec<Option<Reason>> = vec![None; candidates.len()];
     let mut live: Vec<usize> = (0..candidates.len()).collect();
     let mut input_clusters: Vec<&Cluster> = candidates.clone();
+    // `ctx.snapshot` is `all`'s: a cluster's row there is its index in `all.clusters`.
+    let rows_known = ctx.snapshot.is_some_and(|s| s.generation == all.generation);
+    let row_of = |i: usize| if rows_known { u32::try_from(candidate_idx[i]).unwrap_or(ClusterDetail::NO_ROW) } else { ClusterDetail::NO_ROW };
+    let candidate_rows: Vec<u32> = (0..candidates.len()).map(row_of).collect();
+    let mut input_rows: Vec<u32> = candidate_rows.clone();
     let mut verdicts = Vec::with_capacity(candidates.len());
     for slot in &profile.filters {
         let name = slot.plugin.name();
         let tracing = trace.is_some();
         verdicts.clear();
-        let input = FilterInput { binding: ctx, clusters: if tracing { &candidates } else { &input_clusters } };
+        let input = if tracing {
+            FilterInput::new(ctx, &candidates).with_rows(&candidate_rows)
+        } else {
+            FilterInput::new(ctx, &input_clusters).with_rows(&input_rows)
+        };
         let n = input.clusters.len();
         let res = slot.plugin.filter(&input, &mut verdicts).and_then(|()| check_len(name, verdicts.len(), n));
         if let Err(e) = res {
@@ -348,6 +357,8 @@ fn attempt_inner(
             live.retain(|&i| reasons[i].is_none());
             input_clusters.clear();
             input_clusters.extend(live.iter().map(|&i| candidates[i]));
+            input_rows.clear();
+            input_rows.extend(live.iter().map(|&i| candidate_rows[i]));
         }
     }
     let feasible = input_clusters;
@@ -363,7 +374,7 @@ fn attempt_inner(
     for slot in &profile.scores {
         let name = slot.plugin.name();
         raw.clear();
-        let input = ScoreInput { binding: ctx, clusters: &feasible };
+        let input = ScoreInput::new(ctx, &feasible).with_rows(&input_rows);
         let res = slot
             .plugin
             .score(&input, &mut raw)
@@ -386,19 +397,17 @@ fn attempt_inner(
     let with_capacity: Vec<(&Cluster, &Capacity)> =
         live.iter().map(|&i| (candidates[i], &all.capacity[candidate_idx[i]])).collect();
     let allocatable = crate::estimator::available_replicas_with(&with_capacity, spec);
-    // `ctx.snapshot` is `all`'s: a cluster's row there is its index in `all.clusters`.
-    let rows_known = ctx.snapshot.is_some_and(|s| s.generation == all.generation);
     let mut details: Vec<ClusterDetail<'_>> = feasible
         .iter()
-        .zip(live.iter())
+        .zip(input_rows.iter())
         .zip(totals.iter().zip(allocatable.iter()))
-        .map(|((c, &i), (&score, &alloc))| ClusterDetail {
+        .map(|((c, &row), (&score, &alloc))| ClusterDetail {
             cluster: c,
             score,
             allocatable_replicas: alloc,
             available_replicas: alloc + i64::from(spec.assigned_replicas(c.name())),
             overflow_order: overflow_order(ctx, c),
-            row: if rows_known { u32::try_from(candidate_idx[i]).unwrap_or(ClusterDetail::NO_ROW) } else { ClusterDetail::NO_ROW },
+            row,
         })
         .collect();
     crate::spread::canonical_order_presorted(&mut details);

@@ -141,7 +141,9 @@ impl WasmPlugin {
         mode: Option<flotilla_abi::AssignMode>,
     ) -> Cow<'a, [u8]> {
         let encode = |replicas, mode| {
-            let req = BindingRequest { binding: binding.spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
+            // The placement goes once, beside the spec (sdk/ABI.md §5).
+            let spec = binding.spec.without_placement();
+            let req = BindingRequest { binding: spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
             // Typical bindings serialize to one or two KiB: start there instead of growing from empty.
             let mut json = Vec::with_capacity(2048);
             match serde_json::to_writer(&mut json, &req) {
@@ -181,7 +183,7 @@ impl WasmPlugin {
     fn detail_rows(&self, binding: &BindingContext<'_>, clusters: &[ClusterDetail<'_>]) -> (Arc<Snapshot>, Vec<u8>) {
         let (snap, idx) = self.rows(binding, clusters.iter().map(|d| (d.cluster, d.row)));
         let mut rows = Vec::with_capacity(clusters.len() * DetailRow::SIZE);
-        for (d, i) in clusters.iter().zip(idx) {
+        for (d, &i) in clusters.iter().zip(&idx) {
             let row = DetailRow {
                 index: i,
                 overflow_order: d.overflow_order,
@@ -198,6 +200,21 @@ impl WasmPlugin {
         PluginError::InvalidOutput { plugin: self.name.clone(), message: message.into() }
     }
 
+}
+
+/// Each cluster with its snapshot row as a hint, when the input has one per cluster.
+fn with_hints<'c>(clusters: &'c [&'c Cluster], rows: Option<&'c [u32]>) -> impl Iterator<Item = (&'c Cluster, u32)> + Clone {
+    let rows = rows.filter(|r| r.len() == clusters.len()).unwrap_or(&[]);
+    clusters.iter().enumerate().map(move |(i, &c)| (c, rows.get(i).copied().unwrap_or(ClusterDetail::NO_ROW)))
+}
+
+/// Filter/score request rows: each index as a little-endian `u32`.
+fn index_rows(idx: &[u32]) -> Vec<u8> {
+    let mut rows = Vec::with_capacity(idx.len() * flotilla_abi::INDEX_ROW_SIZE);
+    for i in idx {
+        rows.extend_from_slice(&i.to_le_bytes());
+    }
+    rows
 }
 
 impl Plugin for WasmPlugin {
@@ -230,8 +247,8 @@ fn intern(reason: &str) -> Reason {
 impl FilterPlugin for WasmPlugin {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         let n = input.clusters.len();
-        let (snap, idx) = self.rows(input.binding, input.clusters.iter().map(|&c| (c, ClusterDetail::NO_ROW)));
-        let rows: Vec<u8> = idx.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let (snap, idx) = self.rows(input.binding, with_hints(input.clusters, input.rows));
+        let rows = index_rows(&idx);
         let json = Self::binding_json(input.binding, None, None);
         let reply = self.call_rows(FILTER, &snap, &json, &rows, n)?;
         decode::filter(n, &reply, out).map_err(|m| self.invalid(m))
@@ -241,8 +258,8 @@ impl FilterPlugin for WasmPlugin {
 impl ScorePlugin for WasmPlugin {
     fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
         let n = input.clusters.len();
-        let (snap, idx) = self.rows(input.binding, input.clusters.iter().map(|&c| (c, ClusterDetail::NO_ROW)));
-        let rows: Vec<u8> = idx.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let (snap, idx) = self.rows(input.binding, with_hints(input.clusters, input.rows));
+        let rows = index_rows(&idx);
         let json = Self::binding_json(input.binding, None, None);
         let reply = self.call_rows(SCORE, &snap, &json, &rows, n)?;
         decode::score(n, &reply, out).map_err(|m| self.invalid(m))
@@ -456,6 +473,10 @@ mod tests {
                 assert_eq!(WasmPlugin::binding_json(&shared, replicas, mode), want, "{replicas:?} {mode:?}");
                 let v: serde_json::Value = serde_json::from_slice(&want).unwrap();
                 assert_eq!(v.get("replicas").and_then(serde_json::Value::as_i64), replicas.map(i64::from));
+                // The placement goes once, beside the spec.
+                assert_eq!(v["binding"].get("placement"), None);
+                assert_eq!(v["binding"]["replicas"], 5);
+                assert_eq!(v["placement"]["clusterAffinity"]["clusterNames"][1], "m2");
             }
         }
     }
