@@ -239,9 +239,10 @@ func ParseQuantity(s string) (float64, bool) {
 
 // BindingRequest is the JSON of a filter/score/select/assign call.
 type BindingRequest struct {
-	// Binding is the Karmada ResourceBindingSpec (work.karmada.io/v1alpha2), partly parsed.
+	// Binding is the Karmada ResourceBindingSpec (work.karmada.io/v1alpha2) without its
+	// placement (sent once, as Placement), partly parsed.
 	Binding BindingSpec `json:"binding"`
-	// Placement is the placement in force (policy.karmada.io/v1alpha1 Placement, or {}).
+	// Placement is the binding's placement (policy.karmada.io/v1alpha1 Placement, or {}).
 	Placement json.RawMessage `json:"placement"`
 	// AffinityTerm is the clusterAffinities term being tried, if any.
 	AffinityTerm json.RawMessage `json:"affinityTerm,omitempty"`
