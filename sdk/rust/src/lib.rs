@@ -865,7 +865,9 @@ pub struct WordHasher(u64);
 
 impl std::hash::Hasher for WordHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // A multiply mixes upwards only: bring the well-mixed high bits down to the low ones,
+        // which pick the bucket.
+        self.0.rotate_left(26)
     }
 
     fn write(&mut self, bytes: &[u8]) {
