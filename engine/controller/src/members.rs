@@ -85,6 +85,11 @@ pub fn now_epoch() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
+/// Now, in epoch milliseconds (for durations shorter than a few seconds).
+pub fn now_epoch_millis() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)).unwrap_or(0)
+}
+
 /// What [`join`] registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Joined {

@@ -305,6 +305,31 @@ async fn break_on_member1(e: &Env) {
     deployments(&e.member[0]).patch("nginx", &PatchParams::apply("chaos"), &Patch::Apply(broken)).await.expect("annotate");
 }
 
+/// Propagate the nginx example with `propagateDeps` until both members are healthy, then give the
+/// policy `failover` and wait until the binding carries it. The failover comes last on purpose: a
+/// freshly created member Deployment is Unhealthy until its status catches up (Karmada's health
+/// rule), and a short `tolerationSeconds` already in force could fail it over while it starts
+/// when the machine is slow.
+async fn propagate_then_set_failover(e: &Env, failover: Value) {
+    let mut pp = example("propagationpolicy.yaml");
+    pp["spec"]["propagateDeps"] = json!(true);
+    apply(&e.control, &pp).await;
+    apply(&e.control, &example("deployment.yaml")).await;
+    eventually("both members healthy", WAIT, || async {
+        let rb = binding(e).await?;
+        let items = rb.data.pointer("/status/aggregatedStatus")?.as_array()?.clone();
+        (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
+    })
+    .await;
+    pp["spec"]["failover"] = failover.clone();
+    apply(&e.control, &pp).await;
+    eventually("the binding has the failover behaviour", WAIT, || async {
+        let rb = binding(e).await?;
+        (rb.data.pointer("/spec/failover")? == &failover).then_some(())
+    })
+    .await;
+}
+
 fn eviction_tasks(rb: &DynamicObject) -> Vec<Value> {
     rb.data.pointer("/spec/gracefulEvictionTasks").and_then(Value::as_array).cloned().unwrap_or_default()
 }
@@ -317,16 +342,10 @@ async fn binding(e: &Env) -> Option<DynamicObject> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unhealthy_application_fails_over_after_toleration_seconds_and_the_old_copy_goes_once_the_new_one_is_healthy() {
     let e = env().await;
-    let mut pp = example("propagationpolicy.yaml");
-    pp["spec"]["propagateDeps"] = json!(true);
-    pp["spec"]["failover"] = json!({"application": {"decisionConditions": {"tolerationSeconds": 2}, "purgeMode": "Gracefully", "gracePeriodSeconds": 60}});
-    apply(&e.control, &pp).await;
-    apply(&e.control, &example("deployment.yaml")).await;
-    eventually("both members healthy", WAIT, || async {
-        let rb = binding(&e).await?;
-        let items = rb.data.pointer("/status/aggregatedStatus")?.as_array()?.clone();
-        (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
-    })
+    propagate_then_set_failover(
+        &e,
+        json!({"application": {"decisionConditions": {"tolerationSeconds": 2}, "purgeMode": "Gracefully", "gracePeriodSeconds": 60}}),
+    )
     .await;
 
     // The application breaks on member1.
@@ -387,17 +406,7 @@ async fn an_unhealthy_application_fails_over_after_toleration_seconds_and_the_ol
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_mode_never_keeps_the_old_copy_until_the_task_is_released() {
     let e = env().await;
-    let mut pp = example("propagationpolicy.yaml");
-    pp["spec"]["propagateDeps"] = json!(true);
-    pp["spec"]["failover"] = json!({"application": {"decisionConditions": {"tolerationSeconds": 1}, "purgeMode": "Never"}});
-    apply(&e.control, &pp).await;
-    apply(&e.control, &example("deployment.yaml")).await;
-    eventually("both members healthy", WAIT, || async {
-        let rb = binding(&e).await?;
-        let items = rb.data.pointer("/status/aggregatedStatus")?.as_array()?.clone();
-        (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
-    })
-    .await;
+    propagate_then_set_failover(&e, json!({"application": {"decisionConditions": {"tolerationSeconds": 1}, "purgeMode": "Never"}})).await;
     break_on_member1(&e).await;
     eventually("member2 runs 2", WAIT, || async {
         let d2 = member_deployment(&e.member[1]).await?;

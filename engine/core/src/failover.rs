@@ -158,10 +158,16 @@ pub fn purged_directly(binding: &ResourceBinding) -> Vec<&str> {
 /// `decisionConditions.tolerationSeconds` are evicted with the policy's purge mode.
 ///
 /// `first_seen` is the controller's memory of when each cluster was first seen unhealthy (epoch
-/// seconds); it is updated here (healthy, unknown and unscheduled clusters are forgotten).
-/// Returns the evicted clusters and the next time a decision is due. Acts only when
-/// `spec.failover.application` is set, `propagateDeps` is on and the status is non-empty.
-pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std::collections::BTreeMap<String, i64>, now: i64) -> (Vec<String>, Option<i64>) {
+/// milliseconds, like `now_ms`); it is updated here (healthy, unknown and unscheduled clusters are
+/// forgotten). Returns the evicted clusters and the next time (epoch milliseconds) a decision is
+/// due. Acts only when `spec.failover.application` is set, `propagateDeps` is on and the status is
+/// non-empty.
+///
+/// Milliseconds, as Karmada keeps `time.Now()`: with whole seconds a workload first seen unhealthy
+/// late in one second was evicted early in the next, up to a second before `tolerationSeconds`
+/// (a one-second toleration could fire on a workload that was unhealthy for a few milliseconds
+/// while it started).
+pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std::collections::BTreeMap<String, i64>, now_ms: i64) -> (Vec<String>, Option<i64>) {
     let Some(app) = binding.spec.failover.as_ref().and_then(|f| f.application.clone()) else {
         first_seen.clear();
         return (Vec::new(), None);
@@ -171,7 +177,7 @@ pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std:
         first_seen.clear();
         return (Vec::new(), None);
     }
-    let toleration = app.decision_conditions.toleration_seconds.map_or(DEFAULT_APPLICATION_TOLERATION_SECS, i64::from);
+    let toleration = app.decision_conditions.toleration_seconds.map_or(DEFAULT_APPLICATION_TOLERATION_SECS, i64::from).saturating_mul(1000);
     let in_task = |c: &str, b: &ResourceBinding| b.spec.graceful_eviction_tasks.iter().any(|t| t.from_cluster == c);
     let scheduled: Vec<String> = binding.spec.clusters.iter().map(|t| t.name.clone()).collect();
     let unhealthy: Vec<String> = items
@@ -184,13 +190,13 @@ pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std:
     let mut evicted = Vec::new();
     let mut next: Option<i64> = None;
     for c in unhealthy {
-        let since = *first_seen.entry(c.clone()).or_insert(now);
-        if now >= since + toleration {
-            evict_with(binding, &c, APPLICATION_FAILURE, APPLICATION_FAILOVER_PRODUCER, &purge, now);
+        let since = *first_seen.entry(c.clone()).or_insert(now_ms);
+        if now_ms >= since.saturating_add(toleration) {
+            evict_with(binding, &c, APPLICATION_FAILURE, APPLICATION_FAILOVER_PRODUCER, &purge, now_ms.div_euclid(1000));
             first_seen.remove(&c);
             evicted.push(c);
         } else {
-            let at = since + toleration;
+            let at = since.saturating_add(toleration);
             next = Some(next.map_or(at, |n: i64| n.min(at)));
         }
     }
@@ -280,9 +286,9 @@ mod tests {
     fn application_failover_evicts_after_toleration_seconds_with_the_purge_mode() {
         let mut seen = std::collections::BTreeMap::new();
         let mut rb = app_binding(&[("m1", "Unhealthy"), ("m2", "Healthy"), ("m3", "Unknown")], "Gracefully");
-        assert_eq!(application_failover(&mut rb, &mut seen, 1000), (vec![], Some(1030)), "first seen: wait tolerationSeconds");
-        assert_eq!(application_failover(&mut rb, &mut seen, 1029), (vec![], Some(1030)));
-        assert_eq!(application_failover(&mut rb, &mut seen, 1030), (vec!["m1".to_owned()], None));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_000_000), (vec![], Some(1_030_000)), "first seen: wait tolerationSeconds");
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_029_999), (vec![], Some(1_030_000)));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_030_000), (vec!["m1".to_owned()], None));
         assert_eq!(rb.spec.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["m2", "m3"]);
         let t = &rb.spec.graceful_eviction_tasks[0];
         assert_eq!((t.from_cluster.as_str(), t.reason.as_str(), t.purge_mode.as_deref()), ("m1", APPLICATION_FAILURE, Some("Gracefully")));
@@ -291,21 +297,33 @@ mod tests {
         assert_eq!(retained_by_eviction(&rb), ["m1"]);
         assert!(purged_directly(&rb).is_empty());
 
+        let t0 = rb.spec.graceful_eviction_tasks[0].creation_timestamp.clone();
+        assert_eq!(t0.as_deref(), Some("1970-01-01T00:17:10Z"), "tasks are stamped in whole seconds");
+
+        // The toleration is measured to the millisecond: first seen late in one second, the
+        // workload is not evicted early in the next.
+        let mut seen = std::collections::BTreeMap::new();
+        let mut rb = app_binding(&[("m1", "Unhealthy")], "Never");
+        rb.spec.failover.as_mut().unwrap().application.as_mut().unwrap().decision_conditions.toleration_seconds = Some(1);
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_000_950), (vec![], Some(1_001_950)));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_001_050), (vec![], Some(1_001_950)), "0.1 s later: not yet");
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_001_950).0, ["m1"]);
+
         // Recovery before the deadline resets the clock.
         let mut seen = std::collections::BTreeMap::new();
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Never");
-        application_failover(&mut rb, &mut seen, 1000);
+        application_failover(&mut rb, &mut seen, 1_000_000);
         rb.status.as_mut().unwrap().aggregated_status[0].health = "Healthy".into();
-        assert_eq!(application_failover(&mut rb, &mut seen, 1020), (vec![], None));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_020_000), (vec![], None));
         rb.status.as_mut().unwrap().aggregated_status[0].health = "Unhealthy".into();
-        assert_eq!(application_failover(&mut rb, &mut seen, 1040), (vec![], Some(1070)));
-        assert_eq!(application_failover(&mut rb, &mut seen, 1070).0, ["m1"]);
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_040_000), (vec![], Some(1_070_000)));
+        assert_eq!(application_failover(&mut rb, &mut seen, 1_070_000).0, ["m1"]);
         let t = &rb.spec.graceful_eviction_tasks[0];
         assert_eq!((t.suppress_deletion, t.grace_period_seconds), (Some(true), None), "Never suppresses deletion");
 
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Immediately");
         rb.spec.failover.as_mut().unwrap().application.as_mut().unwrap().decision_conditions.toleration_seconds = Some(0);
-        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 5).0, ["m1"], "0 is immediate");
+        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 5_000).0, ["m1"], "0 is immediate");
         assert_eq!(rb.spec.graceful_eviction_tasks[0].purge_mode.as_deref(), Some("Directly"), "old alias");
         assert_eq!(purged_directly(&rb), ["m1"]);
         assert!(retained_by_eviction(&rb).is_empty());
@@ -313,7 +331,7 @@ mod tests {
         // Off without propagateDeps or without the failover block.
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Directly");
         rb.spec.propagate_deps = false;
-        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 10_000), (vec![], None));
+        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 10_000_000), (vec![], None));
     }
     use flotilla_api::meta::Taint;
     use flotilla_api::work::TargetCluster;

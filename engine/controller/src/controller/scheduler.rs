@@ -39,7 +39,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
 
     // Taint manager (NoExecute eviction) and eviction-task expiry first, as Karmada runs them.
-    let now_secs = crate::members::now_epoch();
+    let now_ms = crate::members::now_epoch_millis();
+    let now_secs = now_ms.div_euclid(1000);
     let tasks_before = rb.spec.graceful_eviction_tasks.clone();
     let (mut evicted, next_due) = failover::evict_tainted(&mut rb, &clusters, now_secs);
     // Application failover: clusters where the workload stayed unhealthy past tolerationSeconds.
@@ -47,7 +48,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
         let mut memory = ctx.app_failover.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let seen = memory.entry(key.clone()).or_default();
-        let r = failover::application_failover(&mut rb, seen, now_secs);
+        let r = failover::application_failover(&mut rb, seen, now_ms);
         if seen.is_empty() {
             memory.remove(&key);
         }
@@ -57,7 +58,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         tracing::info!(binding = rb.metadata.name(), clusters = ?app_evicted, "application failover: evicting from clusters where the workload is unhealthy");
     }
     evicted.extend(app_evicted);
-    let next_due = match (next_due, app_due) {
+    // Both in epoch milliseconds (the taint manager decides in whole seconds).
+    let next_due = match (next_due.map(|s| s.saturating_mul(1000)), app_due) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
@@ -78,7 +80,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         rb.metadata.generation = updated.metadata.generation;
         rb.metadata.resource_version = updated.metadata.resource_version;
     }
-    let due = next_due.map(|at| std::time::Duration::from_secs(u64::try_from(at - now_secs + 1).unwrap_or(1).max(1)));
+    // A few milliseconds late rather than early: the decision is due at `at`, not before.
+    let due = next_due.map(|at| std::time::Duration::from_millis(u64::try_from(at - now_ms + 5).unwrap_or(5).max(5)));
     let mut requeue = Action::requeue(due.unwrap_or(ctx.settings.resync));
     let needs = {
         let map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
