@@ -513,11 +513,13 @@ async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>,
 async fn report(ctx: &Context, cluster: &Cluster, obs: &Observation, thresholds: &mut Thresholds) {
     let name = cluster.name();
     let ready = thresholds.adjust(name, obs.ready(), ready_condition(cluster), &ctx.settings);
-    if let Err(e) = write_status(&ctx.client, name, ready.as_ref(), obs.collected.as_ref()).await {
-        tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
-    }
+    // The Lease first, as Karmada starts a cluster's lease renewal before updating its status: a
+    // cluster reported Ready already has its Lease.
     if let Err(e) = renew_lease(&ctx.client, name, MANAGER, ctx.settings.cluster_monitor_grace_period).await {
         tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
+    }
+    if let Err(e) = write_status(&ctx.client, name, ready.as_ref(), obs.collected.as_ref()).await {
+        tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
     }
 }
 
