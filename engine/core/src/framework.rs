@@ -164,8 +164,9 @@ pub struct FilterInput<'a> {
     pub binding: &'a BindingContext<'a>,
     /// Candidate clusters, sorted by name.
     pub clusters: &'a [&'a Cluster],
-    /// Each cluster's row in [`BindingContext::snapshot`], when the caller knows them (the
-    /// scheduler does): lets sandboxed backends refer to clusters without looking them up.
+    /// Each cluster's row in [`BindingContext::snapshot`] ([`ClusterDetail::NO_ROW`] for one not
+    /// known), when the caller keeps them (the scheduler does): lets sandboxed backends refer to
+    /// clusters without looking them up.
     pub rows: Option<&'a [u32]>,
 }
 
