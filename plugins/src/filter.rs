@@ -2,7 +2,7 @@
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{Taint, Toleration, effect};
-use flotilla_api::policy::spread_field;
+use flotilla_api::policy::{ClusterAffinity as ClusterAffinityPolicy, ClusterAffinityTerm, CelSelector, spread_field};
 use flotilla_core::PluginError;
 use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Plugin, Verdict};
@@ -129,17 +129,23 @@ pub fn affinity_matches(b: &BindingContext<'_>, cluster: &Cluster) -> bool {
     b.is_workload() && term.overflow_affinities.iter().flatten().any(|o| cluster_matches_inline(cluster, &o.affinity))
 }
 
+/// The `celSelector` in force for an affinity: the placement's `clusterAffinity` wins over the
+/// ordered-affinity term being tried (as in [`affinity_matches`]).
+pub fn affinity_cel<'a>(affinity: Option<&'a ClusterAffinityPolicy>, term: Option<&'a ClusterAffinityTerm>) -> Option<&'a CelSelector> {
+    match (affinity, term) {
+        (Some(a), _) => a.cel_selector.as_ref(),
+        (None, Some(t)) => t.affinity.cel_selector.as_ref(),
+        (None, None) => None,
+    }
+}
+
 impl FilterPlugin for ClusterAffinity {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
         let b = input.binding;
         // Flotilla extension: `celSelector` expressions, ANDed with the rest of the affinity. The
         // template is bound once per binding, not per cluster (see flotilla_core::expression).
-        let cel = match (&b.placement.cluster_affinity, b.affinity_term) {
-            (Some(a), _) => a.cel_selector.as_ref(),
-            (None, Some(t)) => t.affinity.cel_selector.as_ref(),
-            (None, None) => None,
-        };
+        let cel = affinity_cel(b.placement.cluster_affinity.as_ref(), b.affinity_term);
         if !expression::has_cel(cel) {
             each(input, out, |b, c| if affinity_matches(b, c) { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
             return Ok(());

@@ -10,12 +10,10 @@
 //! and Wasm alternating on the same batches of 100 bindings) is the one to compare.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flotilla_api::cluster::Cluster;
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_core::PluginError;
 use flotilla_core::division::{self, Strategy};
@@ -60,32 +58,17 @@ fn wasm_profile() -> Profile {
 }
 
 /// The native built-ins with the Wasm guests' memo (plugins/wasm): per cluster-set generation, the
-/// filter's verdict per distinct affinity and the static weight per rule list, rows found by
-/// reference. Not a product plugin: it only shows how much of the Wasm/native gap is the memo
-/// (the native built-ins evaluate selectors for every cluster and binding).
+/// filter's verdict per distinct affinity and the static weight per rule list, clusters found by
+/// their snapshot rows (`FilterInput::rows`, `ClusterDetail::row`). Not a product plugin: it only
+/// shows how much of the Wasm/native gap is the memo (the native built-ins evaluate selectors for
+/// every cluster and binding).
 #[derive(Default)]
 struct Memo {
     generation: u64,
-    rows: HashMap<usize, usize, BuildHasherDefault<PtrHasher>>,
+    /// Clusters in the memoised set.
+    len: usize,
     verdicts: HashMap<String, Vec<u8>>,
     weights: HashMap<String, Vec<i64>>,
-}
-
-#[derive(Default)]
-struct PtrHasher(u64);
-
-impl Hasher for PtrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = ((n as u64) >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 impl Memo {
@@ -94,14 +77,10 @@ impl Memo {
         let Some(s) = b.snapshot else { return };
         if s.generation != self.generation {
             self.generation = s.generation;
-            self.rows = s.clusters.iter().enumerate().map(|(i, c)| (std::ptr::from_ref(*c) as usize, i)).collect();
+            self.len = s.clusters.len();
             self.verdicts.clear();
             self.weights.clear();
         }
-    }
-
-    fn row(rows: &HashMap<usize, usize, BuildHasherDefault<PtrHasher>>, c: &Cluster) -> Option<usize> {
-        rows.get(&(std::ptr::from_ref(c) as usize)).copied()
     }
 }
 
@@ -118,26 +97,22 @@ impl FilterPlugin for MemoNative {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
         let b = input.binding;
-        let cel = match (&b.placement.cluster_affinity, b.affinity_term) {
-            (Some(a), _) => a.cel_selector.as_ref(),
-            (None, Some(t)) => t.affinity.cel_selector.as_ref(),
-            (None, None) => None,
-        };
-        if b.snapshot.is_none() || flotilla_core::expression::has_cel(cel) {
+        let cel = flotilla_plugins::filter::affinity_cel(b.placement.cluster_affinity.as_ref(), b.affinity_term);
+        let Some(rows) = input.rows.filter(|_| b.snapshot.is_some() && !flotilla_core::expression::has_cel(cel)) else {
             return flotilla_plugins::filter::ClusterAffinity.filter(input, out);
-        }
+        };
         let key = serde_json::to_string(&(&b.placement.cluster_affinity, &b.affinity_term, b.is_workload())).unwrap_or_default();
         let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
         memo.sync(b);
-        let Memo { rows, verdicts, .. } = &mut *memo;
-        let v = verdicts.entry(key).or_insert_with(|| vec![0; rows.len()]);
-        for c in input.clusters {
-            let fit = match Memo::row(rows, c) {
-                Some(i) => {
-                    if v[i] == 0 {
-                        v[i] = if flotilla_plugins::filter::affinity_matches(b, c) { 1 } else { 2 };
+        let Memo { len, verdicts, .. } = &mut *memo;
+        let v = verdicts.entry(key).or_insert_with(|| vec![0; *len]);
+        for (c, &row) in input.clusters.iter().zip(rows) {
+            let fit = match v.get_mut(row as usize) {
+                Some(v) => {
+                    if *v == 0 {
+                        *v = if flotilla_plugins::filter::affinity_matches(b, c) { 1 } else { 2 };
                     }
-                    v[i] == 1
+                    *v == 1
                 }
                 None => flotilla_plugins::filter::affinity_matches(b, c),
             };
@@ -157,16 +132,16 @@ impl AssignPlugin for MemoNative {
         let key = serde_json::to_string(&rules).unwrap_or_default();
         let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
         memo.sync(b);
-        let Memo { rows, weights, .. } = &mut *memo;
-        let w = weights.entry(key).or_insert_with(|| vec![-1; rows.len()]);
+        let Memo { len, weights, .. } = &mut *memo;
+        let w = weights.entry(key).or_insert_with(|| vec![-1; *len]);
         Ok(division::static_weight_with(input, |c| {
             let compute = || rules.map_or(1, |r| division::rule_weight(r, c.cluster));
-            match Memo::row(rows, c.cluster) {
-                Some(i) => {
-                    if w[i] < 0 {
-                        w[i] = compute();
+            match w.get_mut(c.row as usize) {
+                Some(w) => {
+                    if *w < 0 {
+                        *w = compute();
                     }
-                    w[i]
+                    *w
                 }
                 None => compute(),
             }

@@ -109,12 +109,7 @@ impl Plugin for ClusterAffinity {
         let entry = self.memo.get_or_try_insert(&self.key, || {
             let affinity: Option<Affinity> = parse(b.placement.cluster_affinity.as_ref(), "placement.clusterAffinity")?;
             let term: Option<ClusterAffinityTerm> = parse(b.affinity_term.as_ref(), "affinityTerm")?;
-            let cel = match (&affinity, &term) {
-                (Some(a), _) => a.cel_selector.as_ref(),
-                (None, Some(t)) => t.affinity.cel_selector.as_ref(),
-                (None, None) => None,
-            };
-            let cel = expression::has_cel(cel);
+            let cel = expression::has_cel(flotilla_plugins::filter::affinity_cel(affinity.as_ref(), term.as_ref()));
             Ok::<_, String>(Entry { placement: Placement { cluster_affinity: affinity, ..Default::default() }, term, cel, verdicts: vec![0; rows.len()] })
         })?;
         let ctx = BindingContext::new(spec, &entry.placement, entry.term.as_ref());
