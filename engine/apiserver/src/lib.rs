@@ -28,6 +28,7 @@ pub mod admission;
 pub mod apply;
 pub mod discovery;
 pub mod error;
+mod limits;
 pub mod registry;
 pub mod selector;
 pub mod server;

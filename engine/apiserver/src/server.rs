@@ -16,6 +16,7 @@ use crate::admission::{Admission, Operation};
 use crate::apply::{self, ApplyRequest};
 use crate::discovery;
 use crate::error::ApiError;
+use crate::limits::{self, MAX_BODY};
 use crate::registry::{self, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::smp;
@@ -27,8 +28,6 @@ use crate::time::now_rfc3339;
 const ROOT_CLUSTER: &str = "@";
 /// Namespaces every logical cluster starts with.
 const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
-/// The largest request body accepted.
-const MAX_BODY: usize = 8 * 1024 * 1024;
 /// Retries of a read-modify-write that lost a race with another writer.
 const MAX_RETRIES: usize = 16;
 
@@ -341,9 +340,7 @@ impl ApiServer {
             _ => {}
         }
         let target = parse_target(&cluster, &segs)?;
-        let body = axum::body::to_bytes(body, MAX_BODY)
-            .await
-            .map_err(|_| ApiError::new(413, "RequestEntityTooLarge", "request entity too large"))?;
+        let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| limits::too_large(MAX_BODY))?;
         let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_owned();
         let headers = parts.headers;
         match (parts.method, &target.name) {
@@ -630,6 +627,7 @@ impl ApiServer {
             if attempt == 0 {
                 self.admit(t, Operation::Create, &mut obj, None)?;
                 normalize(&mut obj);
+                limits::check_object(&obj)?;
             }
             if dry_run {
                 if self.store.get(&Self::key(t, &name)).map_err(store_err)?.is_some() {
@@ -733,6 +731,7 @@ impl ApiServer {
         if same_for_noop(&new, old) {
             return Ok((old.clone(), false));
         }
+        limits::check_object(&new)?;
         if dry_run {
             return Ok((new, true));
         }
@@ -822,6 +821,7 @@ impl ApiServer {
                 Self::prepare_create(t, &mut obj)?;
                 self.admit(t, Operation::Create, &mut obj, None)?;
                 normalize(&mut obj);
+                limits::check_object(&obj)?;
                 if dry_run {
                     return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));
                 }
@@ -953,7 +953,7 @@ impl ApiServer {
             let ns = meta_str(obj, "namespace").map(str::to_owned);
             let one = Target { cluster: t.cluster.clone(), res: t.res, namespace: ns, name: Some(name), sub: None };
             if let Ok(resp) = Box::pin(self.delete(&one, q, &Bytes::new(), &HeaderMap::new())).await {
-                let bytes = axum::body::to_bytes(resp.into_body(), MAX_BODY).await.unwrap_or_default();
+                let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap_or_default();
                 if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
                     deleted.push(v);
                 }
@@ -1141,35 +1141,72 @@ fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
 
 /// JSON patch with the Kubernetes (evanphx/json-patch) quirk: `test` of a missing path against
 /// `null` succeeds when the parent exists. The kube-rs finalizer helper depends on it.
+///
+/// Bounded as kube-apiserver bounds it: at most [`limits::MAX_JSON_PATCH_OPS`] operations (413)
+/// and [`limits::MAX_JSON_PATCH_COPY`] bytes added by `copy` (422), so a patch cannot double the
+/// document operation after operation. The nesting the operations can create is tracked too (an
+/// upper bound from each operation's path and value), so a result too deep to store, or to drop
+/// without overflowing the stack, is refused before it is built.
 fn json_patch_k8s(doc: &Value, patch: &Value) -> Result<Value, ApiError> {
+    use json_patch::PatchOperation;
+    use serde::Deserialize as _;
     let Value::Array(ops) = patch else {
         return Err(ApiError::bad_request("json patch must be an array of operations"));
     };
-    let mut kept = Vec::with_capacity(ops.len());
-    for op in ops {
-        let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
-            && op.get("value").is_some_and(Value::is_null);
-        if is_null_test {
-            let path = op.get("path").and_then(Value::as_str).unwrap_or_default();
-            // Apply the ops before this one, then check the path is absent or null.
-            let staged = apply_ops(doc, &kept)?;
-            match staged.pointer(path) {
-                None | Some(Value::Null) => continue,
-                Some(_) => {
-                    return Err(ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: testing value {path} failed")));
+    if ops.len() > limits::MAX_JSON_PATCH_OPS {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("The allowed maximum operations in a JSON patch is {}, got {}", limits::MAX_JSON_PATCH_OPS, ops.len()),
+        ));
+    }
+    let ops = json_patch::Patch::deserialize(patch).map_err(|e| ApiError::bad_request(format!("invalid json patch: {e}")))?;
+    let rejected = |detail: String| ApiError::invalid(format!("the server rejected our request due to an error in our request: {detail}"));
+    let tokens = |p: &str| p.matches('/').count();
+    let mut out = doc.clone();
+    let mut depth = limits::measure(&out, usize::MAX).1;
+    let mut copied = 0usize;
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            PatchOperation::Test(t) if t.value.is_null() => {
+                // Absent or null passes, whatever the value of the ops before this one made it.
+                let path = t.path.as_str();
+                match out.pointer(path) {
+                    None | Some(Value::Null) => continue,
+                    Some(_) => return Err(rejected(format!("testing value {path} failed"))),
                 }
             }
+            PatchOperation::Add(json_patch::AddOperation { path, value })
+            | PatchOperation::Replace(json_patch::ReplaceOperation { path, value }) => {
+                depth = depth.max(tokens(path.as_str()) + limits::measure(value, usize::MAX).1);
+            }
+            PatchOperation::Copy(c) => {
+                if let Some(source) = out.pointer(c.from.as_str()) {
+                    let (size, d) = limits::measure(source, limits::MAX_JSON_PATCH_COPY - copied);
+                    copied = copied.saturating_add(size);
+                    if copied > limits::MAX_JSON_PATCH_COPY {
+                        return Err(rejected(format!(
+                            "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {}",
+                            limits::MAX_JSON_PATCH_COPY
+                        )));
+                    }
+                    depth = depth.max(tokens(c.path.as_str()) + d);
+                }
+            }
+            PatchOperation::Move(m) => {
+                // The moved value is at most as deep as the document below `from`.
+                depth = depth.max(tokens(m.path.as_str()) + depth.saturating_sub(tokens(m.from.as_str())));
+            }
+            PatchOperation::Remove(_) | PatchOperation::Test(_) => {}
         }
-        kept.push(op.clone());
+        if depth > limits::MAX_OBJECT_DEPTH {
+            return Err(rejected(format!("operation {i} would nest the object deeper than {} levels", limits::MAX_OBJECT_DEPTH)));
+        }
+        json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            rejected(e.to_string())
+        })?;
     }
-    apply_ops(doc, &kept)
-}
-
-fn apply_ops(doc: &Value, ops: &[Value]) -> Result<Value, ApiError> {
-    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec()))
-        .map_err(|e| ApiError::bad_request(format!("invalid json patch: {e}")))?;
-    let mut out = doc.clone();
-    json_patch::patch(&mut out, &patch).map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?;
     Ok(out)
 }
 

@@ -1,0 +1,139 @@
+//! Size and nesting bounds on what clients send and what the server stores, so that no request
+//! can make the server allocate without bound or recurse deep enough to overflow a stack.
+//!
+//! The numbers are kube-apiserver's where it has one: a request body is at most 3 MiB
+//! (`MaxRequestBodyBytes`), a JSON patch has at most 10,000 operations and its `copy` operations
+//! may add at most 3 MiB (`JSONPatchMaxCopyBytes`). kube-apiserver stores objects in etcd, which
+//! refuses requests over 1.5 MiB of protobuf; this server stores JSON, so the bound is the 3 MiB
+//! kube-apiserver allows a JSON body for that reason.
+//!
+//! Nesting is bounded far below kube-apiserver's 10,000 levels: every stored object must decode
+//! with serde_json's default limit of 128 levels inside every envelope it is served in (a list, a
+//! watch event, a Table row, the store's log record) — the limit kube-rs clients, this
+//! project's controllers among them, decode with.
+
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// The largest request body accepted (kube-apiserver's `MaxRequestBodyBytes`).
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
+/// The largest object stored, as (estimated) JSON.
+pub(crate) const MAX_OBJECT: usize = MAX_BODY;
+/// The most operations in one JSON patch (kube-apiserver's `maxJSONPatchOperations`).
+pub(crate) const MAX_JSON_PATCH_OPS: usize = 10_000;
+/// The most bytes the `copy` operations of one JSON patch may add (kube-apiserver's
+/// `JSONPatchMaxCopyBytes`).
+pub(crate) const MAX_JSON_PATCH_COPY: usize = 3 * 1024 * 1024;
+/// The deepest nesting of a stored object: with managedFields and the envelopes it is served in,
+/// it stays under serde_json's 128 levels.
+pub(crate) const MAX_OBJECT_DEPTH: usize = 112;
+
+/// `413 RequestEntityTooLarge`, worded as kube-apiserver does.
+pub(crate) fn too_large(limit: usize) -> ApiError {
+    ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+}
+
+/// The JSON size of `v` (estimated: exact unless strings need escapes) and its nesting depth
+/// (a scalar is 0, `{}` is 1). Walks iteratively, so deep documents cannot overflow the stack, and
+/// stops as soon as the size passes `limit` (the depth is then partial).
+pub(crate) fn measure(v: &Value, limit: usize) -> (usize, usize) {
+    let mut size = 0usize;
+    let mut depth = 0usize;
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    while let Some((v, level)) = stack.pop() {
+        size = size.saturating_add(match v {
+            Value::Null => 4,
+            Value::Bool(b) => 4 + usize::from(!*b),
+            Value::Number(n) => number_len(n),
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => {
+                depth = depth.max(level + 1);
+                stack.extend(a.iter().map(|x| (x, level + 1)));
+                2 + a.len().saturating_sub(1)
+            }
+            Value::Object(m) => {
+                depth = depth.max(level + 1);
+                stack.extend(m.values().map(|x| (x, level + 1)));
+                2 + m.len().saturating_sub(1) + m.keys().map(|k| k.len() + 3).sum::<usize>()
+            }
+        });
+        if size > limit {
+            break;
+        }
+    }
+    (size, depth)
+}
+
+fn number_len(n: &serde_json::Number) -> usize {
+    let digits = |mut u: u64| {
+        let mut d = 1;
+        while u >= 10 {
+            u /= 10;
+            d += 1;
+        }
+        d
+    };
+    if let Some(u) = n.as_u64() {
+        digits(u)
+    } else if let Some(i) = n.as_i64() {
+        1 + digits(i.unsigned_abs())
+    } else {
+        n.to_string().len()
+    }
+}
+
+/// Refuse an object too large (413) or too deeply nested (422) to store.
+pub(crate) fn check_object(obj: &Value) -> Result<(), ApiError> {
+    let (size, depth) = measure(obj, MAX_OBJECT);
+    if size > MAX_OBJECT {
+        return Err(too_large(MAX_OBJECT));
+    }
+    if depth > MAX_OBJECT_DEPTH {
+        return Err(ApiError::invalid(format!(
+            "the server rejected our request due to an error in our request: the object nests {depth} levels deep, more than the limit of {MAX_OBJECT_DEPTH}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn measure_matches_compact_json_and_counts_depth() {
+        for v in [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(-12345),
+            json!(1.5),
+            json!("abc"),
+            json!([]),
+            json!({}),
+            json!({"a": [1, 2, {"b": null}], "cd": {"e": "f"}}),
+        ] {
+            assert_eq!(measure(&v, usize::MAX).0, serde_json::to_string(&v).unwrap().len(), "{v}");
+        }
+        assert_eq!(measure(&json!(1), usize::MAX).1, 0);
+        assert_eq!(measure(&json!({"a": [[{}]]}), usize::MAX).1, 4);
+    }
+
+    #[test]
+    fn deep_documents_are_measured_without_recursion() {
+        let mut v = json!(null);
+        for _ in 0..100_000 {
+            v = Value::Array(vec![v]);
+        }
+        assert_eq!(measure(&v, usize::MAX).1, 100_000);
+        assert_eq!(check_object(&v).unwrap_err().code, 422);
+        // Dropping a value this deep recurses; take it apart iteratively.
+        let mut cur = v;
+        while let Value::Array(mut a) = cur {
+            cur = a.pop().unwrap_or(Value::Null);
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Hostile requests: each is answered with kube-apiserver's `Status` (code and reason) — never a
+//! panic, a hang, unbounded memory, or silent acceptance.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, header};
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+use flotilla_apiserver::{ApiServer, ServerOptions, Store};
+
+struct Server {
+    router: axum::Router,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store opens");
+        let router = ApiServer::new(store, ServerOptions::default()).router();
+        Server { router, _dir: dir }
+    }
+
+    /// Send one request; the status code and the JSON body (`Value::Null` when not JSON).
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: impl Into<Body>) -> (u16, Value) {
+        let req =
+            Request::builder().method(method).uri(path).header(header::CONTENT_TYPE, content_type).body(body.into()).expect("request");
+        let resp = self.router.clone().oneshot(req).await.expect("infallible");
+        let code = resp.status().as_u16();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    async fn create_configmap(&self, name: &str) {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "x".repeat(100)}});
+        let (code, body) = self.send("POST", "/api/v1/namespaces/default/configmaps", "application/json", cm.to_string()).await;
+        assert_eq!(code, 201, "{body}");
+    }
+}
+
+/// Assert a `Status` failure with `code` and `reason`.
+fn assert_status(got: &(u16, Value), code: u16, reason: &str) {
+    let (c, body) = got;
+    assert_eq!(*c, code, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+}
+
+const CM: &str = "/api/v1/namespaces/default/configmaps/bomb";
+
+/// One `add` then copies of the whole data map into itself: each copy doubles the document.
+fn copy_bomb(copies: usize) -> String {
+    let mut ops = vec![json!({"op": "add", "path": "/data/x", "value": "y".repeat(1000)})];
+    for i in 0..copies {
+        ops.push(json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")}));
+    }
+    Value::Array(ops).to_string()
+}
+
+#[tokio::test]
+async fn json_patch_copy_bomb_is_refused_quickly() {
+    let s = Server::new();
+    s.create_configmap("bomb").await;
+    let body = copy_bomb(20);
+    assert!(body.len() < 2048, "the attack is a 2 KB request ({} bytes)", body.len());
+    let started = Instant::now();
+    let got = s.send("PATCH", CM, "application/json-patch+json", body).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_status(&got, 422, "Invalid");
+    assert!(got.1["message"].as_str().unwrap_or_default().contains("accumulated size increase of copy"), "{}", got.1);
+    // Nothing was stored; a small copy still works.
+    let got = s.send("PATCH", CM, "application/json-patch+json", copy_bomb(3)).await;
+    assert_eq!(got.0, 200, "{}", got.1);
+}
+
+#[tokio::test]
+async fn json_patch_with_too_many_operations_is_413() {
+    let s = Server::new();
+    s.create_configmap("bomb").await;
+    let ops: Vec<Value> = (0..10_001).map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"})).collect();
+    let got = s.send("PATCH", CM, "application/json-patch+json", Value::Array(ops).to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+    assert_eq!(got.1["message"], "The allowed maximum operations in a JSON patch is 10000, got 10001");
+    let ops: Vec<Value> = (0..10_000).map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"})).collect();
+    let got = s.send("PATCH", CM, "application/json-patch+json", Value::Array(ops).to_string()).await;
+    assert_eq!(got.0, 200, "{}", got.1);
+}
+
+#[tokio::test]
+async fn json_patch_moves_cannot_build_a_document_too_deep_to_drop() {
+    let s = Server::new();
+    s.create_configmap("bomb").await;
+    // Each pair wraps the chain one level deeper: 5,000 levels if nothing stopped it.
+    let mut ops = vec![json!({"op": "add", "path": "/data/n", "value": {}})];
+    for _ in 0..2_500 {
+        ops.push(json!({"op": "add", "path": "/data/w", "value": {}}));
+        ops.push(json!({"op": "move", "from": "/data/n", "path": "/data/w/n"}));
+        ops.push(json!({"op": "move", "from": "/data/w", "path": "/data/n"}));
+    }
+    let got = s.send("PATCH", CM, "application/json-patch+json", Value::Array(ops).to_string()).await;
+    assert_status(&got, 422, "Invalid");
+}
+
+#[tokio::test]
+async fn request_body_over_3_mib_is_413() {
+    let s = Server::new();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x".repeat(3 * 1024 * 1024)}});
+    let got = s.send("POST", "/api/v1/namespaces/default/configmaps", "application/json", cm.to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+    assert_eq!(got.1["message"], "Request entity too large: limit is 3145728");
+}
+
+#[tokio::test]
+async fn patches_cannot_grow_an_object_past_the_object_limit() {
+    let s = Server::new();
+    s.create_configmap("bomb").await;
+    let chunk = "z".repeat(1024 * 1024);
+    // Each merge patch is under the body limit; together they would pass the object limit.
+    for i in 0..2 {
+        let got = s.send("PATCH", CM, "application/merge-patch+json", json!({"data": {format!("m{i}"): chunk}}).to_string()).await;
+        assert_eq!(got.0, 200, "{}", got.1);
+    }
+    let got = s.send("PATCH", CM, "application/merge-patch+json", json!({"data": {"m2": chunk}}).to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+    let got = s.send("PATCH", CM, "application/strategic-merge-patch+json", json!({"data": {"s": chunk}}).to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+    let apply = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bomb"}, "data": {"s": chunk}});
+    let got = s.send("PATCH", &format!("{CM}?fieldManager=t"), "application/apply-patch+yaml", apply.to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+    let got =
+        s.send("PATCH", CM, "application/json-patch+json", json!([{"op": "add", "path": "/data/j", "value": chunk}]).to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+}
