@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flotilla_core::scheduler::{ClusterSet, Options, schedule_in as schedule};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler::schedule;
 
 #[path = "common/fixtures.rs"]
 mod fixtures;
@@ -17,14 +18,14 @@ fn bench(c: &mut Criterion) {
     let owned = clusters(1000);
     // The controllers keep a snapshot of the cluster set (sorted, capacities parsed); so does the
     // benchmark. Building it is not part of the per-binding time.
-    let cl = ClusterSet::new(&owned);
+    let cl = Snapshot::new(owned, std::sync::Arc::default(), Options::default());
     let bindings: Vec<_> = (0..10_000).map(binding).collect();
 
     // One full pass over the 10,000 bindings, reported per binding.
     let start = Instant::now();
     let mut ok = 0;
     for (spec, status) in &bindings {
-        if schedule(&profile, spec, status, &cl, Options::default(), None).outcome.is_ok() {
+        if schedule(&cl, &profile, spec, status, None, None).outcome.is_ok() {
             ok += 1;
         }
     }
@@ -38,7 +39,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for _ in 0..100 {
                 let (spec, status) = &bindings[i % bindings.len()];
-                std::hint::black_box(schedule(&profile, spec, status, &cl, Options::default(), None));
+                std::hint::black_box(schedule(&cl, &profile, spec, status, None, None));
                 i += 1;
             }
         });
@@ -46,7 +47,7 @@ fn bench(c: &mut Criterion) {
     for (name, offset) in [("duplicated", 0), ("static_weight", 1), ("dynamic_weight", 2), ("aggregated", 3)] {
         g.bench_function(format!("one_binding_{name}"), |b| {
             let (spec, status) = &bindings[offset];
-            b.iter(|| std::hint::black_box(schedule(&profile, spec, status, &cl, Options::default(), None)));
+            b.iter(|| std::hint::black_box(schedule(&cl, &profile, spec, status, None, None)));
         });
     }
     g.finish();

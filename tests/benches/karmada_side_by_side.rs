@@ -18,7 +18,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use diffsupport::scenarios;
-use flotilla_core::scheduler::{self, Options};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler;
+use std::sync::Arc;
 use serde_json::Value;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -96,50 +98,31 @@ fn main() {
                 .collect();
             let budget = Duration::from_secs_f64(seconds);
             for (spec, status, clusters) in parsed.iter().take(8) {
-                std::hint::black_box(scheduler::schedule(
-                    &profile,
-                    spec,
-                    status,
-                    clusters,
-                    Options::default(),
-                    None,
-                ));
+                let snapshot = Snapshot::new(clusters.clone(), Arc::default(), Options::default());
+                std::hint::black_box(scheduler::schedule(&snapshot, &profile, spec, status, None, None));
             }
             let start = Instant::now();
             let mut calls = 0u64;
             while start.elapsed() < budget {
                 for (spec, status, clusters) in &parsed {
-                    std::hint::black_box(scheduler::schedule(
-                        &profile,
-                        spec,
-                        status,
-                        clusters,
-                        Options::default(),
-                        None,
-                    ));
+                    let snapshot = Snapshot::new(clusters.clone(), Arc::default(), Options::default());
+                    std::hint::black_box(scheduler::schedule(&snapshot, &profile, spec, status, None, None));
                 }
                 calls += parsed.len() as u64;
             }
             let flotilla_ns = start.elapsed().as_nanos() as f64 / calls as f64;
 
-            // flotilla against a prepared snapshot (ClusterSet: sorted and parsed once per cluster-set
+            // flotilla against a prepared snapshot (Snapshot: sorted and parsed once per cluster-set
             // change, as the controllers schedule).
             let sets: Vec<_> = parsed
                 .iter()
-                .map(|(_, _, clusters)| scheduler::ClusterSet::new(clusters))
+                .map(|(_, _, clusters)| Snapshot::new(clusters.clone(), Arc::default(), Options::default()))
                 .collect();
             let start = Instant::now();
             let mut calls = 0u64;
             while start.elapsed() < budget {
                 for ((spec, status, _), set) in parsed.iter().zip(&sets) {
-                    std::hint::black_box(scheduler::schedule_in(
-                        &profile,
-                        spec,
-                        status,
-                        set,
-                        Options::default(),
-                        None,
-                    ));
+                    std::hint::black_box(scheduler::schedule(set, &profile, spec, status, None, None));
                 }
                 calls += parsed.len() as u64;
             }
@@ -176,7 +159,7 @@ fn main() {
         karmada.version
     );
     println!(
-        "  flotilla schedule(): builds its cluster snapshot per call; schedule_in(): against a prepared ClusterSet"
+        "  flotilla per call: builds a Snapshot per call; prepared: against a prepared Snapshot, as the controllers do"
     );
     println!(
         "{:<8} {:>8} {:>8} {:>12} {:>14} {:>8} {:>16} {:>8}  {:<9} karmada outcomes",
@@ -184,9 +167,9 @@ fn main() {
         "clusters",
         "bindings",
         "karmada µs",
-        "schedule() µs",
+        "per-call µs",
         "ratio",
-        "schedule_in() µs",
+        "prepared µs",
         "ratio",
         "agree"
     );

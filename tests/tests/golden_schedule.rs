@@ -1,29 +1,41 @@
-//! Golden scheduling cases: `tests/golden/schedule/*.yaml`. Each case gives a binding (spec and
-//! status) and clusters, and expects either the per-cluster verdicts of one filter plugin, the
-//! scores of one score plugin, or the default profile's full result. `FLOTILLA_BLESS=1` rewrites
-//! the `expect` blocks from actual output (review the diff before committing).
+//! Golden cases.
+//!
+//! * `tests/golden/schedule/*.yaml`: each case gives a binding (spec and status) and clusters, and
+//!   expects either the per-cluster verdicts of one filter plugin, the scores of one score plugin,
+//!   or the default profile's full result.
+//! * `tests/golden/failover/*.yaml`: each case gives a binding spec, clusters and a time, and
+//!   expects the taint manager's decision then (the evicted clusters and when the next decision is
+//!   due).
+//!
+//! `FLOTILLA_BLESS=1` rewrites the `expect` blocks from actual output (review the diff before
+//! committing).
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::Placement;
-use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::work::{ResourceBinding, ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_core::failover;
 use flotilla_core::framework::{BindingContext, FilterInput, ScoreInput, Verdict};
-use flotilla_core::scheduler::{self, Options};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler;
+use flotilla_core::time::{format_rfc3339, parse_rfc3339};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct Case {
+struct Case<I> {
     name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     description: String,
-    /// Run only this plugin (a filter or score plugin of the default profile).
+    /// Run only this plugin (a filter or score plugin of the default profile; schedule cases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     plugin: Option<String>,
-    input: Input,
+    input: I,
     expect: Value,
 }
 
@@ -36,7 +48,17 @@ struct Input {
     clusters: Vec<Cluster>,
 }
 
-fn run(case: &Case) -> Value {
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FailoverInput {
+    /// The binding's spec (`placement.clusterTolerations` stand in for the applied placement).
+    binding: ResourceBindingSpec,
+    clusters: Vec<Cluster>,
+    /// When the taint manager decides (RFC 3339).
+    now: String,
+}
+
+fn run(case: &Case<Input>) -> Value {
     let profile = flotilla_plugins::default_profile();
     let spec = &case.input.binding;
     let empty = Placement::default();
@@ -70,7 +92,8 @@ fn run(case: &Case) -> Value {
             serde_json::json!({ "scores": scores })
         }
         None => {
-            let res = scheduler::schedule(&profile, spec, &case.input.status, &case.input.clusters, Options::default(), None);
+            let snapshot = Snapshot::new(case.input.clusters.clone(), Arc::default(), Options::default());
+            let res = scheduler::schedule(&snapshot, &profile, spec, &case.input.status, None, None);
             let mut v = match &res.outcome {
                 Ok(t) => {
                     let mut t = t.clone();
@@ -87,9 +110,22 @@ fn run(case: &Case) -> Value {
     }
 }
 
-#[test]
-fn golden_schedule_cases() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/schedule");
+/// `failover::evict_tainted` at `input.now`: `evicted` and, when one is due, `nextDue`.
+fn run_failover(case: &Case<FailoverInput>) -> Value {
+    let mut rb = ResourceBinding { spec: case.input.binding.clone(), ..Default::default() };
+    let now = parse_rfc3339(&case.input.now).unwrap_or_else(|| panic!("now: {:?} is not RFC 3339", case.input.now));
+    let (evicted, next) = failover::evict_tainted(&mut rb, &case.input.clusters, now);
+    let mut v = serde_json::json!({ "evicted": evicted });
+    if let Some(next) = next {
+        v["nextDue"] = Value::String(format_rfc3339(next));
+    }
+    v
+}
+
+/// Run every case in `tests/golden/<dir>` (at least `min` of them) through `run`, or rewrite the
+/// expectations with `FLOTILLA_BLESS`.
+fn golden_cases<I: DeserializeOwned + Serialize>(dir: &str, min: usize, run: impl Fn(&Case<I>) -> Value) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(dir);
     let bless = std::env::var_os("FLOTILLA_BLESS").is_some();
     let mut entries: Vec<_> = std::fs::read_dir(&dir).expect("golden dir").filter_map(Result::ok).map(|e| e.path()).collect();
     entries.sort();
@@ -98,7 +134,7 @@ fn golden_schedule_cases() {
     for path in entries.iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
         count += 1;
         let text = std::fs::read_to_string(path).expect("read case");
-        let mut case: Case = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut case: Case<I> = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let got = run(&case);
         if bless {
             if got != case.expect {
@@ -115,6 +151,16 @@ fn golden_schedule_cases() {
             ));
         }
     }
-    assert!(count >= 10, "expected golden cases in {}", dir.display());
+    assert!(count >= min, "expected golden cases in {}", dir.display());
     assert!(failures.is_empty(), "{} golden case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn golden_schedule_cases() {
+    golden_cases("schedule", 10, run);
+}
+
+#[test]
+fn golden_failover_cases() {
+    golden_cases("failover", 3, run_failover);
 }

@@ -234,6 +234,8 @@ pub struct Settings {
     pub backends: controller::plugins::Backends,
     /// How often plugin objects are re-resolved even without a change (module files on disk).
     pub plugin_resync: Duration,
+    /// The decision pipeline's options (taint eviction, empty workload propagation).
+    pub pipeline: flotilla_core::pipeline::Options,
 }
 
 impl Default for Settings {
@@ -250,6 +252,7 @@ impl Default for Settings {
             cluster_startup_grace_period: Duration::from_secs(60),
             backends: controller::plugins::Backends::default(),
             plugin_resync: Duration::from_secs(10),
+            pipeline: flotilla_core::pipeline::Options::default(),
         }
     }
 }
@@ -448,8 +451,9 @@ pub struct Context {
     pub app_failover: std::sync::Mutex<std::collections::HashMap<String, BTreeMap<String, i64>>>,
     /// Change notifications.
     pub events: Bus,
-    /// Decoded Clusters, kept until the Cluster cache changes.
-    pub cluster_memo: Memo<Vec<flotilla_api::cluster::Cluster>>,
+    /// The decision pipeline's snapshot: rebuilt when the Cluster cache or the served profiles
+    /// change, shared by every decision in between.
+    pub snapshot_memo: Mutex<Option<(u64, Arc<Vec<flotilla_core::framework::Profile>>, Arc<flotilla_core::pipeline::Snapshot>)>>,
     /// Defaulted (Cluster)OverridePolicies, kept until either cache changes.
     pub override_memo: Memo<flotilla_core::overrides::OverridePolicies>,
     /// Defaulted PropagationPolicies and ClusterPropagationPolicies, kept until either cache changes.
@@ -465,9 +469,21 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    /// Every cached Cluster, decoded (shared until the Cluster cache changes).
-    pub fn clusters(&self) -> Arc<Vec<flotilla_api::cluster::Cluster>> {
-        self.cluster_memo.get(self.clusters.version(), || typed_all(&self.clusters))
+    /// The pipeline snapshot of the cached Clusters and the served profiles (one per generation of
+    /// either: every binding in between is decided against the same snapshot).
+    pub fn snapshot(&self) -> Arc<flotilla_core::pipeline::Snapshot> {
+        // The version is read before the cache: a change racing with the build is seen next time.
+        let version = self.clusters.version();
+        let profiles = self.plugins.profiles();
+        let mut memo = self.snapshot_memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((v, p, s)) = &*memo {
+            if *v == version && Arc::ptr_eq(p, &profiles) {
+                return Arc::clone(s);
+            }
+        }
+        let snapshot = Arc::new(flotilla_core::pipeline::Snapshot::new(typed_all(&self.clusters), Arc::clone(&profiles), self.settings.pipeline));
+        *memo = Some((version, profiles, Arc::clone(&snapshot)));
+        snapshot
     }
 
     /// Every (Cluster)OverridePolicy, defaulted (shared until one changes).
@@ -653,7 +669,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         wasm_plugins,
         app_failover: std::sync::Mutex::default(),
         events,
-        cluster_memo: Memo::default(),
+        snapshot_memo: Mutex::new(None),
         override_memo: Memo::default(),
         policy_memo: Memo::default(),
         metrics: controller::Metrics::default(),

@@ -91,10 +91,10 @@ impl SharedEncodings {
 /// to is one of `clusters` (the same reference).
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterSnapshot<'a> {
-    /// Process-unique identity of the set (never 0 for a set built by `ClusterSet::new`).
+    /// Process-unique identity of the set (never 0 for a [`crate::pipeline::Snapshot`]'s).
     pub generation: u64,
     /// All clusters of the set, sorted by name.
-    pub clusters: &'a [&'a Cluster],
+    pub clusters: &'a [Cluster],
 }
 
 impl<'a> BindingContext<'a> {

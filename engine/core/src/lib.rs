@@ -23,6 +23,7 @@ pub mod failover;
 pub mod framework;
 pub mod manifest;
 pub mod overrides;
+pub mod pipeline;
 pub mod plan;
 pub mod profile;
 pub mod quantity;

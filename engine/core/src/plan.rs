@@ -1,22 +1,20 @@
 //! Offline planning: templates + policies + clusters (+ existing bindings) → ResourceBindings and
-//! Works. The same pipeline the controllers run, as one pure function.
+//! Works, through the same [`crate::pipeline`] the controllers run.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use flotilla_api::Object;
 use flotilla_api::cluster::Cluster;
-use flotilla_api::labels;
-use flotilla_api::meta::Condition;
 use flotilla_api::policy::{OverridePolicy, PropagationPolicy};
-use flotilla_api::work::{ResourceBinding, ResourceBindingStatus, Work};
+use flotilla_api::work::{ResourceBinding, Work};
 
 use crate::detector;
 use crate::framework::Profile;
 use crate::manifest::Document;
 use crate::overrides::OverridePolicies;
-use crate::render::{RenderError, render_works};
-use crate::scheduler::{self, FailureKind, SUCCESS_MESSAGE};
-use crate::time::format_rfc3339;
+use crate::pipeline::{Clock, FailoverMemory, Snapshot, decide, render};
+use crate::render::RenderError;
 use crate::validate::{FieldError, default_propagation_policy, validate_propagation_policy};
 
 /// Everything a plan reads.
@@ -169,10 +167,8 @@ fn qualified(ns: &str, name: &str) -> String {
 pub struct PlanOptions {
     /// "Now", epoch seconds (timestamps, eviction deadlines).
     pub now: i64,
-    /// Run the taint manager (NoExecute eviction) before scheduling.
-    pub taint_eviction: bool,
-    /// Scheduler options.
-    pub scheduler: scheduler::Options,
+    /// The pipeline's options (taint eviction, empty workload propagation).
+    pub pipeline: crate::pipeline::Options,
 }
 
 /// One planned binding and its Works.
@@ -182,7 +178,7 @@ pub struct PlannedBinding {
     pub binding: ResourceBinding,
     /// Whether the scheduler ran (Karmada skips unchanged Divided bindings).
     pub scheduled: bool,
-    /// Clusters evicted by the taint manager in this plan.
+    /// Clusters evicted (taint manager, application failover) in this plan.
     pub evicted: Vec<String>,
     /// Faults of `Ignore` plugins.
     pub ignored_faults: Vec<String>,
@@ -199,105 +195,57 @@ pub struct Plan {
     pub unmatched: Vec<String>,
 }
 
-/// Run the whole pipeline. `profiles` are looked up by `spec.schedulerName`.
-pub fn plan(inv: &Inventory, profiles: &[Profile], options: PlanOptions) -> Plan {
+/// Run the whole pipeline over `inv` with `profiles` (looked up by `spec.schedulerName`).
+pub fn plan(inv: &Inventory, profiles: Arc<Vec<Profile>>, options: PlanOptions) -> Plan {
+    let snapshot = Snapshot::new(inv.clusters.clone(), profiles, options.pipeline);
+    plan_in(inv, &snapshot, options.now)
+}
+
+/// [`plan`] against a prepared snapshot of `inv`'s clusters, at `now` (epoch seconds): every
+/// template through [`crate::pipeline::decide`] and [`crate::pipeline::render`], as the
+/// controllers run them.
+pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
     let mut out = Plan::default();
     let mut templates: Vec<&Object> = inv.templates.iter().filter(|t| !detector::is_ignored(t)).collect();
     templates.sort_by(|a, b| (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name())));
-    let cluster_map: BTreeMap<&str, &Cluster> = inv.clusters.iter().map(|c| (c.name(), c)).collect();
-    let now = format_rfc3339(options.now);
-    let cluster_set = scheduler::ClusterSet::new(&inv.clusters);
-
     for t in templates {
-        let Some(claim) = detector::claim(t, &inv.propagation_policies, &inv.cluster_propagation_policies) else {
+        let Some((mut rb, _)) = binding_for(inv, t) else {
             out.unmatched.push(format!("{} {}", t.kind(), qualified(t.namespace(), t.name())));
             continue;
         };
-        let mut rb = detector::build_binding(t, claim);
-        let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
-        let mut generation = 1;
-        if let Some(prev) = inv.bindings.get(&key) {
-            rb.spec.clusters = prev.spec.clusters.clone();
-            rb.spec.graceful_eviction_tasks = prev.spec.graceful_eviction_tasks.clone();
-            rb.spec.reschedule_triggered_at = prev.spec.reschedule_triggered_at.clone();
-            rb.status = prev.status.clone();
-            rb.metadata.uid = prev.metadata.uid.clone();
-            for (k, v) in &prev.metadata.annotations {
-                rb.metadata.annotations.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            for (k, v) in &prev.metadata.labels {
-                rb.metadata.labels.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            let prev_gen = prev.metadata.generation.unwrap_or(1);
-            generation = if prev.spec == rb.spec { prev_gen } else { prev_gen + 1 };
-        }
-
-        let mut evicted = Vec::new();
-        if options.taint_eviction {
-            evicted = crate::failover::evict_tainted(&mut rb, &inv.clusters, options.now).0;
-            if !evicted.is_empty() && inv.bindings.contains_key(&key) {
-                generation += 1;
-            }
-        }
-        crate::failover::assess_eviction_tasks(&mut rb, options.now);
-        rb.metadata.generation = Some(generation);
-
-        let needs = scheduler::needs_scheduling(&rb, &cluster_map);
-        let mut ignored_faults = Vec::new();
-        let mut status = rb.status.take().unwrap_or_default();
-        if needs {
-            match profiles.iter().find(|p| p.name == rb.spec.scheduler_name) {
-                None => set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &format!("no scheduler profile named {:?}", rb.spec.scheduler_name), &now, generation),
-                Some(profile) => {
-                    let res = scheduler::schedule_in_with(profile, &rb.spec, &status, &cluster_set, options.scheduler, None, Some(&t.0));
-                    if let Some(c) = res.clusters_to_write() {
-                        rb.spec.clusters = c;
-                        let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();
-                        rb.metadata.annotations.insert(labels::APPLIED_PLACEMENT.to_owned(), placement);
-                    }
-                    status.scheduler_observing_affinity_name = res.observed_affinity_name.clone();
-                    match &res.outcome {
-                        Ok(_) => {
-                            set_scheduled(&mut status, true, "Success", SUCCESS_MESSAGE, &now, generation);
-                            status.last_scheduled_time = Some(now.clone());
-                        }
-                        Err(f) => set_scheduled(&mut status, false, f.kind.reason(), &f.message, &now, generation),
-                    }
-                    ignored_faults = res.ignored_faults;
-                }
-            }
-        }
-        status.scheduler_observed_generation = generation;
-        rb.status = Some(status);
-
-        let profile = profiles.iter().find(|p| p.name == rb.spec.scheduler_name).or_else(|| profiles.first());
-        let works = match profile {
-            Some(p) => render_works(&rb, t, &cluster_map, &inv.overrides, p),
-            None => Vec::new(),
-        };
-        out.bindings.push(PlannedBinding { binding: rb, scheduled: needs, evicted, ignored_faults, works });
+        let mut memory = FailoverMemory::default();
+        let d = decide(snapshot, &mut rb, Some(t), Clock::at_secs(now), &mut memory, None);
+        let works = render(snapshot, &rb, t, &inv.overrides);
+        let mut evicted = d.taint_evicted;
+        evicted.extend(d.app_evicted);
+        out.bindings.push(PlannedBinding { binding: rb, scheduled: d.scheduled, evicted, ignored_faults: d.ignored_faults, works });
     }
     out
 }
 
-/// Set the `Scheduled` condition, keeping the transition time when the status did not flip.
-pub fn set_scheduled(status: &mut ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
-    let cond = Condition {
-        type_: "Scheduled".into(),
-        status: if ok { "True" } else { "False" }.into(),
-        observed_generation: Some(generation),
-        last_transition_time: Some(now.to_owned()),
-        reason: reason.into(),
-        message: message.into(),
-    };
-    match status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
-        Some(c) => {
-            let keep = (c.status == cond.status).then(|| c.last_transition_time.clone()).flatten();
-            *c = cond;
-            if keep.is_some() {
-                c.last_transition_time = keep;
-            }
+/// The binding the detector makes of `template` (with the policy that claims it), continuing the
+/// binding of the same name in `inv`: its assignment, eviction tasks, status, uid, labels and
+/// annotations carry over, and its generation moves on when the detector changed the spec.
+pub fn binding_for<'a>(inv: &'a Inventory, template: &Object) -> Option<(ResourceBinding, detector::Claim<'a>)> {
+    let claim = detector::claim(template, &inv.propagation_policies, &inv.cluster_propagation_policies)?;
+    let mut rb = detector::build_binding(template, claim);
+    let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
+    let mut generation = 1;
+    if let Some(prev) = inv.bindings.get(&key) {
+        rb.spec.clusters = prev.spec.clusters.clone();
+        rb.spec.graceful_eviction_tasks = prev.spec.graceful_eviction_tasks.clone();
+        rb.spec.reschedule_triggered_at = prev.spec.reschedule_triggered_at.clone();
+        rb.status = prev.status.clone();
+        rb.metadata.uid = prev.metadata.uid.clone();
+        for (k, v) in &prev.metadata.annotations {
+            rb.metadata.annotations.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        None => status.conditions.push(cond),
+        for (k, v) in &prev.metadata.labels {
+            rb.metadata.labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let prev_gen = prev.metadata.generation.unwrap_or(1);
+        generation = if prev.spec == rb.spec { prev_gen } else { prev_gen + 1 };
     }
+    rb.metadata.generation = Some(generation);
+    Some((rb, claim))
 }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use flotilla_api::Object;
-use flotilla_api::cluster::Cluster;
 use flotilla_api::labels;
 use flotilla_api::meta::ObjectMeta;
 use flotilla_api::work::{ResourceBinding, WORK_API_VERSION, Work, WorkSpec, WorkloadTemplate};
@@ -126,11 +125,11 @@ fn merge_into(object: &mut Value, section: &str, key: &str, value: &str) {
 }
 
 /// Render the Works of a scheduled binding: one per entry of `spec.clusters`, in that order.
-/// Clusters missing from `clusters` or whose overrides fail yield a [`RenderError`] instead.
+/// Clusters missing from `snapshot` or whose overrides fail yield a [`RenderError`] instead.
 pub fn render_works(
     binding: &ResourceBinding,
     template: &Object,
-    clusters: &BTreeMap<&str, &Cluster>,
+    snapshot: &crate::pipeline::Snapshot,
     policies: &OverridePolicies,
     profile: &Profile,
 ) -> Vec<Result<Work, RenderError>> {
@@ -144,7 +143,7 @@ pub fn render_works(
         .iter()
         .map(|target| {
             let err = |message: String| RenderError { cluster: target.name.clone(), message };
-            let cluster = clusters.get(target.name.as_str()).ok_or_else(|| err("cluster not found".into()))?;
+            let cluster = snapshot.cluster(&target.name).ok_or_else(|| err("cluster not found".into()))?;
             let mut object = template.0.clone();
             if spec.is_workload() {
                 revise_replicas(&mut object, target.replicas);

@@ -11,7 +11,7 @@ use crate::framework::{
     AssignInput, AssignMode, Assignment, BindingContext, ClusterDetail, FailurePolicy, FilterInput,
     Profile, ScoreInput, SelectInput, Selection, SharedEncodings, Verdict,
 };
-use crate::estimator::Capacity;
+use crate::pipeline::Snapshot;
 use crate::framework::Reason;
 use crate::selector::cluster_matches_inline;
 use crate::time::parse_rfc3339;
@@ -106,87 +106,22 @@ pub struct AttemptTrace {
     pub outcome: Option<Result<Vec<TargetCluster>, Failure>>,
 }
 
-/// Options of one scheduling call.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
-    /// Karmada's `--enable-empty-workload-propagation`: keep selected clusters with 0 replicas.
-    pub empty_workload_propagation: bool,
-}
-
-/// Schedule `spec` over `clusters` (any order; they are sorted by name internally) with `profile`.
+/// Schedule `spec` with `profile` against `snapshot`, exactly as Karmada's generic scheduler does.
+/// `object` is the resource template, which expressions in the placement see as `object`.
+///
+/// This is the scheduling algorithm alone; the pipeline ([`crate::pipeline::decide`]) adds
+/// failover, Karmada's scheduling triggers and the `Scheduled` condition around it, and is what
+/// `plan`, `explain` and the controllers call.
 pub fn schedule(
+    snapshot: &Snapshot,
     profile: &Profile,
     spec: &ResourceBindingSpec,
     status: &ResourceBindingStatus,
-    clusters: &[Cluster],
-    options: Options,
-    trace: Option<&mut Trace>,
-) -> ScheduleResult {
-    schedule_in(profile, spec, status, &ClusterSet::new(clusters), options, trace)
-}
-
-/// A snapshot of the cluster set: sorted by name, with each cluster's capacity parsed once. Build it
-/// when the cluster set changes and schedule every binding against it ([`schedule_in`]).
-#[derive(Debug, Clone, Default)]
-pub struct ClusterSet<'a> {
-    clusters: Vec<&'a Cluster>,
-    capacity: Vec<Capacity>,
-    generation: u64,
-}
-
-/// Source of [`ClusterSet`] generations (0 is the empty default set).
-static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-impl<'a> ClusterSet<'a> {
-    /// Snapshot `clusters` (any order).
-    pub fn new(clusters: impl IntoIterator<Item = &'a Cluster>) -> Self {
-        let mut clusters: Vec<&Cluster> = clusters.into_iter().collect();
-        clusters.sort_by(|a, b| a.name().cmp(b.name()));
-        let capacity = clusters.iter().map(|c| Capacity::of(c)).collect();
-        let generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ClusterSet { clusters, capacity, generation }
-    }
-
-    /// Process-unique identity of this snapshot (clones share it: they hold the same clusters).
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// The snapshot as plugins see it ([`BindingContext::snapshot`]).
-    pub fn snapshot(&self) -> crate::framework::ClusterSnapshot<'_> {
-        crate::framework::ClusterSnapshot { generation: self.generation, clusters: &self.clusters }
-    }
-
-    /// The clusters, sorted by name.
-    pub fn clusters(&self) -> &[&'a Cluster] {
-        &self.clusters
-    }
-}
-
-/// [`schedule`] against a prepared [`ClusterSet`].
-pub fn schedule_in(
-    profile: &Profile,
-    spec: &ResourceBindingSpec,
-    status: &ResourceBindingStatus,
-    set: &ClusterSet<'_>,
-    options: Options,
-    trace: Option<&mut Trace>,
-) -> ScheduleResult {
-    schedule_in_with(profile, spec, status, set, options, trace, None)
-}
-
-/// [`schedule_in`] with the resource template, which expressions in the placement see as `object`.
-pub fn schedule_in_with(
-    profile: &Profile,
-    spec: &ResourceBindingSpec,
-    status: &ResourceBindingStatus,
-    set: &ClusterSet<'_>,
-    options: Options,
-    mut trace: Option<&mut Trace>,
     object: Option<&serde_json::Value>,
+    mut trace: Option<&mut Trace>,
 ) -> ScheduleResult {
     let expressions = profile.expressions.as_deref();
-    let sorted = set;
+    let options = snapshot.options();
     let empty = Placement::default();
     let placement = spec.placement.as_ref().unwrap_or(&empty);
     let mut ignored = Vec::new();
@@ -195,11 +130,11 @@ pub fn schedule_in_with(
     if placement.cluster_affinity.is_some() || placement.cluster_affinities.is_empty() {
         let encodings = SharedEncodings::default();
         let ctx = BindingContext::new(spec, placement, None)
-            .with_snapshot(sorted.snapshot())
+            .with_snapshot(snapshot.plugin_view())
             .with_object(object)
             .with_expressions(expressions)
             .with_encodings(Some(&encodings));
-        let outcome = attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut());
+        let outcome = attempt(profile, &ctx, snapshot, options, mode, &mut ignored, trace.as_deref_mut());
         return ScheduleResult {
             outcome,
             observed_affinity_name: status.scheduler_observing_affinity_name.clone(),
@@ -218,11 +153,11 @@ pub fn schedule_in_with(
         let term = &terms[index];
         let encodings = SharedEncodings::default();
         let ctx = BindingContext::new(spec, placement, Some(term))
-            .with_snapshot(sorted.snapshot())
+            .with_snapshot(snapshot.plugin_view())
             .with_object(object)
             .with_expressions(expressions)
             .with_encodings(Some(&encodings));
-        match attempt(profile, &ctx, sorted, options, mode, &mut ignored, trace.as_deref_mut()) {
+        match attempt(profile, &ctx, snapshot, options, mode, &mut ignored, trace.as_deref_mut()) {
             Ok(result) => {
                 return ScheduleResult {
                     outcome: Ok(result),
@@ -282,8 +217,8 @@ fn check_len(plugin: &str, got: usize, want: usize) -> Result<(), crate::PluginE
 fn attempt(
     profile: &Profile,
     ctx: &BindingContext<'_>,
-    all: &ClusterSet<'_>,
-    options: Options,
+    all: &Snapshot,
+    options: crate::pipeline::Options,
     mode: AssignMode,
     ignored: &mut Vec<String>,
     mut trace: Option<&mut Trace>,
@@ -303,15 +238,16 @@ fn attempt(
 fn attempt_inner(
     profile: &Profile,
     ctx: &BindingContext<'_>,
-    all: &ClusterSet<'_>,
-    options: Options,
+    all: &Snapshot,
+    options: crate::pipeline::Options,
     mode: AssignMode,
     ignored: &mut Vec<String>,
     mut trace: Option<&mut AttemptTrace>,
 ) -> Result<Vec<TargetCluster>, Failure> {
     let spec = ctx.spec;
-    let candidate_idx: Vec<usize> = (0..all.clusters.len()).filter(|&i| !all.clusters[i].is_deleting()).collect();
-    let candidates: Vec<&Cluster> = candidate_idx.iter().map(|&i| all.clusters[i]).collect();
+    let all_clusters = all.clusters();
+    let candidate_idx: Vec<usize> = (0..all_clusters.len()).filter(|&i| !all_clusters[i].is_deleting()).collect();
+    let candidates: Vec<&Cluster> = candidate_idx.iter().map(|&i| &all_clusters[i]).collect();
 
     // Filter: each plugin sees the clusters still feasible (all of them when tracing, so that
     // explain can show every verdict); a cluster's reason is its first failing plugin's.
@@ -320,7 +256,7 @@ fn attempt_inner(
     let mut live: Vec<usize> = (0..candidates.len()).collect();
     let mut input_clusters: Vec<&Cluster> = candidates.clone();
     // `ctx.snapshot` is `all`'s: a cluster's row there is its index in `all.clusters`.
-    let rows_known = ctx.snapshot.is_some_and(|s| s.generation == all.generation);
+    let rows_known = ctx.snapshot.is_some_and(|s| s.generation == all.generation());
     let row_of = |i: usize| if rows_known { u32::try_from(candidate_idx[i]).unwrap_or(ClusterDetail::NO_ROW) } else { ClusterDetail::NO_ROW };
     let candidate_rows: Vec<u32> = (0..candidates.len()).map(row_of).collect();
     let mut input_rows: Vec<u32> = candidate_rows.clone();
@@ -365,7 +301,7 @@ fn attempt_inner(
     if feasible.is_empty() {
         let named: BTreeMap<&str, Reason> =
             candidates.iter().zip(reasons).filter_map(|(c, r)| Some((c.name(), r?))).collect();
-        return Err(fit_error(all.clusters.len(), &named));
+        return Err(fit_error(all_clusters.len(), &named));
     }
 
     // Score: weighted sum over plugins.
@@ -394,8 +330,8 @@ fn attempt_inner(
     }
 
     // Estimate and order canonically.
-    let with_capacity: Vec<(&Cluster, &Capacity)> =
-        live.iter().map(|&i| (candidates[i], &all.capacity[candidate_idx[i]])).collect();
+    let with_capacity: Vec<(&Cluster, &crate::estimator::Capacity)> =
+        live.iter().map(|&i| (candidates[i], &all.capacity()[candidate_idx[i]])).collect();
     let allocatable = crate::estimator::available_replicas_with(&with_capacity, spec);
     let mut details: Vec<ClusterDetail<'_>> = feasible
         .iter()
@@ -568,10 +504,7 @@ fn run_assigners(
 /// Karmada's `doScheduleBinding` triggers (§1.1): placement changed since the last schedule,
 /// replicas changed, a manual reschedule, non-workloads and Duplicated (always), or a target
 /// cluster being deleted.
-pub fn needs_scheduling(
-    binding: &flotilla_api::work::ResourceBinding,
-    clusters: &BTreeMap<&str, &Cluster>,
-) -> bool {
+pub fn needs_scheduling(binding: &flotilla_api::work::ResourceBinding, snapshot: &Snapshot) -> bool {
     let spec = &binding.spec;
     let empty_status = ResourceBindingStatus::default();
     let status = binding.status.as_ref().unwrap_or(&empty_status);
@@ -615,5 +548,5 @@ pub fn needs_scheduling(
     if !spec.is_workload() || placement.replica_scheduling_type() == flotilla_api::policy::scheduling_type::DUPLICATED {
         return true;
     }
-    spec.clusters.iter().any(|t| clusters.get(t.name.as_str()).is_some_and(|c| c.is_deleting()))
+    spec.clusters.iter().any(|t| snapshot.cluster(&t.name).is_some_and(Cluster::is_deleting))
 }

@@ -21,7 +21,8 @@ use flotilla_core::framework::{
     AssignInput, AssignPlugin, Assignment, BindingContext, FilterInput, FilterPlugin, Plugin, Profile, Slot, Verdict,
 };
 use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
-use flotilla_core::scheduler::{ClusterSet, Options, schedule_in as schedule};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler::schedule;
 use flotilla_wasm::WasmFactory;
 
 #[path = "../tests/common/guests.rs"]
@@ -167,9 +168,9 @@ fn memo_native_profile() -> Profile {
     p
 }
 
-fn pass(profile: &Profile, set: &ClusterSet<'_>, bindings: &[(ResourceBindingSpec, ResourceBindingStatus)]) -> (Duration, usize) {
+fn pass(profile: &Profile, set: &Snapshot, bindings: &[(ResourceBindingSpec, ResourceBindingStatus)]) -> (Duration, usize) {
     let start = Instant::now();
-    let ok = bindings.iter().filter(|(s, st)| schedule(profile, s, st, set, Options::default(), None).outcome.is_ok()).count();
+    let ok = bindings.iter().filter(|(s, st)| schedule(set, profile, s, st, None, None).outcome.is_ok()).count();
     (start.elapsed() / bindings.len() as u32, ok)
 }
 
@@ -179,7 +180,7 @@ fn pass(profile: &Profile, set: &ClusterSet<'_>, bindings: &[(ResourceBindingSpe
 fn interleaved(
     native: &Profile,
     wasm: &Profile,
-    set: &ClusterSet<'_>,
+    set: &Snapshot,
     bindings: &[(ResourceBindingSpec, ResourceBindingStatus)],
     pairs: usize,
 ) -> (Duration, Duration, [f64; 3]) {
@@ -210,16 +211,16 @@ fn bench(c: &mut Criterion) {
     let native = flotilla_plugins::default_profile();
     let wasm = wasm_profile();
     let owned = clusters(1000);
-    let set = ClusterSet::new(&owned);
+    let set = Snapshot::new(owned, Arc::default(), Options::default());
     let mixed: Vec<_> = (0..2000).map(binding).collect();
     let weighted: Vec<_> = (0..8000).map(binding).filter(|_| true).skip(1).step_by(4).collect();
     let memo_native = memo_native_profile();
     // Identical results first.
     for (s, st) in mixed.iter().chain(&weighted).take(400) {
-        let a = schedule(&native, s, st, &set, Options::default(), None);
-        let b = schedule(&wasm, s, st, &set, Options::default(), None);
+        let a = schedule(&set, &native, s, st, None, None);
+        let b = schedule(&set, &wasm, s, st, None, None);
         assert_eq!(a, b, "native and wasm disagree");
-        assert_eq!(a, schedule(&memo_native, s, st, &set, Options::default(), None), "native and memoising native disagree");
+        assert_eq!(a, schedule(&set, &memo_native, s, st, None, None), "native and memoising native disagree");
     }
     // For profiling one side: `FLOTILLA_BENCH_ONLY=native|memo|wasm` runs only that profile on the
     // static-weight bindings for `FLOTILLA_BENCH_SECONDS` (default 20) and stops; `pairs` runs only
@@ -285,7 +286,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 for _ in 0..100 {
                     let (s, st) = &weighted[i % weighted.len()];
-                    std::hint::black_box(schedule(profile, s, st, &set, Options::default(), None));
+                    std::hint::black_box(schedule(&set, profile, s, st, None, None));
                     i += 1;
                 }
             });

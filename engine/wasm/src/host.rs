@@ -151,10 +151,11 @@ fn addr(c: &Cluster) -> usize {
 
 impl Snapshot {
     /// Serialize `clusters` as generation `generation` (0: an ad-hoc set, pushed on every call).
-    pub(crate) fn build(generation: u64, clusters: &[&Cluster]) -> Snapshot {
-        let req = flotilla_abi::ClustersRequest { generation, clusters: clusters.to_vec() };
+    pub(crate) fn build<'c>(generation: u64, clusters: impl IntoIterator<Item = &'c Cluster>) -> Snapshot {
+        let clusters: Vec<&Cluster> = clusters.into_iter().collect();
+        let req = flotilla_abi::ClustersRequest { generation, clusters };
         let json = serde_json::to_vec(&req).unwrap_or_default();
-        let ptrs: Vec<usize> = clusters.iter().map(|c| addr(c)).collect();
+        let ptrs: Vec<usize> = req.clusters.iter().map(|c| addr(c)).collect();
         let index = ptrs.iter().enumerate().map(|(i, &p)| (p, i as u32)).collect();
         Snapshot { generation, json, ptrs, index }
     }

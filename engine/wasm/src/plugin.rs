@@ -126,7 +126,7 @@ impl WasmPlugin {
         }
         let mut list: Vec<&Cluster> = clusters.clone().map(|(c, _)| c).collect();
         list.sort_by(|a, b| a.name().cmp(b.name()));
-        let snap = Snapshot::build(0, &list);
+        let snap = Snapshot::build(0, list.iter().copied());
         // Every cluster is in `list`, so each is found.
         snap.indices(clusters.map(|(c, _)| (c, ClusterDetail::NO_ROW)), &mut idx);
         (Arc::new(snap), idx)

@@ -11,7 +11,9 @@ use common::*;
 use flotilla_core::PluginError;
 use flotilla_core::framework::{BindingContext, FailurePolicy, FilterInput, FilterPlugin};
 use flotilla_core::profile::{ExtensionPoint, ProfileDocument, build_profile};
-use flotilla_core::scheduler::{FailureKind, Options, schedule};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler::{FailureKind, schedule};
+use std::sync::Arc;
 use flotilla_wasm::{LoadError, WasmFactory};
 
 fn direct_error(file: &str) -> PluginError {
@@ -34,7 +36,7 @@ fn check(file: &str, expect: fn(&PluginError) -> bool) {
     for policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
         let profile = profile_with_filter(filter(file, policy), policy);
         let start = Instant::now();
-        let r = schedule(&profile, &spec, &status, &cl, Options::default(), None);
+        let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &profile, &spec, &status, None, None);
         assert!(start.elapsed() < Duration::from_secs(5), "{file}: took {:?}", start.elapsed());
         match policy {
             FailurePolicy::Fail => {
@@ -128,7 +130,7 @@ fn plugin_recovers_after_a_fault() {
     let (spec, status) = binding();
     let profile = profile_with_filter(pass, FailurePolicy::Fail);
     for _ in 0..3 {
-        let r = schedule(&profile, &spec, &status, &cl, Options::default(), None);
+        let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &profile, &spec, &status, None, None);
         assert_eq!(r.outcome.expect("pass filter").len(), 3);
     }
 }

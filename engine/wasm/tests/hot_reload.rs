@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use flotilla_core::framework::Profile;
-use flotilla_core::scheduler::{Options, schedule};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler::schedule;
 use flotilla_wasm::{Registry, WasmFactory, profiles_from_file};
 
 /// A module with a filter and an assigner that reveal their version together: v1's filter rejects
@@ -105,7 +106,7 @@ fn plugin_swapped_while_scheduling_continuously() {
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let set = registry.current(); // pinned for the whole cycle
-                let r = schedule(&set.value[0], &spec, &status, &cl, Options::default(), None);
+                let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &set.value[0], &spec, &status, None, None);
                 let placed = match r.outcome {
                     Ok(t) if t.len() == 1 => t[0].name.clone(),
                     other => format!("failed: {other:?} {:?}", r.ignored_faults),
@@ -150,13 +151,13 @@ fn failed_reload_keeps_the_previous_version_and_reports_why() {
     assert_eq!(registry.current().version, 1);
     let cl = clusters(&["a", "b", "c"]);
     let (spec, status) = binding();
-    let r = schedule(&registry.current().value[0], &spec, &status, &cl, Options::default(), None);
+    let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &registry.current().value[0], &spec, &status, None, None);
     assert_eq!(r.outcome.expect("v1 still in force")[0].name, "a");
     // Fixing the file recovers.
     replace(&dir.join("plugin.wat"), &module(2));
     assert_eq!(registry.reload_if_changed(), Ok(true));
     assert_eq!(registry.last_error(), None);
-    let r = schedule(&registry.current().value[0], &spec, &status, &cl, Options::default(), None);
+    let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &registry.current().value[0], &spec, &status, None, None);
     assert_eq!(r.outcome.expect("v2")[0].name, "c");
     let _ = std::fs::remove_dir_all(&dir);
 }

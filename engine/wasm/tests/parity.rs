@@ -15,7 +15,8 @@ use flotilla_api::policy::Placement;
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Profile, Slot};
 use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
-use flotilla_core::scheduler::{Options, schedule};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler::schedule;
 use flotilla_wasm::{WasmFactory, WasmPlugin};
 
 #[derive(serde::Deserialize)]
@@ -74,8 +75,8 @@ fn wasm_builtins_match_native_on_the_golden_corpus() {
         match case.plugin.as_deref() {
             None => {
                 full += 1;
-                let a = schedule(&native, &i.binding, &i.status, &i.clusters, Options::default(), None);
-                let b = schedule(&wasm, &i.binding, &i.status, &i.clusters, Options::default(), None);
+                let a = schedule(&Snapshot::new((&i.clusters).to_vec(), Arc::default(), Options::default()), &native, &i.binding, &i.status, None, None);
+                let b = schedule(&Snapshot::new((&i.clusters).to_vec(), Arc::default(), Options::default()), &wasm, &i.binding, &i.status, None, None);
                 assert_eq!(a, b, "{file} ({})", case.name);
             }
             Some("ClusterAffinity") => {

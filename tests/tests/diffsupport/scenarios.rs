@@ -184,36 +184,16 @@ pub fn scenario(seed: u64, index: u64, shape: Shape) -> Value {
         resource["uid"] = json!(uid);
     }
     spec.insert("resource".into(), resource);
-    let replicas = if r.chance(0.06) {
-        0
-    } else if r.chance(0.5) {
-        r.range(1, 10)
-    } else {
-        r.range(11, 60)
-    };
+    let (replicas, requirements, placement) = workload(&mut r, &names);
     if replicas > 0 {
         spec.insert("replicas".into(), json!(replicas));
     }
-    if r.chance(0.4) {
-        let mut req = Map::new();
-        if r.chance(0.8) {
-            req.insert(
-                "cpu".into(),
-                json!(r.pick(&["100m", "250m", "500m", "1", "2", "1500m"])),
-            );
-        }
-        if r.chance(0.6) || req.is_empty() {
-            req.insert(
-                "memory".into(),
-                json!(r.pick(&["128Mi", "512Mi", "1Gi", "2Gi", "3G"])),
-            );
-        }
+    if let Some(req) = requirements {
         spec.insert(
             "replicaRequirements".into(),
             json!({"resourceRequest": req}),
         );
     }
-    let placement = placement(&mut r, &names);
     let duplicated = placement
         .get("replicaScheduling")
         .is_none_or(|rs| rs["replicaSchedulingType"] == "Duplicated");
@@ -288,6 +268,55 @@ pub fn scenario(seed: u64, index: u64, shape: Shape) -> Value {
         "status": Value::Object(status),
         "clusters": clusters,
     })
+}
+
+/// A workload over the clusters `names`: replicas, the resource request of one replica (if
+/// any) and an admitted placement, drawn from `r` as [`scenario`] draws them.
+fn workload(r: &mut Rng, names: &[String]) -> (i64, Option<Value>, Value) {
+    let replicas = if r.chance(0.06) {
+        0
+    } else if r.chance(0.5) {
+        r.range(1, 10)
+    } else {
+        r.range(11, 60)
+    };
+    let mut requirements = None;
+    if r.chance(0.4) {
+        let mut req = Map::new();
+        if r.chance(0.8) {
+            req.insert(
+                "cpu".into(),
+                json!(r.pick(&["100m", "250m", "500m", "1", "2", "1500m"])),
+            );
+        }
+        if r.chance(0.6) || req.is_empty() {
+            req.insert(
+                "memory".into(),
+                json!(r.pick(&["128Mi", "512Mi", "1Gi", "2Gi", "3G"])),
+            );
+        }
+        requirements = Some(Value::Object(req));
+    }
+    (replicas, requirements, placement(r, names))
+}
+
+/// Scenario `index`'s workload for a cluster set shared by many scenarios (the live-vs-offline
+/// parity test): `{"replicas", "requests"?, "placement"}` over `names`.
+#[allow(dead_code)]
+pub fn workload_for(seed: u64, index: u64, names: &[String]) -> Value {
+    let mut r = Rng::for_scenario(seed, index);
+    let (replicas, requests, placement) = workload(&mut r, names);
+    let mut w = json!({"replicas": replicas, "placement": placement});
+    if let Some(req) = requests {
+        w["requests"] = req;
+    }
+    w
+}
+
+/// The clusters of scenario `index` of run `seed` drawn with `shape` (see [`scenario`]).
+#[allow(dead_code)]
+pub fn clusters_for(seed: u64, index: u64, shape: Shape) -> Vec<Value> {
+    scenario(seed, index, shape)["clusters"].as_array().cloned().unwrap_or_default()
 }
 
 fn quantity_pods(r: &mut Rng, big: bool) -> i64 {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use flotilla_core::framework::Verdict;
-use flotilla_core::scheduler::{Trace, schedule};
-use flotilla_core::{detector, failover};
+use flotilla_core::pipeline::{Clock, FailoverMemory, Options, Snapshot, decide};
+use flotilla_core::scheduler::Trace;
 
 use super::input;
 
@@ -40,32 +40,28 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         .iter()
         .find(|t| t.kind().eq_ignore_ascii_case(kind) && t.namespace() == ns && t.name() == name)
         .with_context(|| format!("--resource: no template {kind} {ns}/{name} in the input"))?;
-    let claim = detector::claim(template, &inv.propagation_policies, &inv.cluster_propagation_policies)
+    let (mut rb, claim) = flotilla_core::plan::binding_for(&inv, template)
         .with_context(|| format!("no propagation policy matches {kind} {ns}/{name}"))?;
-    let mut rb = detector::build_binding(template, claim);
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
-    if let Some(prev) = inv.bindings.get(&key) {
-        rb.spec.clusters = prev.spec.clusters.clone();
-        rb.spec.graceful_eviction_tasks = prev.spec.graceful_eviction_tasks.clone();
-        rb.status = prev.status.clone();
-        rb.metadata.annotations.extend(prev.metadata.annotations.clone());
-    }
     let now = input::now(args.now.as_deref())?;
-    let (evicted, _) = failover::evict_tainted(&mut rb, &inv.clusters, now);
     let profiles = super::profiles::load(&args.profiles)?;
-    let profile = profiles
-        .iter()
-        .find(|p| p.name == rb.spec.scheduler_name)
-        .with_context(|| format!("no scheduler profile named {:?}", rb.spec.scheduler_name))?;
+    let snapshot = Snapshot::new(inv.clusters.clone(), std::sync::Arc::new(profiles), Options::default());
+    let profile = snapshot
+        .profile(&rb.spec.scheduler_name)
+        .with_context(|| format!("no scheduler profile named {:?}", rb.spec.scheduler_name))?
+        .name
+        .clone();
+    // The decision `flotilla plan` and the scheduler controller make, with its trace.
     let mut trace = Trace::default();
-    let status = rb.status.clone().unwrap_or_default();
-    let result = schedule(profile, &rb.spec, &status, &inv.clusters, Default::default(), Some(&mut trace));
+    let mut memory = FailoverMemory::default();
+    let decision = decide(&snapshot, &mut rb, Some(template), Clock::at_secs(now), &mut memory, Some(&mut trace));
+    let evicted: Vec<&String> = decision.taint_evicted.iter().chain(&decision.app_evicted).collect();
 
     let mut s = String::new();
     let _ = writeln!(s, "{} {} claimed by {} {}", rb.kind, key, claim.policy.kind, claim.policy.metadata.name());
-    let _ = writeln!(s, "replicas: {}  profile: {}", rb.spec.replicas, profile.name);
+    let _ = writeln!(s, "replicas: {}  profile: {profile}", rb.spec.replicas);
     if !evicted.is_empty() {
-        let _ = writeln!(s, "evicted (NoExecute taints): {}", evicted.join(", "));
+        let _ = writeln!(s, "evicted: {}", evicted.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "));
     }
     for a in &trace.attempts {
         if let Some(n) = &a.affinity_name {
@@ -96,10 +92,12 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             None => {}
         }
     }
-    let _ = writeln!(s, "\nRESULT: {}", match &result.outcome {
-        Ok(t) => t.iter().map(|t| format!("{}={}", t.name, t.replicas)).collect::<Vec<_>>().join(", "),
-        Err(f) => format!("{} — {}", f.kind.reason(), f.message),
-    });
+    let result = match &decision.outcome {
+        None => "not rescheduled: Karmada keeps the current assignment (no placement, replica or cluster change)".to_owned(),
+        Some(Ok(())) => rb.spec.clusters.iter().map(|t| format!("{}={}", t.name, t.replicas)).collect::<Vec<_>>().join(", "),
+        Some(Err(f)) => format!("{} — {}", f.kind.reason(), f.message),
+    };
+    let _ = writeln!(s, "\nRESULT: {result}");
     print!("{s}");
     Ok(())
 }

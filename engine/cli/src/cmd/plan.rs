@@ -42,11 +42,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let inv = args.input.load()?;
     let options = PlanOptions {
         now: input::now(args.now.as_deref())?,
-        taint_eviction: !args.no_taint_eviction,
-        scheduler: Default::default(),
+        pipeline: flotilla_core::pipeline::Options { taint_eviction: !args.no_taint_eviction, ..Default::default() },
     };
     let profiles = super::profiles::load(&args.profiles)?;
-    let plan = plan(&inv, &profiles, options);
+    let plan = plan(&inv, std::sync::Arc::new(profiles), options);
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&as_list(&plan))?),
         Output::Yaml => {

@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use flotilla_core::framework::{FailurePolicy, Slot};
 use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
-use flotilla_core::scheduler::{ClusterSet, Options, Trace, schedule_in};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler::{Trace, schedule};
 use flotilla_wasm::{Host, WasmFactory, WasmPlugin};
 
 use super::input::Files;
@@ -140,15 +141,19 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
         bail!("{}: exports no extension point", path.display());
     }
     // Bindings as `flotilla plan` derives them from the inputs (scheduled with the default profile).
-    let options = flotilla_core::plan::PlanOptions { now: super::input::now(None)?, taint_eviction: false, scheduler: Options::default() };
-    let planned = flotilla_core::plan::plan(&inv, std::slice::from_ref(&flotilla_plugins::default_profile()), options);
-    let set = ClusterSet::new(&inv.clusters);
+    let options = Options { taint_eviction: false, ..Options::default() };
+    let snapshot = Snapshot::new(inv.clusters.clone(), Arc::new(vec![flotilla_plugins::default_profile()]), options);
+    let planned = flotilla_core::plan::plan_in(&inv, &snapshot, super::input::now(None)?);
     for b in &planned.bindings {
         let binding = &b.binding;
         let status = binding.status.clone().unwrap_or_default();
+        let template = inv.templates.iter().find(|t| {
+            let r = &binding.spec.resource;
+            t.api_version() == r.api_version && t.kind() == r.kind && t.namespace() == r.namespace && t.name() == r.name
+        });
         let start = Instant::now();
         let mut trace = Trace::default();
-        let r = schedule_in(&profile, &binding.spec, &status, &set, Options::default(), Some(&mut trace));
+        let r = schedule(&snapshot, &profile, &binding.spec, &status, template.map(|t| &t.0), Some(&mut trace));
         let took = start.elapsed();
         let id = format!("{}/{}", binding.metadata.namespace(), binding.metadata.name());
         match &r.outcome {

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use flotilla_api::Object;
-use flotilla_api::cluster::Cluster;
 use flotilla_api::labels;
 use flotilla_api::work::{AggregatedStatusItem, ResourceBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -77,6 +76,21 @@ async fn delete_work(ctx: &Context, w: &DynamicObject) -> Result<(), Error> {
     }
 }
 
+/// The template `rb` was made from: from the cache, else read live (a kind no cache holds, or
+/// one the cache has not seen yet); `None` when it is gone or was replaced (another uid).
+///
+/// # Errors
+/// Fails when the live read fails.
+pub async fn template_of(ctx: &Context, rb: &ResourceBinding) -> Result<Option<Arc<DynamicObject>>, Error> {
+    let res = &rb.spec.resource;
+    let cached = ctx.templates.get(&(res.api_version.clone(), res.kind.clone())).and_then(|c| c.get(&res.namespace, &res.name));
+    let template = match cached {
+        Some(t) => Some(t),
+        None => namespaced_or_all(ctx, &res.namespace, &api_resource(&res.api_version, &res.kind)).get_opt(&res.name).await?.map(Arc::new),
+    };
+    Ok(template.filter(|t| res.uid.is_empty() || t.metadata.uid.as_deref() == Some(res.uid.as_str())))
+}
+
 /// Reconcile one binding.
 ///
 /// # Errors
@@ -106,18 +120,9 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     }
 
     // The template: from the cache, confirmed live before concluding it is gone.
-    let res = &rb.spec.resource;
-    let template_res = api_resource(&res.api_version, &res.kind);
-    let cached = ctx.templates.get(&(res.api_version.clone(), res.kind.clone())).and_then(|c| c.get(&res.namespace, &res.name));
-    let template = match cached {
-        Some(t) => Some(t),
-        None => {
-            let api = namespaced_or_all(&ctx, &res.namespace, &template_res);
-            api.get_opt(&res.name).await?.map(Arc::new)
-        }
-    };
+    let template = template_of(&ctx, &rb).await?;
     let template = match template {
-        Some(t) if res.uid.is_empty() || t.metadata.uid.as_deref() == Some(res.uid.as_str()) => t,
+        Some(t) => t,
         _ => {
             tracing::info!(binding = rb.metadata.name(), "template gone; deleting its binding");
             match rb_api.delete(rb.metadata.name(), &DeleteParams::default()).await {
@@ -131,11 +136,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let template = Object(serde_json::to_value(&*template).map_err(|source| Error::Decode { what: "template".into(), source })?);
 
     // Render and apply the Works.
-    let clusters = ctx.clusters();
-    let cluster_map: BTreeMap<&str, &Cluster> = clusters.iter().map(|c| (c.name(), c)).collect();
+    let snapshot = ctx.snapshot();
     let policies = ctx.overrides();
-    let profiles = ctx.plugins.profiles();
-    let profile = profiles.iter().find(|p| p.name == rb.spec.scheduler_name).or_else(|| profiles.first());
     // A `Directly` eviction removes the old copy before any new Work is created.
     let works = works_of(&ctx, &rb);
     let purged: BTreeSet<String> = flotilla_core::failover::purged_directly(&rb).into_iter().map(flotilla_core::render::execution_namespace).collect();
@@ -149,10 +151,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if waiting {
         return Ok(Action::requeue(std::time::Duration::from_millis(200)));
     }
-    let rendered = match profile {
-        Some(p) => flotilla_core::render::render_works(&rb, &template, &cluster_map, &policies, p),
-        None => Vec::new(),
-    };
+    let rendered = flotilla_core::pipeline::render(&snapshot, &rb, &template, &policies);
     let mut desired = BTreeSet::new();
     let mut failures = Vec::new();
     for r in rendered {
@@ -195,7 +194,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         let patch = json!({"status": {"aggregatedStatus": items}});
         rb_api.patch_status(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
     }
-    aggregate_into_template(&ctx, &template, &template_res, &items).await?;
+    aggregate_into_template(&ctx, &template, &api_resource(&rb.spec.resource.api_version, &rb.spec.resource.kind), &items).await?;
 
     if !failures.is_empty() {
         return Err(Error::Render(failures.join("; ")));
