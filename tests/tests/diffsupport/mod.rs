@@ -302,21 +302,10 @@ pub fn class_of(s: &Value, fl: &Outcome, ka: &Outcome) -> String {
 /// Disagreements with a documented cause (tests/karmada-diff/DIFFERENCES.md): `Some(tag)` when
 /// the disagreement is explained. Each check is as narrow as possible, and counterfactual where it
 /// can be (re-run flotilla on the input with the cause removed and require agreement).
-pub fn explain(s: &Value, fl: &Outcome, ka: &Outcome) -> Option<&'static str> {
-    let p = &s["spec"]["placement"];
-    // D1: Go's sort.Sort (pdqsort) is not stable beyond 12 elements; Aggregated takes a prefix of
-    // the availability-sorted list, so among tied clusters Karmada's pick depends on pdqsort's
-    // element movement. flotilla sorts stably.
-    let aggregated = p["replicaScheduling"]["replicaDivisionPreference"] == "Aggregated";
-    let total = |o: &Outcome| o.clusters.iter().map(|c| c.1).sum::<i64>();
-    if aggregated
-        && len_at(s, "/clusters") > 12
-        && fl.kind == "Ok"
-        && ka.kind == "Ok"
-        && total(fl) == total(ka)
-    {
-        return Some("D1 Go sort.Sort unstable beyond 12 tied clusters (Aggregated prefix)");
-    }
+///
+/// There are none at present: every class found so far is fixed (D1–D3) or not compared (D4), so
+/// every disagreement fails the run.
+pub fn explain(_s: &Value, _fl: &Outcome, _ka: &Outcome) -> Option<&'static str> {
     None
 }
 

@@ -17,6 +17,7 @@ use flotilla_api::work::TargetCluster;
 
 use crate::framework::{AssignInput, AssignMode, Assignment, ClusterDetail};
 
+pub mod gosort;
 pub mod webster;
 
 pub use webster::dispense;
@@ -155,11 +156,13 @@ fn sum_i32(list: &[(&str, i32)]) -> i32 {
 ///   `allocatable`, then add them to `scheduled`.
 /// * Steady, unchanged: `scheduled`.
 ///
-/// Votes are sorted by replicas descending (stable). If they sum below the replicas to place, the
-/// result is Karmada's `Clusters available replicas <N> are not enough to schedule.`, prefixed as
-/// Karmada wraps it (`failed to scale up: ` / `failed to scale down: ` /
-/// `failed to do fresh scale: `). `Aggregated` first moves previously used clusters to the front
-/// and keeps the shortest prefix that can hold the replicas.
+/// Votes are sorted by replicas descending with Go's `sort.Sort` ([`gosort::go_sort`]), from
+/// Karmada's initial order: `scheduled` when scaling down, else the selected clusters in selection
+/// order. If they sum below the replicas to place, the result is Karmada's
+/// `Clusters available replicas <N> are not enough to schedule.`, prefixed as Karmada wraps it
+/// (`failed to scale up: ` / `failed to scale down: ` / `failed to do fresh scale: `).
+/// `Aggregated` first moves previously used clusters to the front and keeps the shortest prefix
+/// that can hold the replicas.
 pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
     let spec = input.binding.spec;
     let replicas = input.replicas;
@@ -194,7 +197,9 @@ pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
     } else {
         return Assignment::Assigned(scheduled.iter().map(|&(n, r)| TargetCluster::new(n, r)).collect());
     };
-    available.sort_by_key(|a| std::cmp::Reverse(a.1));
+    // Karmada: `sort.Sort(TargetClustersList(...))`, which is not stable: ties land where Go's
+    // pdqsort puts them, and `Aggregated` keeps a prefix of this order.
+    gosort::go_sort(&mut available, |a, b| a.1 > b.1);
 
     let total = sum_i32(&available);
     if total < target {
