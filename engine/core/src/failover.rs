@@ -3,7 +3,7 @@
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::labels;
-use flotilla_api::meta::{Toleration, effect};
+use flotilla_api::meta::{Taint, Toleration, effect};
 use flotilla_api::policy::Placement;
 use flotilla_api::work::{GracefulEvictionTask, ResourceBinding};
 
@@ -16,37 +16,62 @@ pub enum EvictionDecision {
     Keep,
     /// Evict now.
     Evict,
-    /// Tolerated until this time (epoch seconds); evict then.
+    /// Tolerated until this time (epoch seconds, after now); evict from then on.
     EvictAt(i64),
 }
 
-fn tolerates(t: &Toleration, key: &str, value: &str, eff: &str) -> bool {
-    (t.effect.is_empty() || t.effect == eff)
-        && (t.key.is_empty() || t.key == key)
+/// `Toleration.ToleratesTaint` with Karmada's `enableComparisonOperators = false`.
+fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    (t.effect.is_empty() || t.effect == taint.effect)
+        && (t.key.is_empty() || t.key == taint.key)
         && match t.operator.as_str() {
             "Exists" => true,
-            "" | "Equal" => t.value == value,
+            "" | "Equal" => t.value == taint.value,
             _ => false,
         }
 }
 
-/// Karmada's taint-manager rule: an untolerated NoExecute taint evicts now; otherwise the earliest
-/// `timeAdded + tolerationSeconds` over (first tolerating toleration, taint) pairs, evicting when it
-/// is strictly before `now`.
+/// `timeAdded + time.Duration(tolerationSeconds) * time.Second` as the first whole second at or
+/// after it. Negative seconds are not clamped, and the product wraps like Go's `int64`
+/// nanoseconds (tolerations beyond ~292 years), which can leave a fraction of a second.
+fn trigger_at(added: i64, secs: i64) -> i64 {
+    const NANOS: i64 = 1_000_000_000;
+    let offset = secs.wrapping_mul(NANOS);
+    added.saturating_add(offset.div_euclid(NANOS) + i64::from(offset.rem_euclid(NANOS) != 0))
+}
+
+/// Karmada's taint-manager rule (`GetMatchingTolerations`, `GetMinTolerationTimeWithCurrentTime`)
+/// over the cluster's NoExecute taints:
+///
+/// * a taint no toleration tolerates evicts now;
+/// * otherwise each taint *uses* its first tolerating toleration, and the eviction time is the
+///   earliest `timeAdded + tolerationSeconds` over every (used toleration with
+///   `tolerationSeconds`, taint with `timeAdded` that it tolerates) pair, so a toleration used for
+///   one taint also times out others it matches; used tolerations without `tolerationSeconds`
+///   contribute nothing, and with no pair left every taint is tolerated forever;
+/// * the eviction time is inclusive: a toleration that expires at `now` evicts.
 pub fn taint_decision(cluster: &Cluster, tolerations: &[Toleration], now: i64) -> EvictionDecision {
-    let mut earliest: Option<i64> = None;
-    for taint in cluster.spec.taints.iter().filter(|t| t.effect == effect::NO_EXECUTE) {
-        let Some(used) = tolerations.iter().find(|t| tolerates(t, &taint.key, &taint.value, &taint.effect)) else {
-            return EvictionDecision::Evict;
-        };
-        if let (Some(secs), Some(added)) = (used.toleration_seconds, taint.time_added.as_deref().and_then(parse_rfc3339)) {
-            let at = added + secs.max(0);
-            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+    let taints: Vec<&Taint> = cluster.spec.taints.iter().filter(|t| t.effect == effect::NO_EXECUTE).collect();
+    let mut used: Vec<&Toleration> = Vec::with_capacity(taints.len());
+    for taint in &taints {
+        match tolerations.iter().find(|t| tolerates(t, taint)) {
+            Some(t) => used.push(t),
+            None => return EvictionDecision::Evict,
         }
     }
+    let earliest = used
+        .iter()
+        .filter_map(|u| u.toleration_seconds.map(|secs| (*u, secs)))
+        .flat_map(|(u, secs)| {
+            taints
+                .iter()
+                .filter(move |t| tolerates(u, t))
+                .filter_map(move |t| t.time_added.as_deref().and_then(parse_rfc3339).map(|added| trigger_at(added, secs)))
+        })
+        .min();
     match earliest {
         None => EvictionDecision::Keep,
-        Some(at) if at < now => EvictionDecision::Evict,
+        Some(at) if at <= now => EvictionDecision::Evict,
         Some(at) => EvictionDecision::EvictAt(at),
     }
 }
@@ -204,7 +229,9 @@ pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std:
 }
 
 /// Run the taint manager over one binding: evict every scheduled cluster whose NoExecute taints are
-/// not (or no longer) tolerated. Returns the evicted clusters and the next time a decision is due.
+/// not (or no longer) tolerated ([`taint_decision`]). Returns the evicted clusters and the next time
+/// (epoch seconds) a decision is due: the earliest [`EvictionDecision::EvictAt`] of the clusters
+/// kept, at which that cluster's decision is `Evict` (Karmada's `AddAfter` the remaining time).
 pub fn evict_tainted(binding: &mut ResourceBinding, clusters: &[Cluster], now: i64) -> (Vec<String>, Option<i64>) {
     let tolerations = applied_placement(binding).map(|p| p.cluster_tolerations).unwrap_or_default();
     let mut evicted = Vec::new();
@@ -333,7 +360,6 @@ mod tests {
         rb.spec.propagate_deps = false;
         assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 10_000_000), (vec![], None));
     }
-    use flotilla_api::meta::Taint;
     use flotilla_api::work::TargetCluster;
 
     fn tainted(name: &str, key: &str, added: Option<&str>) -> Cluster {
@@ -350,9 +376,72 @@ mod tests {
         assert_eq!(taint_decision(&c, &[], t0), EvictionDecision::Evict);
         let tol = Toleration { key: "cluster.karmada.io/not-ready".into(), operator: "Exists".into(), effect: "NoExecute".into(), toleration_seconds: Some(300), ..Default::default() };
         assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 10), EvictionDecision::EvictAt(t0 + 300));
+        assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 299), EvictionDecision::EvictAt(t0 + 300));
+        assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 300), EvictionDecision::Evict, "expiring now evicts");
         assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 301), EvictionDecision::Evict);
         let forever = Toleration { toleration_seconds: None, ..tol };
         assert_eq!(taint_decision(&c, &[forever], t0 + 100_000), EvictionDecision::Keep);
+    }
+
+    fn exists(key: &str, secs: Option<i64>) -> Toleration {
+        Toleration { key: key.into(), operator: "Exists".into(), effect: "NoExecute".into(), toleration_seconds: secs, ..Default::default() }
+    }
+
+    #[test]
+    fn eviction_time_is_the_earliest_over_used_tolerations_and_the_taints_they_match() {
+        let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        let mut c = tainted("m1", "a", Some("2026-01-01T00:00:00Z"));
+        c.spec.taints.push(Taint { key: "b".into(), effect: "NoExecute".into(), time_added: Some("2026-01-01T00:00:50Z".into()), ..Default::default() });
+        // Each taint's own toleration: a at t0 + 100, b at t0 + 50 + 30.
+        let own = [exists("a", Some(100)), exists("b", Some(30))];
+        assert_eq!(taint_decision(&c, &own, t0), EvictionDecision::EvictAt(t0 + 80));
+        assert_eq!(taint_decision(&c, &own, t0 + 80), EvictionDecision::Evict);
+        // `a` uses the catch-all (b's forever toleration does not match it); the catch-all also
+        // matches b, so b times out with it too: min(t0 + 300, t0 + 50 + 300).
+        let mut b_first = c.clone();
+        b_first.spec.taints[1].time_added = Some("2025-12-31T23:40:00Z".into());
+        let catch_all = [exists("b", None), exists("", Some(300))];
+        assert_eq!(taint_decision(&b_first, &catch_all, t0 - 901), EvictionDecision::EvictAt(t0 - 900));
+        assert_eq!(taint_decision(&b_first, &catch_all, t0 - 900), EvictionDecision::Evict);
+        // A toleration no taint uses does not count: both taints use the forever one.
+        let unused = [exists("", None), exists("a", Some(1))];
+        assert_eq!(taint_decision(&c, &unused, t0 + 1_000_000), EvictionDecision::Keep);
+        // A taint without timeAdded has no trigger time.
+        c.spec.taints[1].time_added = None;
+        assert_eq!(taint_decision(&c, &[exists("", Some(10))], t0 + 9), EvictionDecision::EvictAt(t0 + 10));
+        c.spec.taints[0].time_added = None;
+        assert_eq!(taint_decision(&c, &[exists("", Some(10))], t0 + 1_000_000), EvictionDecision::Keep);
+        // Only NoExecute taints count.
+        c.spec.taints.push(Taint { key: "c".into(), effect: "NoSchedule".into(), ..Default::default() });
+        assert_eq!(taint_decision(&c, &[exists("", None)], t0), EvictionDecision::Keep);
+    }
+
+    #[test]
+    fn negative_and_overflowing_toleration_seconds_are_taken_as_karmada_computes_them() {
+        let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        let c = tainted("m1", "a", Some("2026-01-01T00:00:00Z"));
+        // Not clamped to 0: the trigger time is before timeAdded.
+        assert_eq!(taint_decision(&c, &[exists("a", Some(-10))], t0 - 11), EvictionDecision::EvictAt(t0 - 10));
+        assert_eq!(taint_decision(&c, &[exists("a", Some(-10))], t0 - 10), EvictionDecision::Evict);
+        // `time.Duration(s) * time.Second` wraps past ~292 years: 9,223,372,037 s is
+        // -9,223,372,036.709551616 s.
+        assert_eq!(trigger_at(t0, 9_223_372_037), t0 - 9_223_372_036);
+        assert_eq!(taint_decision(&c, &[exists("a", Some(9_223_372_037))], t0), EvictionDecision::Evict);
+        assert_eq!(trigger_at(t0, 9_223_372_036), t0 + 9_223_372_036);
+        assert_eq!(trigger_at(t0, i64::MIN), t0, "i64::MIN × 10^9 wraps to 0");
+    }
+
+    #[test]
+    fn next_due_is_when_the_first_kept_cluster_is_evicted() {
+        let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        let mut rb = ResourceBinding::default();
+        rb.spec.clusters = vec![TargetCluster::new("m1", 1), TargetCluster::new("m2", 1)];
+        rb.spec.placement = Some(Placement { cluster_tolerations: vec![exists("slow", Some(300)), exists("fast", Some(100))], ..Default::default() });
+        let clusters = [tainted("m1", "slow", Some("2026-01-01T00:00:00Z")), tainted("m2", "fast", Some("2026-01-01T00:00:00Z"))];
+        assert_eq!(evict_tainted(&mut rb, &clusters, t0 + 99), (vec![], Some(t0 + 100)));
+        assert_eq!(evict_tainted(&mut rb, &clusters, t0 + 100), (vec!["m2".to_owned()], Some(t0 + 300)));
+        assert_eq!(evict_tainted(&mut rb, &clusters, t0 + 300), (vec!["m1".to_owned()], None));
+        assert!(rb.spec.clusters.is_empty());
     }
 
     #[test]
