@@ -486,11 +486,16 @@ impl ApiServer {
         if body.is_empty() {
             return Err(ApiError::bad_request("the request body is empty"));
         }
-        match serde_json::from_slice(body) {
-            Ok(v) => Ok(v),
-            Err(json_err) => serde_yaml::from_slice(body)
-                .map_err(|_| ApiError::bad_request(format!("the body of the request could not be decoded: {json_err}"))),
-        }
+        let obj = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(json_err) => {
+                yaml_prescan(body)?;
+                serde_yaml::from_slice(body)
+                    .map_err(|_| ApiError::bad_request(format!("the body of the request could not be decoded: {json_err}")))?
+            }
+        };
+        limits::check_body_depth(&obj)?;
+        Ok(obj)
     }
 
     /// Check kind/apiVersion/namespace of a body against the request target, filling gaps.
@@ -781,13 +786,19 @@ impl ApiServer {
         let media = ct.split(';').next().unwrap_or_default().trim().to_owned();
         let dry_run = q.get("dryRun") == Some("All");
         let patch_doc: Value = match media.as_str() {
-            "application/apply-patch+yaml" | "application/apply-patch+json" => serde_yaml::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+            "application/apply-patch+yaml" | "application/apply-patch+json" => match serde_json::from_slice(body) {
+                Ok(v) => v,
+                Err(_) => {
+                    yaml_prescan(body)?;
+                    serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+                }
+            },
             "application/json-patch+json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
                 serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
             }
             other => return Err(ApiError::unsupported_media(other)),
         };
+        limits::check_body_depth(&patch_doc)?;
         if media == "application/strategic-merge-patch+json" && !t.res.strategic {
             return Err(ApiError::unsupported_media(&media));
         }
@@ -1137,6 +1148,18 @@ fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
         return Err(not_found());
     }
     Ok(Target { cluster: cluster.to_owned(), res, namespace, name, sub })
+}
+
+/// Refuse a YAML body whose flow collections may nest deeper than [`limits::MAX_BODY_DEPTH`]
+/// before the (quadratic in that nesting) YAML parser sees it.
+fn yaml_prescan(body: &[u8]) -> Result<(), ApiError> {
+    match limits::yaml_flow_too_deep(body, limits::MAX_BODY_DEPTH) {
+        Some(line) => Err(ApiError::bad_request(format!(
+            "the body of the request could not be decoded: yaml: line {line}: flow collections nest deeper than {} levels",
+            limits::MAX_BODY_DEPTH
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// JSON patch with the Kubernetes (evanphx/json-patch) quirk: `test` of a missing path against

@@ -134,3 +134,52 @@ async fn patches_cannot_grow_an_object_past_the_object_limit() {
         s.send("PATCH", CM, "application/json-patch+json", json!([{"op": "add", "path": "/data/j", "value": chunk}]).to_string()).await;
     assert_status(&got, 413, "RequestEntityTooLarge");
 }
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn deeply_nested_yaml_is_refused_before_parsing() {
+    let s = std::sync::Arc::new(Server::new());
+    // Two concurrent 120 KB bodies used to stall every request for 20 s.
+    let bomb = format!("a: {}", "[".repeat(120 * 1024));
+    let started = Instant::now();
+    let attacks: Vec<_> = (0..2)
+        .map(|_| {
+            let (s, bomb) = (std::sync::Arc::clone(&s), bomb.clone());
+            tokio::spawn(async move { s.send("POST", CMS, "application/yaml", bomb).await })
+        })
+        .collect();
+    for attack in attacks {
+        let got = attack.await.expect("task");
+        assert_status(&got, 400, "BadRequest");
+        assert!(got.1["message"].as_str().unwrap_or_default().contains("nest deeper than 100"), "{}", got.1);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    // Closing brackets inside quoted scalars close nothing.
+    let hidden = format!("a: {}", "[ \"]\", ".repeat(200));
+    assert_status(&s.send("POST", CMS, "application/yaml", hidden).await, 400, "BadRequest");
+    // Apply patches take the same path.
+    let got = s.send("PATCH", &format!("{CM}?fieldManager=t"), "application/apply-patch+yaml", bomb).await;
+    assert_status(&got, 400, "BadRequest");
+}
+
+#[tokio::test]
+async fn bodies_nested_deeper_than_100_levels_are_400() {
+    let s = Server::new();
+    let nested = |d: usize| format!("{}{}", "[".repeat(d), "]".repeat(d));
+    let cm = |d: usize| format!(r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "deep"}}, "x": {}}}"#, nested(d));
+    assert_status(&s.send("POST", CMS, "application/json", cm(100)).await, 400, "BadRequest");
+    let got = s.send("POST", CMS, "application/json", cm(90)).await;
+    assert_eq!(got.0, 201, "{}", got.1);
+}
+
+#[tokio::test]
+async fn ordinary_yaml_still_decodes() {
+    let s = Server::new();
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  labels: {app: web, tier: \"[x]\"}\n\
+                data:\n  script: |\n    if [ -f x ]; then echo '}'; fi\n  list: \"[1, [2, [3]]]\"\n  note: it's [fine] # a comment ]]\n";
+    let got = s.send("POST", CMS, "application/yaml", yaml).await;
+    assert_eq!(got.0, 201, "{}", got.1);
+    assert_eq!(got.1["data"]["note"], "it's [fine]");
+    assert_eq!(got.1["metadata"]["labels"]["tier"], "[x]");
+}
