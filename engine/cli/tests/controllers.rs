@@ -2,9 +2,8 @@
 //! server. One holds the Lease and propagates; killed with SIGKILL, the other takes over and the
 //! pipeline keeps working.
 
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flotilla_controller::api_resource;
@@ -12,18 +11,11 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
+mod common;
+use common::Proc;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn scratch() -> PathBuf {
@@ -33,30 +25,9 @@ fn scratch() -> PathBuf {
     dir
 }
 
-/// `flotilla up --no-controllers` on a free port; returns once it prints that it is ready.
+/// `flotilla up --no-controllers` with two simulated members, on a free port.
 fn up(dir: &Path) -> (Proc, PathBuf) {
-    let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["up", "--port", "0", "--members", "2", "--no-controllers", "--data-dir"])
-        .arg(dir.join("data"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start flotilla up");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("ready in") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let proc = Proc(child);
-    rx.recv_timeout(Duration::from_secs(90)).expect("flotilla up became ready");
-    (proc, kubeconfig)
+    common::up(dir, &["--members", "2", "--no-controllers"], false)
 }
 
 /// A leader-electing `flotilla controllers` replica; its output goes to `<dir>/<identity>.log`.

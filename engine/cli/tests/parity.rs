@@ -8,9 +8,8 @@
 //! cluster sets).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flotilla_controller::api_resource;
@@ -18,51 +17,17 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+mod common;
+
 #[allow(dead_code)]
 #[path = "../../../tests/tests/diffsupport/scenarios.rs"]
 mod scenarios;
-
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flotilla-parity-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir");
     dir
-}
-
-/// `flotilla up --members 0` (every controller, no simulated members) on a free port.
-fn up(dir: &Path) -> (Proc, PathBuf) {
-    let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["up", "--port", "0", "--members", "0", "--data-dir"])
-        .arg(dir.join("data"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start flotilla up");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("ready in") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let proc = Proc(child);
-    rx.recv_timeout(Duration::from_secs(90)).expect("flotilla up became ready");
-    (proc, kubeconfig)
 }
 
 async fn client(kubeconfig: &Path) -> Client {
@@ -86,22 +51,6 @@ async fn apply(c: &Client, obj: &Value) {
     a.patch(&s("/metadata/name"), &PatchParams::apply("parity").force(), &Patch::Apply(obj)).await.unwrap_or_else(|e| panic!("apply {}: {e}", s("/metadata/name")));
 }
 
-/// A generated cluster as a member that reports Ready (the generator leaves readiness out: the
-/// cluster controller would taint every cluster unreachable otherwise), minus what cannot be
-/// created (a deletion timestamp).
-fn member(mut c: Value) -> Value {
-    c["apiVersion"] = json!("cluster.karmada.io/v1alpha1");
-    c["kind"] = json!("Cluster");
-    if let Some(m) = c["metadata"].as_object_mut() {
-        m.remove("deletionTimestamp");
-    }
-    let conditions = c["status"]["conditions"].as_array().cloned().unwrap_or_default();
-    let mut conditions: Vec<Value> = conditions.into_iter().filter(|x| x["type"] != "Ready").collect();
-    conditions.push(json!({"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "cluster is healthy and ready to accept workloads", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
-    c["status"]["conditions"] = json!(conditions);
-    c
-}
-
 /// CEL that reads the template: gold workloads avoid the first cluster, silver ones score by name.
 fn with_cel(placement: &mut Value, first_cluster: &str, i: u64) {
     let selector = format!("object.metadata.labels['tier'] == 'gold' ? clusterName != '{first_cluster}' : true");
@@ -112,31 +61,6 @@ fn with_cel(placement: &mut Value, first_cluster: &str, i: u64) {
     if i % 2 == 0 {
         placement["celScores"] = json!([{"expression": "object.metadata.labels['tier'] == 'silver' ? (clusterName.size() * 7) % 101 : 50"}]);
     }
-}
-
-fn template(i: u64, w: &Value) -> Value {
-    let mut container = json!({"name": "app", "image": "nginx:1.27"});
-    if let Some(req) = w.get("requests") {
-        container["resources"] = json!({"requests": req});
-    }
-    let tier = if i % 3 == 0 { "gold" } else { "silver" };
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": format!("app-{i}"), "namespace": "default", "labels": {"tier": tier}},
-        "spec": {
-            "replicas": w["replicas"],
-            "selector": {"matchLabels": {"app": format!("app-{i}")}},
-            "template": {"metadata": {"labels": {"app": format!("app-{i}")}}, "spec": {"containers": [container]}},
-        },
-    })
-}
-
-fn policy(i: u64, placement: Value) -> Value {
-    json!({
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": format!("pp-{i}"), "namespace": "default"},
-        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": format!("app-{i}")}], "placement": placement},
-    })
 }
 
 /// What is compared: each binding's target clusters (by name) and its `Scheduled` condition.
@@ -175,10 +99,10 @@ async fn list(c: &Client, api_version: &str, kind: &str) -> Vec<DynamicObject> {
 /// with `flotilla plan` on the objects read back. Returns the scenarios compared.
 async fn run(tag: &str, seed: u64, shape: scenarios::Shape, cluster_source: u64, count: u64) -> usize {
     let dir = scratch(tag);
-    let (_up, kubeconfig) = up(&dir);
+    let (_up, kubeconfig) = common::up(&dir, &["--members", "0"], true);
     let c = client(&kubeconfig).await;
 
-    let clusters: Vec<Value> = scenarios::clusters_for(seed, cluster_source, shape).into_iter().map(member).collect();
+    let clusters: Vec<Value> = scenarios::clusters_for(seed, cluster_source, shape).into_iter().map(scenarios::ready_member).collect();
     let names: Vec<String> = clusters.iter().map(|c| c["metadata"]["name"].as_str().unwrap_or("").to_owned()).collect();
     let cluster_api = api(&c, "cluster.karmada.io/v1alpha1", "Cluster", None);
     for cl in &clusters {
@@ -206,8 +130,9 @@ async fn run(tag: &str, seed: u64, shape: scenarios::Shape, cluster_source: u64,
         if i % 4 == 1 {
             with_cel(&mut placement, &names[0], i);
         }
-        apply(&c, &policy(i, placement)).await;
-        apply(&c, &template(i, &w)).await;
+        apply(&c, &scenarios::propagation_policy(i, &placement)).await;
+        let tier = if i % 3 == 0 { "gold" } else { "silver" };
+        apply(&c, &scenarios::deployment(i, &w, json!({"tier": tier}))).await;
     }
 
     // Every binding decided for its current generation.
@@ -254,16 +179,30 @@ async fn run(tag: &str, seed: u64, shape: scenarios::Shape, cluster_source: u64,
 
     let mut mismatches = Vec::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut with_cel: BTreeMap<String, usize> = BTreeMap::new();
+    let mut errors = std::collections::BTreeSet::new();
     for rb in &bindings {
         let name = rb.metadata.name.clone().unwrap_or_default();
         let live = decision(&serde_json::to_value(rb).expect("binding"));
         *outcomes.entry(live["scheduled"]["reason"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
+        if name.strip_prefix("app-").and_then(|n| n.strip_suffix("-deployment")).and_then(|n| n.parse::<u64>().ok()).is_some_and(|i| i % 4 == 1) {
+            *with_cel.entry(live["scheduled"]["reason"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
+        }
+        if live["scheduled"]["reason"] == "SchedulerError" {
+            errors.insert(live["scheduled"]["message"].as_str().unwrap_or("").chars().take(120).collect::<String>());
+        }
         match offline.get(&name) {
             Some(o) if *o == live => {}
-            o => mismatches.push(format!("{name}:\n  live:    {live}\n  offline: {}", o.map_or("<none>".to_owned(), Value::to_string))),
+            o => mismatches.push(format!(
+                "{name}:\n  live:    {live}\n  offline: {}\n  spec:    {}\n  status:  {}",
+                o.map_or("<none>".to_owned(), Value::to_string),
+                rb.data["spec"],
+                rb.data["status"]
+            )),
         }
     }
-    eprintln!("{tag}: {} clusters, {} bindings, outcomes {outcomes:?}, {} mismatches", names.len(), bindings.len(), mismatches.len());
+    eprintln!("{tag}: {} clusters, {} bindings, outcomes {outcomes:?} (with CEL: {with_cel:?}), {} mismatches", names.len(), bindings.len(), mismatches.len());
+    eprintln!("{tag}: scheduler errors: {errors:?}");
     assert!(mismatches.is_empty(), "{tag}: live and offline decisions differ for {} of {} bindings:\n{}", mismatches.len(), bindings.len(), mismatches.join("\n"));
     // A scenario set that schedules nothing would prove nothing.
     assert!(outcomes.get("Success").copied().unwrap_or(0) * 3 >= bindings.len(), "{tag}: too few successful schedules: {outcomes:?}");

@@ -460,6 +460,8 @@ pub struct Context {
     pub policy_memo: Memo<(Vec<flotilla_api::policy::PropagationPolicy>, Vec<flotilla_api::policy::PropagationPolicy>)>,
     /// Counters.
     pub metrics: controller::Metrics,
+    /// Per-object backoff of failed reconciles.
+    pub backoff: controller::Backoff,
 }
 
 impl std::fmt::Debug for Context {
@@ -673,6 +675,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         override_memo: Memo::default(),
         policy_memo: Memo::default(),
         metrics: controller::Metrics::default(),
+        backoff: controller::Backoff::default(),
     });
     controller::spawn_all(&ctx, &mut tasks);
     Ok(Running { context: ctx, tasks })

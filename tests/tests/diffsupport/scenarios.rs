@@ -319,6 +319,51 @@ pub fn clusters_for(seed: u64, index: u64, shape: Shape) -> Vec<Value> {
     scenario(seed, index, shape)["clusters"].as_array().cloned().unwrap_or_default()
 }
 
+/// Generated cluster `c` as a live member that reports Ready (the generator leaves readiness out:
+/// a live cluster controller would taint every such cluster unreachable), minus what cannot be
+/// created (a deletion timestamp).
+#[allow(dead_code)]
+pub fn ready_member(mut c: Value) -> Value {
+    c["apiVersion"] = json!("cluster.karmada.io/v1alpha1");
+    c["kind"] = json!("Cluster");
+    if let Some(m) = c["metadata"].as_object_mut() {
+        m.remove("deletionTimestamp");
+    }
+    let mut conditions: Vec<Value> = c["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    conditions.retain(|x| x["type"] != "Ready");
+    conditions.push(json!({"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "cluster is healthy and ready to accept workloads", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
+    c["status"]["conditions"] = json!(conditions);
+    c
+}
+
+/// Workload `w` ([`workload_for`]) as Deployment `app-<i>` in `default`, with `labels`.
+#[allow(dead_code)]
+pub fn deployment(i: u64, w: &Value, labels: Value) -> Value {
+    let mut container = json!({"name": "app", "image": "nginx:1.27"});
+    if let Some(req) = w.get("requests") {
+        container["resources"] = json!({"requests": req});
+    }
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("app-{i}"), "namespace": "default", "labels": labels},
+        "spec": {
+            "replicas": w["replicas"],
+            "selector": {"matchLabels": {"app": format!("app-{i}")}},
+            "template": {"metadata": {"labels": {"app": format!("app-{i}")}}, "spec": {"containers": [container]}},
+        },
+    })
+}
+
+/// PropagationPolicy `pp-<i>` placing Deployment `app-<i>` with `placement`.
+#[allow(dead_code)]
+pub fn propagation_policy(i: u64, placement: &Value) -> Value {
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": format!("pp-{i}"), "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": format!("app-{i}")}], "placement": placement},
+    })
+}
+
 fn quantity_pods(r: &mut Rng, big: bool) -> i64 {
     if big {
         r.range(0, 200)

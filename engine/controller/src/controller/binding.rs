@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::detector::namespaced_or_all;
+use super::objects::{namespaced_or_all, template_of};
 use crate::{Context, Error, api_resource, typed};
 
 /// The field manager of the binding controller's writes.
@@ -74,21 +74,6 @@ async fn delete_work(ctx: &Context, w: &DynamicObject) -> Result<(), Error> {
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The template `rb` was made from: from the cache, else read live (a kind no cache holds, or
-/// one the cache has not seen yet); `None` when it is gone or was replaced (another uid).
-///
-/// # Errors
-/// Fails when the live read fails.
-pub async fn template_of(ctx: &Context, rb: &ResourceBinding) -> Result<Option<Arc<DynamicObject>>, Error> {
-    let res = &rb.spec.resource;
-    let cached = ctx.templates.get(&(res.api_version.clone(), res.kind.clone())).and_then(|c| c.get(&res.namespace, &res.name));
-    let template = match cached {
-        Some(t) => Some(t),
-        None => namespaced_or_all(ctx, &res.namespace, &api_resource(&res.api_version, &res.kind)).get_opt(&res.name).await?.map(Arc::new),
-    };
-    Ok(template.filter(|t| res.uid.is_empty() || t.metadata.uid.as_deref() == Some(res.uid.as_str())))
 }
 
 /// Reconcile one binding.

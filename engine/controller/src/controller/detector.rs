@@ -9,6 +9,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
+use super::objects::namespaced_or_all;
 use crate::{Context, Error, api_resource};
 
 /// The field manager of the detector's writes.
@@ -66,9 +67,4 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let api: Api<DynamicObject> = namespaced_or_all(&ctx, rb.metadata.namespace(), &rb_res);
     api.patch(rb.metadata.name(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await?;
     Ok(Action::requeue(ctx.settings.resync))
-}
-
-/// An `Api` in `namespace`, or cluster-wide when it is empty.
-pub fn namespaced_or_all(ctx: &Context, namespace: &str, resource: &kube::api::ApiResource) -> Api<DynamicObject> {
-    if namespace.is_empty() { Api::all_with(ctx.client.clone(), resource) } else { Api::namespaced_with(ctx.client.clone(), namespace, resource) }
 }

@@ -10,7 +10,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::detector::namespaced_or_all;
+use super::objects::{namespaced_or_all, template_of};
 use crate::{Context, Error, api_resource, typed};
 
 /// How often a binding that could not be scheduled is tried again without any change.
@@ -27,8 +27,18 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
     let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
+    // New spec work, as far as the cache knows. The cache may predate this controller's own status
+    // write of the previous reconcile (spec and status are two requests; reconciles of one object
+    // never overlap, so the stored object has both): decide on the stored object, not on a stale
+    // status that would make the scheduler's own result look like a placement change.
+    if rb.status.as_ref().map(|s| s.scheduler_observed_generation) != rb.metadata.generation {
+        match api.get_opt(rb.metadata.name()).await? {
+            Some(stored) => rb = typed(&stored)?,
+            None => return Ok(Action::await_change()),
+        }
+    }
     // The template, as `flotilla plan` passes it (CEL placements read it as `object`).
-    let template = match super::binding::template_of(&ctx, &rb).await? {
+    let template = match template_of(&ctx, &rb).await? {
         Some(t) => Some(Object(serde_json::to_value(&*t).map_err(|source| Error::Decode { what: "template".into(), source })?)),
         None => None,
     };
