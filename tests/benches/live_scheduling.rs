@@ -70,7 +70,7 @@ fn main() {
         let store = Store::open(&dir.path().join("store")).expect("store opens");
         let server = ApiServer::new(store, ServerOptions::default());
         let opts = Embedded { members: 0, settings: Settings::default(), ..Default::default() };
-        let running = flotilla_controller::start_embedded(&server, opts).await.expect("controllers start");
+        let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
         let ctx = Arc::clone(&running.context);
         let c = client::in_process(server.router(), None, None);
 

@@ -36,7 +36,7 @@ pub fn in_process(router: axum::Router, cluster: Option<&str>, token: Option<&st
     Client::new(svc, "default")
 }
 
-/// The bearer token of the first user in `kubeconfig` (what `flotilla_apiserver::start` writes).
+/// The bearer token of the first user in `kubeconfig` (what `flotilla up` writes).
 pub fn token_from_kubeconfig(kubeconfig: &str) -> Option<String> {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).ok()?;
     let v = serde_json::to_value(&kc).ok()?;

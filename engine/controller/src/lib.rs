@@ -266,17 +266,39 @@ pub const DEFAULT_TEMPLATE_KINDS: &[(&str, &str)] = &[
     ("v1", "Secret"),
 ];
 
-/// The `ApiResource` of a kind, with the plural from the embedded server's registry when it knows the kind.
+/// Resources learnt by [`discover`], by `(apiVersion, kind)`.
+static DISCOVERED: std::sync::RwLock<BTreeMap<(String, String), ApiResource>> = std::sync::RwLock::new(BTreeMap::new());
+
+/// The `ApiResource` of a kind: as the API server's discovery served it (see [`discover`]), else
+/// with Kubernetes' pluralization (right for every built-in kind).
 pub fn api_resource(api_version: &str, kind: &str) -> ApiResource {
+    let known = DISCOVERED.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(r) = known.get(&(api_version.to_owned(), kind.to_owned())) {
+        return r.clone();
+    }
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),
     };
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    match flotilla_apiserver::registry::lookup_kind(api_version, kind) {
-        Some(r) => ApiResource::from_gvk_with_plural(&gvk, r.plural),
-        None => ApiResource::from_gvk(&gvk),
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
+}
+
+/// Learn the resources `client`'s API server serves (the plurals of custom kinds), for
+/// [`api_resource`]. Groups that fail discovery are skipped, as kubectl skips them.
+///
+/// # Errors
+/// Fails when the server's group list cannot be read.
+pub async fn discover(client: &Client) -> Result<usize, Error> {
+    let discovery = kube::discovery::Discovery::new(client.clone()).run().await?;
+    let mut known = DISCOVERED.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for group in discovery.groups() {
+        for v in group.versions() {
+            for (r, _) in group.versioned_resources(v) {
+                known.insert((r.api_version.clone(), r.kind.clone()), r);
+            }
+        }
     }
+    Ok(known.len())
 }
 
 /// A watched kind: its resource and its cache.
@@ -632,6 +654,10 @@ pub struct Running {
 /// # Errors
 /// Fails when a cache cannot complete its initial list.
 pub async fn start(client: Client, members: Members, settings: Settings) -> Result<Running, Error> {
+    // Custom kinds' plurals come from the server, as kubectl's do.
+    if let Err(e) = discover(&client).await {
+        tracing::warn!(error = %e, "API discovery failed; resource names fall back to Kubernetes' pluralization");
+    }
     let events = Bus::default();
     let mut tasks = tokio::task::JoinSet::new();
     let mut templates = BTreeMap::new();
@@ -694,18 +720,16 @@ pub struct Embedded {
     pub token: Option<String>,
 }
 
-/// Register `opts.members` simulated members in the embedded `server` and start every
-/// controller against it, in process (no sockets).
+/// Register `opts.members` simulated members on the API server `router` serves and start every
+/// controller against it, in process (no sockets). The server itself is the caller's (`flotilla
+/// up` embeds one); anything that serves the Kubernetes API as an `axum::Router` will do.
 ///
 /// # Errors
 /// Fails when a member cannot be registered or a cache cannot list.
-pub async fn start_embedded(server: &Arc<flotilla_apiserver::ApiServer>, opts: Embedded) -> Result<Running, Error> {
-    let router = server.router();
+pub async fn start_embedded(router: axum::Router, opts: Embedded) -> Result<Running, Error> {
     let token = opts.token.as_deref();
     let control = client::in_process(router.clone(), None, token);
     let names = members::names(opts.members);
-    for n in &names {
-        members::register(&control, n, &format!("/clusters/{n}"), &opts.capacity).await?;
-    }
+    members::register_all(&router, &names, token, &opts.capacity).await?;
     start(control, Members::simulated(&router, &names, token), opts.settings).await
 }

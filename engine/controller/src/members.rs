@@ -28,24 +28,12 @@ pub fn names(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("member{i}")).collect()
 }
 
-/// `status.apiEnablements` of a simulated member: every built-in kind the embedded server serves.
-pub fn api_enablements() -> Value {
-    let mut by_gv: std::collections::BTreeMap<String, Vec<Value>> = std::collections::BTreeMap::new();
-    for r in flotilla_apiserver::registry::all() {
-        if r.group.ends_with("karmada.io") || r.group == "flotilla.dev" {
-            continue;
-        }
-        by_gv.entry(r.api_version()).or_default().push(json!({"name": r.plural, "kind": r.kind}));
-    }
-    Value::Array(by_gv.into_iter().map(|(gv, resources)| json!({"groupVersion": gv, "resources": resources})).collect())
-}
-
 /// Register (or refresh) simulated member `name` on the control plane: the `Cluster` object,
 /// its Ready status and its execution namespace.
 ///
 /// # Errors
 /// Fails when a request fails.
-pub async fn register(control: &Client, name: &str, endpoint: &str, capacity: &Capacity) -> Result<(), Error> {
+pub async fn register(control: &Client, member: &Client, name: &str, endpoint: &str, capacity: &Capacity) -> Result<(), Error> {
     let pp = PatchParams::apply("flotilla-members").force();
     let clusters: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
     let obj = json!({
@@ -66,7 +54,7 @@ pub async fn register(control: &Client, name: &str, endpoint: &str, capacity: &C
                 "type": "Ready", "status": "True", "reason": "ClusterReady",
                 "message": "cluster is healthy and ready to accept workloads", "lastTransitionTime": now,
             }],
-            "apiEnablements": api_enablements(),
+            "apiEnablements": crate::controller::status::api_enablements(member).await?,
             "resourceSummary": {
                 "allocatable": {"cpu": capacity.cpu, "memory": capacity.memory, "pods": capacity.pods},
                 "allocated": {"cpu": "0", "memory": "0", "pods": "0"},
@@ -77,6 +65,19 @@ pub async fn register(control: &Client, name: &str, endpoint: &str, capacity: &C
     let namespaces: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource("v1", "Namespace"));
     let es = flotilla_core::render::execution_namespace(name);
     namespaces.patch(&es, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": es}}))).await?;
+    Ok(())
+}
+
+/// Register simulated members `names`, served by `router` under `/clusters/<name>`.
+///
+/// # Errors
+/// Fails when a request fails.
+pub async fn register_all(router: &axum::Router, names: &[String], token: Option<&str>, capacity: &Capacity) -> Result<(), Error> {
+    let control = crate::client::in_process(router.clone(), None, token);
+    for n in names {
+        let member = crate::client::in_process(router.clone(), Some(n), token);
+        register(&control, &member, n, &format!("/clusters/{n}"), capacity).await?;
+    }
     Ok(())
 }
 

@@ -28,7 +28,7 @@ async fn env() -> Env {
     let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
     let settings = Settings { ready_delay: Duration::from_millis(100), ..Settings::default() };
     let opts = flotilla_controller::Embedded { members: 2, settings, ..Default::default() };
-    let running = flotilla_controller::start_embedded(&server, opts).await.expect("controllers start");
+    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
     let router = server.router();
     let control = client::in_process(router.clone(), None, None);
     let names = members::names(2);

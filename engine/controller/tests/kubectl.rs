@@ -44,7 +44,7 @@ async fn kubectl_apply_the_nginx_example_then_get_rb_and_work_shows_the_split() 
     let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
     assert!(token.is_some(), "the kubeconfig has a token");
     let opts = flotilla_controller::Embedded { members: 2, settings, token, ..Default::default() };
-    let _controllers = flotilla_controller::start_embedded(&running.server, opts).await.expect("controllers start");
+    let _controllers = flotilla_controller::start_embedded(running.server.router(), opts).await.expect("controllers start");
     assert!(started.elapsed() < Duration::from_secs(5), "ready in {:?}", started.elapsed());
     std::fs::write(dir.path().join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nginx");
@@ -139,7 +139,7 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(100), backends, ..Default::default() };
     let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
     let opts = flotilla_controller::Embedded { members: 2, settings, token, ..Default::default() };
-    let _controllers = flotilla_controller::start_embedded(&running.server, opts).await.expect("controllers start");
+    let _controllers = flotilla_controller::start_embedded(running.server.router(), opts).await.expect("controllers start");
     std::fs::write(dir.path().join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
 
     let (v1, v2) = (common::filter_module(1, 1), common::filter_module(2, 0));

@@ -46,7 +46,7 @@ async fn control() -> Control {
     let store = Store::open(dir.path()).expect("store opens");
     let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
     let opts = flotilla_controller::Embedded { members: 1, settings: settings(), ..Default::default() };
-    let running = flotilla_controller::start_embedded(&server, opts).await.expect("controllers start");
+    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
     let client = client::in_process(server.router(), None, None);
     Control { client, _running: running, _server: server, _dir: dir }
 }

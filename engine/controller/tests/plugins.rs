@@ -35,7 +35,7 @@ async fn env() -> Env {
     };
     let settings = Settings { ready_delay: Duration::from_millis(100), backends, ..Settings::default() };
     let opts = flotilla_controller::Embedded { members: 2, settings, ..Default::default() };
-    let running = flotilla_controller::start_embedded(&server, opts).await.expect("controllers start");
+    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
     let control = client::in_process(server.router(), None, None);
     Env { control, running, _server: server, _dir: dir }
 }

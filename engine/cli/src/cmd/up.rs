@@ -107,13 +107,13 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
         let embedded = flotilla_controller::Embedded { members, capacity, settings, token };
         let controllers = if no_controllers {
-            let control = flotilla_controller::client::in_process(running.server.router(), None, embedded.token.as_deref());
-            for n in flotilla_controller::members::names(members) {
-                flotilla_controller::members::register(&control, &n, &format!("/clusters/{n}"), &embedded.capacity).await.context("registering the simulated members")?;
-            }
+            let names = flotilla_controller::members::names(members);
+            flotilla_controller::members::register_all(&running.server.router(), &names, embedded.token.as_deref(), &embedded.capacity)
+                .await
+                .context("registering the simulated members")?;
             None
         } else {
-            Some(flotilla_controller::start_embedded(&running.server, embedded).await.context("starting the controllers and simulated members")?)
+            Some(flotilla_controller::start_embedded(running.server.router(), embedded).await.context("starting the controllers and simulated members")?)
         };
         println!("flotilla API server listening on {}", running.url);
         if members > 0 {

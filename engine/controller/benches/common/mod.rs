@@ -58,7 +58,7 @@ pub async fn start(members: usize) -> Env {
     let server = ApiServer::new(store.clone(), ServerOptions::default());
     let settings = Settings { ready_delay: READY_DELAY, ..Settings::default() };
     let opts = Embedded { members, settings, ..Default::default() };
-    let running = flotilla_controller::start_embedded(&server, opts).await.expect("controllers start");
+    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
     let control = client::in_process(server.router(), None, None);
     let s = store.clone();
     let compactor = tokio::spawn(async move {

@@ -85,8 +85,32 @@ pub struct Metrics {
 /// Scheduling results, as indexed in [`Metrics::scheduling_results`].
 pub const RESULTS: [&str; 3] = ["scheduled", "unschedulable", "error"];
 
-/// Controller names, as indexed in [`Metrics`].
+/// The controllers, each with its own metrics and backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Id {
+    /// Templates → bindings.
+    Detector,
+    /// Bindings → target clusters.
+    Scheduler,
+    /// Bindings → Works, status aggregation.
+    Binding,
+    /// Works → member objects.
+    Execution,
+    /// Simulated members' workload status.
+    Simulator,
+    /// Cluster taints.
+    Cluster,
+}
+
+/// Controller names, as [`Id`]s index [`Metrics`].
 pub const NAMES: [&str; 6] = ["detector", "scheduler", "binding", "execution", "simulator", "cluster"];
+
+impl Id {
+    /// The metrics label.
+    pub fn name(self) -> &'static str {
+        NAMES[self as usize]
+    }
+}
 
 impl Metrics {
     /// Count one scheduling run.
@@ -104,12 +128,13 @@ impl Metrics {
         RESULTS.iter().position(|r| *r == result).map_or(0, |i| self.scheduling_results[i].load(Ordering::Relaxed))
     }
 
-    pub(crate) fn record(&self, which: usize, elapsed: Duration, ok: bool) {
-        self.reconciles[which].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn record(&self, which: Id, elapsed: Duration, ok: bool) {
+        let i = which as usize;
+        self.reconciles[i].fetch_add(1, Ordering::Relaxed);
         if !ok {
-            self.errors[which].fetch_add(1, Ordering::Relaxed);
+            self.errors[i].fetch_add(1, Ordering::Relaxed);
         }
-        self.durations[which].observe(elapsed);
+        self.durations[i].observe(elapsed);
     }
 
     /// Reconciles of controller `name` so far.
@@ -322,7 +347,7 @@ fn binding_mapper() -> Mapper {
 /// most 1000 s; a successful reconcile resets it.
 #[derive(Debug, Default)]
 pub struct Backoff {
-    failures: std::sync::Mutex<std::collections::HashMap<(usize, String, String), u32>>,
+    failures: std::sync::Mutex<std::collections::HashMap<(Id, String, String), u32>>,
 }
 
 impl Backoff {
@@ -332,7 +357,7 @@ impl Backoff {
     pub const MAX: Duration = Duration::from_secs(1000);
 
     /// Record a failure of controller `which` on `namespace/name`; the delay before its retry.
-    pub fn failed(&self, which: usize, namespace: &str, name: &str) -> Duration {
+    pub fn failed(&self, which: Id, namespace: &str, name: &str) -> Duration {
         let mut f = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = f.entry((which, namespace.to_owned(), name.to_owned())).or_insert(0);
         *n = n.saturating_add(1);
@@ -340,7 +365,7 @@ impl Backoff {
     }
 
     /// Forget the failures of controller `which` on `namespace/name`.
-    pub fn succeeded(&self, which: usize, namespace: &str, name: &str) {
+    pub fn succeeded(&self, which: Id, namespace: &str, name: &str) {
         let mut f = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !f.is_empty() {
             f.remove(&(which, namespace.to_owned(), name.to_owned()));
@@ -355,11 +380,11 @@ impl Backoff {
 }
 
 /// Requeue after a failure of controller `which`, backing off per object ([`Backoff`]).
-pub fn error_policy(which: usize, obj: &DynamicObject, err: &Error, ctx: &Context) -> Action {
+pub fn error_policy(which: Id, obj: &DynamicObject, err: &Error, ctx: &Context) -> Action {
     let namespace = obj.metadata.namespace.as_deref().unwrap_or("");
     let name = obj.metadata.name.as_deref().unwrap_or("");
     let delay = ctx.backoff.failed(which, namespace, name);
-    tracing::warn!(controller = NAMES[which], namespace, name, error = %err, retry_in = ?delay, "reconcile failed");
+    tracing::warn!(controller = which.name(), namespace, name, error = %err, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
@@ -430,15 +455,74 @@ fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) ->
     })
 }
 
-/// Run `reconcile` over the objects of `cached` (all of them first), then over those `mapper`
-/// (wrapped in [`own`]) names for each change. The controller reads the shared cache: no watch
-/// or copy of its own.
-#[allow(clippy::too_many_arguments)]
-fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, cached: &Cached, topic: Topic, relevant: Relevant, mapper: Mapper, reconcile: ReconcileFn) {
+/// One controller, declared: what it reconciles, which changes of its own objects it reacts to,
+/// and which other changes wake which of its objects (kube-runtime's `for`/`watches`, as a table).
+struct Declared {
+    id: Id,
+    /// The objects it reconciles (each template kind's cache for the detector).
+    objects: fn(&Context) -> Vec<&Cached>,
+    /// The topic its objects' changes are published on.
+    topic: Topic,
+    /// What of its own objects it reacts to ([`Relevant`]).
+    relevant: Relevant,
+    /// Other changes → the objects to re-check ([`Mapper`]).
+    watches: fn() -> Mapper,
+    reconcile: ReconcileFn,
+}
+
+/// The controllers that reconcile cached objects.
+const CONTROLLERS: [Declared; 5] = [
+    Declared {
+        id: Id::Detector,
+        objects: |ctx| ctx.templates.values().collect(),
+        topic: Topic::Template,
+        relevant: spec_and_annotations,
+        watches: || all_on(&[Topic::Propagation]),
+        reconcile: |o, c| Box::pin(detector::reconcile(o, c)),
+    },
+    Declared {
+        id: Id::Scheduler,
+        objects: |ctx| vec![&ctx.bindings],
+        topic: Topic::Binding,
+        relevant: scheduling_changes,
+        watches: scheduler_mapper,
+        reconcile: |o, c| Box::pin(scheduler::reconcile(o, c)),
+    },
+    Declared {
+        id: Id::Binding,
+        objects: |ctx| vec![&ctx.bindings],
+        topic: Topic::Binding,
+        relevant: spec_changes,
+        watches: binding_mapper,
+        reconcile: |o, c| Box::pin(binding::reconcile(o, c)),
+    },
+    Declared {
+        id: Id::Execution,
+        objects: |ctx| vec![&ctx.works],
+        topic: Topic::Work,
+        relevant: spec_changes,
+        watches: || Box::new(work_of_member),
+        reconcile: |o, c| Box::pin(execution::reconcile(o, c)),
+    },
+    Declared {
+        id: Id::Cluster,
+        objects: |ctx| vec![&ctx.clusters],
+        topic: Topic::Cluster,
+        relevant: |o| o.metadata.resource_version.as_deref().map(hash_of),
+        watches: || all_on(&[]),
+        reconcile: |o, c| Box::pin(cluster::reconcile(o, c)),
+    },
+];
+
+/// Run controller `d` over the objects of `cached` (all of them first), then over those its
+/// [`Declared::watches`] (wrapped in [`own`]) name for each change. The controller reads the
+/// shared cache: no watch or copy of its own.
+fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, d: &Declared, cached: &Cached) {
     // Subscribed before anything runs, so no change made from now on is missed.
-    let events = ctx.events.subscribe_with(own(cached, topic, relevant, mapper), true);
+    let events = ctx.events.subscribe_with(own(cached, d.topic, d.relevant, (d.watches)()), true);
     let ctx = ctx.clone();
     let (store, resource) = (cached.store.clone(), cached.resource.clone());
+    let (which, reconcile) = (d.id, d.reconcile);
     tasks.spawn(async move {
         let controller = Controller::for_stream_with(futures::stream::pending(), store.clone(), resource.clone()).with_config(Config::default().concurrency(CONCURRENCY));
         let trigger = mapped_triggers(events, store, resource);
@@ -451,7 +535,7 @@ fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, c
                     let namespace = obj.metadata.namespace.clone().unwrap_or_default();
                     let fut = reconcile(obj, ctx.clone());
                     async move {
-                        let span = tracing::debug_span!("reconcile", controller = NAMES[which], namespace = %namespace, name = %name);
+                        let span = tracing::debug_span!("reconcile", controller = which.name(), namespace = %namespace, name = %name);
                         let res = tracing::Instrument::instrument(fut, span).await;
                         ctx.metrics.record(which, started.elapsed(), res.is_ok());
                         if res.is_ok() {
@@ -468,15 +552,14 @@ fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, which: usize, c
     });
 }
 
-/// Spawn every controller.
+/// Spawn every controller: the declared ones, then the simulator, the cluster status controller
+/// and the plugin controller (loops of their own).
 pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
-    for cached in ctx.templates.values() {
-        run(tasks, ctx, 0, cached, Topic::Template, spec_and_annotations, all_on(&[Topic::Propagation]), |o, c| Box::pin(detector::reconcile(o, c)));
+    for d in &CONTROLLERS {
+        for cached in (d.objects)(ctx) {
+            run(tasks, ctx, d, cached);
+        }
     }
-    run(tasks, ctx, 1, &ctx.bindings, Topic::Binding, scheduling_changes, scheduler_mapper(), |o, c| Box::pin(scheduler::reconcile(o, c)));
-    run(tasks, ctx, 2, &ctx.bindings, Topic::Binding, spec_changes, binding_mapper(), |o, c| Box::pin(binding::reconcile(o, c)));
-    run(tasks, ctx, 3, &ctx.works, Topic::Work, spec_changes, Box::new(work_of_member), |o, c| Box::pin(execution::reconcile(o, c)));
-    run(tasks, ctx, 5, &ctx.clusters, Topic::Cluster, |o| o.metadata.resource_version.as_deref().map(hash_of), all_on(&[]), |o, c| Box::pin(cluster::reconcile(o, c)));
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);
@@ -584,13 +667,13 @@ mod tests {
     #[test]
     fn backoff_doubles_per_object_and_resets_on_success() {
         let b = Backoff::default();
-        assert_eq!(b.failed(1, "ns", "a"), Duration::from_millis(5));
-        assert_eq!(b.failed(1, "ns", "a"), Duration::from_millis(10));
-        assert_eq!(b.failed(1, "ns", "a"), Duration::from_millis(20));
-        assert_eq!(b.failed(2, "ns", "a"), Duration::from_millis(5), "per controller");
-        assert_eq!(b.failed(1, "ns", "b"), Duration::from_millis(5), "per object");
-        b.succeeded(1, "ns", "a");
-        assert_eq!(b.failed(1, "ns", "a"), Duration::from_millis(5), "reset by a success");
+        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(5));
+        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(10));
+        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(20));
+        assert_eq!(b.failed(Id::Binding, "ns", "a"), Duration::from_millis(5), "per controller");
+        assert_eq!(b.failed(Id::Scheduler, "ns", "b"), Duration::from_millis(5), "per object");
+        b.succeeded(Id::Scheduler, "ns", "a");
+        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(5), "reset by a success");
         assert_eq!(Backoff::delay(18), Duration::from_millis(5 << 17));
         assert_eq!(Backoff::delay(19), Backoff::MAX, "capped at 1000 s");
         assert_eq!(Backoff::delay(u32::MAX), Backoff::MAX);
@@ -599,8 +682,8 @@ mod tests {
     #[test]
     fn metrics_render_counters_and_cumulative_histograms() {
         let m = Metrics::default();
-        m.record(0, Duration::from_micros(500), true);
-        m.record(0, Duration::from_millis(20), false);
+        m.record(Id::Detector, Duration::from_micros(500), true);
+        m.record(Id::Detector, Duration::from_millis(20), false);
         m.record_scheduling(Duration::from_millis(2));
         let text = m.render();
         assert!(text.contains("flotilla_reconcile_total{controller=\"detector\"} 2\n"), "{text}");

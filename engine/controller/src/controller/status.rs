@@ -160,12 +160,11 @@ pub async fn observe(config: &kube::Config, timeout: Duration) -> Observation {
     Observation { online: true, healthy: true, collected }
 }
 
-/// Collect version, API enablements and resource summary from a member.
+/// A member's `status.apiEnablements`: every resource its discovery serves, by group version.
 ///
 /// # Errors
 /// Fails when a request fails.
-pub async fn collect(client: &Client) -> Result<Collected, Error> {
-    let version = client.apiserver_version().await?.git_version;
+pub async fn api_enablements(client: &Client) -> Result<Value, Error> {
     let discovery = kube::discovery::Discovery::new(client.clone()).run().await?;
     let mut by_gv: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for group in discovery.groups() {
@@ -175,7 +174,7 @@ pub async fn collect(client: &Client) -> Result<Collected, Error> {
             }
         }
     }
-    let api_enablements = Value::Array(
+    Ok(Value::Array(
         by_gv
             .into_iter()
             .map(|(gv, mut resources)| {
@@ -183,7 +182,16 @@ pub async fn collect(client: &Client) -> Result<Collected, Error> {
                 json!({"groupVersion": gv, "resources": resources})
             })
             .collect(),
-    );
+    ))
+}
+
+/// Collect version, API enablements and resource summary from a member.
+///
+/// # Errors
+/// Fails when a request fails.
+pub async fn collect(client: &Client) -> Result<Collected, Error> {
+    let version = client.apiserver_version().await?.git_version;
+    let api_enablements = api_enablements(client).await?;
     let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?.items;
     let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await?.items;
     let (node_summary, resource_summary) = summarize(&nodes, &pods);
