@@ -64,6 +64,9 @@ pub enum Error {
     /// A reflector store went away.
     #[error("a watch cache stopped")]
     CacheStopped,
+    /// The controllers are shutting down.
+    #[error("the controllers are stopping")]
+    Stopped,
     /// A member cluster's client could not be built.
     #[error(transparent)]
     Member(#[from] client::MemberError),
@@ -484,6 +487,8 @@ pub struct Context {
     pub metrics: controller::Metrics,
     /// Per-object backoff of failed reconciles.
     pub backoff: controller::Backoff,
+    /// Scheduling decisions in flight: one per core.
+    pub deciding: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Context {
@@ -702,6 +707,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         policy_memo: Memo::default(),
         metrics: controller::Metrics::default(),
         backoff: controller::Backoff::default(),
+        deciding: Arc::new(tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, std::num::NonZero::get))),
     });
     controller::spawn_all(&ctx, &mut tasks);
     Ok(Running { context: ctx, tasks })

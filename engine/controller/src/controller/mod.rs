@@ -76,8 +76,10 @@ pub struct Metrics {
     pub errors: [AtomicU64; NAMES.len()],
     /// Reconcile durations.
     pub durations: [Histogram; NAMES.len()],
-    /// Scheduling latency (the scheduler core alone).
+    /// Scheduling latency: the pipeline's decision for one binding, wall time.
     pub scheduling: Histogram,
+    /// The same decisions' CPU time (the deciding thread's).
+    pub scheduling_cpu: Histogram,
     /// Scheduling attempts by result (see [`RESULTS`]).
     pub scheduling_results: [AtomicU64; RESULTS.len()],
 }
@@ -113,9 +115,12 @@ impl Id {
 }
 
 impl Metrics {
-    /// Count one scheduling run.
-    pub fn record_scheduling(&self, elapsed: Duration) {
+    /// Count one scheduling decision: its wall time and, where the platform tells, its CPU time.
+    pub fn record_scheduling(&self, elapsed: Duration, cpu: Option<Duration>) {
         self.scheduling.observe(elapsed);
+        if let Some(cpu) = cpu {
+            self.scheduling_cpu.observe(cpu);
+        }
     }
 
     /// Count one scheduling attempt's result (index into [`RESULTS`]).
@@ -160,6 +165,8 @@ impl Metrics {
         }
         out.push_str("# HELP flotilla_scheduling_duration_seconds Scheduler core latency per binding.\n# TYPE flotilla_scheduling_duration_seconds histogram\n");
         self.scheduling.render("flotilla_scheduling_duration_seconds", "", &mut out);
+        out.push_str("# HELP flotilla_scheduling_cpu_seconds Scheduler CPU time per binding.\n# TYPE flotilla_scheduling_cpu_seconds histogram\n");
+        self.scheduling_cpu.render("flotilla_scheduling_cpu_seconds", "", &mut out);
         out.push_str("# HELP flotilla_scheduling_attempts_total Scheduling attempts by result.\n# TYPE flotilla_scheduling_attempts_total counter\n");
         for (i, r) in RESULTS.iter().enumerate() {
             let _ = writeln!(out, "flotilla_scheduling_attempts_total{{result=\"{r}\"}} {}", self.scheduling_results[i].load(Ordering::Relaxed));
@@ -684,7 +691,7 @@ mod tests {
         let m = Metrics::default();
         m.record(Id::Detector, Duration::from_micros(500), true);
         m.record(Id::Detector, Duration::from_millis(20), false);
-        m.record_scheduling(Duration::from_millis(2));
+        m.record_scheduling(Duration::from_millis(2), Some(Duration::from_millis(1)));
         let text = m.render();
         assert!(text.contains("flotilla_reconcile_total{controller=\"detector\"} 2\n"), "{text}");
         assert!(text.contains("flotilla_reconcile_errors_total{controller=\"detector\"} 1\n"), "{text}");
@@ -693,6 +700,7 @@ mod tests {
         assert!(text.contains("flotilla_reconcile_duration_seconds_count{controller=\"detector\"} 2\n"), "{text}");
         assert!(text.contains("flotilla_scheduling_duration_seconds_bucket{le=\"0.0025\"} 1\n"), "{text}");
         assert!(text.contains("flotilla_scheduling_duration_seconds_count 1\n"), "{text}");
+        assert!(text.contains("flotilla_scheduling_cpu_seconds_bucket{le=\"0.001\"} 1\n"), "{text}");
         assert_eq!(m.reconciles_of("detector"), 2);
     }
 }

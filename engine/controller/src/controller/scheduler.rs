@@ -47,18 +47,22 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let mut memory = ctx.app_failover.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&key).unwrap_or_default();
     let clock = Clock { now_ms: crate::members::now_epoch_millis() };
     let before = rb.clone();
-    let started = std::time::Instant::now();
-    // The CPU-heavy part off the async workers.
-    let (rb, decision, memory) = tokio::task::spawn_blocking(move || {
+    // The CPU-heavy part off the async workers, at most one decision per core at a time (as
+    // Karmada runs a fixed number of scheduler workers): more would only share the cores.
+    let permit = Arc::clone(&ctx.deciding).acquire_owned().await.map_err(|_| Error::Stopped)?;
+    let (rb, decision, memory, took, cpu) = tokio::task::spawn_blocking(move || {
+        let (started, cpu) = (std::time::Instant::now(), cpu_time::ThreadTime::try_now().ok());
         let d = pipeline::decide(&snapshot, &mut rb, template.as_ref(), clock, &mut memory, None);
-        (rb, d, memory)
+        let cpu = cpu.and_then(|c| c.try_elapsed().ok());
+        drop(permit);
+        (rb, d, memory, started.elapsed(), cpu)
     })
     .await?;
     if !memory.is_empty() {
         ctx.app_failover.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key.clone(), memory);
     }
     if decision.scheduled {
-        ctx.metrics.record_scheduling(started.elapsed());
+        ctx.metrics.record_scheduling(took, cpu);
     }
     if let Some(i) = decision.result_index() {
         ctx.metrics.record_scheduling_result(i);
