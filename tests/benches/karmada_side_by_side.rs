@@ -35,7 +35,6 @@ struct Row {
     clusters: usize,
     bindings: usize,
     flotilla_ns: f64,
-    flotilla_set_ns: f64,
     karmada_ns: f64,
     agree: usize,
     outcomes: String,
@@ -91,29 +90,14 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(", ");
 
-            // flotilla: parse once, then schedule round-robin until the time budget is spent.
+            // flotilla: parse once, then schedule round-robin against each scenario's snapshot
+            // (sorted and parsed once per cluster-set change, as the controllers schedule) until
+            // the time budget is spent.
             let parsed: Vec<_> = scs
                 .iter()
                 .map(|s| diffsupport::parse(s).expect("parse"))
                 .collect();
             let budget = Duration::from_secs_f64(seconds);
-            for (spec, status, clusters) in parsed.iter().take(8) {
-                let snapshot = Snapshot::new(clusters.clone(), Arc::default(), Options::default());
-                std::hint::black_box(scheduler::schedule(&snapshot, &profile, spec, status, None, None));
-            }
-            let start = Instant::now();
-            let mut calls = 0u64;
-            while start.elapsed() < budget {
-                for (spec, status, clusters) in &parsed {
-                    let snapshot = Snapshot::new(clusters.clone(), Arc::default(), Options::default());
-                    std::hint::black_box(scheduler::schedule(&snapshot, &profile, spec, status, None, None));
-                }
-                calls += parsed.len() as u64;
-            }
-            let flotilla_ns = start.elapsed().as_nanos() as f64 / calls as f64;
-
-            // flotilla against a prepared snapshot (Snapshot: sorted and parsed once per cluster-set
-            // change, as the controllers schedule).
             let sets: Vec<_> = parsed
                 .iter()
                 .map(|(_, _, clusters)| Snapshot::new(clusters.clone(), Arc::default(), Options::default()))
@@ -126,7 +110,7 @@ fn main() {
                 }
                 calls += parsed.len() as u64;
             }
-            let flotilla_set_ns = start.elapsed().as_nanos() as f64 / calls as f64;
+            let flotilla_ns = start.elapsed().as_nanos() as f64 / calls as f64;
 
             // Karmada: Go's testing.Benchmark over the same file (decoding outside the timer).
             let out = Command::new(&bin)
@@ -146,7 +130,6 @@ fn main() {
                 clusters: n,
                 bindings: scs.len(),
                 flotilla_ns,
-                flotilla_set_ns,
                 karmada_ns,
                 agree,
                 outcomes,
@@ -158,41 +141,27 @@ fn main() {
         "\nper-binding scheduling time, identical inputs ({}; flotilla release build; one thread each)",
         karmada.version
     );
+    println!("  flotilla against each scenario's prepared Snapshot, as the controllers schedule");
     println!(
-        "  flotilla per call: builds a Snapshot per call; prepared: against a prepared Snapshot, as the controllers do"
-    );
-    println!(
-        "{:<8} {:>8} {:>8} {:>12} {:>14} {:>8} {:>16} {:>8}  {:<9} karmada outcomes",
-        "inputs",
-        "clusters",
-        "bindings",
-        "karmada µs",
-        "per-call µs",
-        "ratio",
-        "prepared µs",
-        "ratio",
-        "agree"
+        "{:<8} {:>8} {:>8} {:>12} {:>12} {:>8}  {:<9} karmada outcomes",
+        "inputs", "clusters", "bindings", "karmada µs", "flotilla µs", "ratio", "agree"
     );
     let mut json_rows = Vec::new();
     for r in &rows {
         let ratio = r.karmada_ns / r.flotilla_ns;
-        let ratio_set = r.karmada_ns / r.flotilla_set_ns;
         println!(
-            "{:<8} {:>8} {:>8} {:>12.1} {:>14.1} {:>7.1}× {:>16.1} {:>7.1}×  {:<9} {}",
+            "{:<8} {:>8} {:>8} {:>12.1} {:>12.1} {:>7.1}×  {:<9} {}",
             r.family,
             r.clusters,
             r.bindings,
             r.karmada_ns / 1000.0,
             r.flotilla_ns / 1000.0,
             ratio,
-            r.flotilla_set_ns / 1000.0,
-            ratio_set,
             format!("{}/{}", r.agree, r.bindings),
             r.outcomes
         );
         json_rows.push(serde_json::json!({"inputs": r.family, "clusters": r.clusters, "bindings": r.bindings,
-            "karmadaNsPerBinding": r.karmada_ns, "flotillaScheduleNsPerBinding": r.flotilla_ns,
-            "flotillaScheduleInNsPerBinding": r.flotilla_set_ns, "ratio": ratio, "ratioScheduleIn": ratio_set, "agree": r.agree}));
+            "karmadaNsPerBinding": r.karmada_ns, "flotillaNsPerBinding": r.flotilla_ns, "ratio": ratio, "agree": r.agree}));
     }
     let summary = dir.join("karmada-side-by-side.json");
     let _ = std::fs::write(
