@@ -138,21 +138,25 @@ pub fn field_selector_matches(cluster: &Cluster, exprs: &[NodeSelectorRequiremen
 
 /// `ResourceSelectorPriority`: how specifically `sel` matches the unstructured `object`.
 pub fn resource_selector_priority(object: &Value, sel: &ResourceSelector) -> u8 {
-    let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
-    if s("/apiVersion") != sel.api_version || s("/kind") != sel.kind {
+    // Direct field reads: the detector runs this for every (template, policy) pair, and
+    // `Value::pointer` allocates per path segment.
+    let top = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
+    let metadata = object.get("metadata");
+    let meta = |k: &str| metadata.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
+    if top("apiVersion") != sel.api_version || top("kind") != sel.kind {
         return priority::MISMATCH;
     }
-    if !sel.namespace.is_empty() && s("/metadata/namespace") != sel.namespace {
+    if !sel.namespace.is_empty() && meta("namespace") != sel.namespace {
         return priority::MISMATCH;
     }
     if !sel.name.is_empty() {
-        return if s("/metadata/name") == sel.name { priority::NAME } else { priority::MISMATCH };
+        return if meta("name") == sel.name { priority::NAME } else { priority::MISMATCH };
     }
     match &sel.label_selector {
         None => priority::MATCH_ALL,
         Some(ls) => {
-            let labels: BTreeMap<String, String> = object
-                .pointer("/metadata/labels")
+            let labels: BTreeMap<String, String> = metadata
+                .and_then(|m| m.get("labels"))
                 .and_then(Value::as_object)
                 .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
                 .unwrap_or_default();
