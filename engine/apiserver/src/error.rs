@@ -78,9 +78,18 @@ impl ApiError {
         Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
     }
 
-    /// 415 UnsupportedMediaType.
+    /// 415 UnsupportedMediaType for an object body.
     pub fn unsupported_media(ct: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"))
+        Self::unsupported_media_of(&["application/json", "application/yaml"], ct)
+    }
+
+    /// 415 UnsupportedMediaType, listing the `accepted` media types.
+    pub fn unsupported_media_of(accepted: &[&str], ct: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: {} (got {ct})", accepted.join(", ")),
+        )
     }
 
     /// The `Status` object.

@@ -22,7 +22,10 @@
 //! simulated member clusters share one process and one store.
 //!
 //! **Security.** [`tls::Credentials`] generates a CA, a server certificate and a bearer token;
-//! anonymous access is opt-in and only ever served on loopback.
+//! anonymous access is opt-in and only ever served on loopback. Browser requests from other
+//! origins are refused (403) and object bodies must be JSON or YAML (415), so a web page cannot
+//! write through a loopback server; bodies, patches and stored objects are bounded in size and
+//! nesting as kube-apiserver bounds them.
 
 pub mod admission;
 pub mod apply;

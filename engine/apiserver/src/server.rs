@@ -28,6 +28,17 @@ use crate::time::now_rfc3339;
 const ROOT_CLUSTER: &str = "@";
 /// Namespaces every logical cluster starts with.
 const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+/// The media types of object bodies (create, update, delete options). Anything else — the
+/// `text/plain` and form encodings a browser may send cross-origin without asking — is 415.
+const BODY_MEDIA_TYPES: &[&str] = &["application/json", "application/yaml"];
+/// The media types of patches; strategic merge patch (last) only for built-in kinds.
+const PATCH_MEDIA_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/apply-patch+json",
+    "application/strategic-merge-patch+json",
+];
 /// Retries of a read-modify-write that lost a race with another writer.
 const MAX_RETRIES: usize = 16;
 
@@ -263,7 +274,7 @@ impl ApiServer {
     }
 
     async fn dispatch(self: Arc<Self>, req: Request<Body>) -> Response {
-        if let Err(e) = self.authenticate(req.headers()) {
+        if let Err(e) = check_origin(req.headers(), req.uri()).and_then(|()| self.authenticate(req.headers())) {
             return e.into_response();
         }
         match self.route(req).await {
@@ -341,7 +352,13 @@ impl ApiServer {
         }
         let target = parse_target(&cluster, &segs)?;
         let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| limits::too_large(MAX_BODY))?;
+        // Like kube-apiserver, a body without a Content-Type is JSON.
         let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_owned();
+        let writes_object =
+            parts.method == Method::POST || parts.method == Method::PUT || (parts.method == Method::DELETE && !body.is_empty());
+        if writes_object && !BODY_MEDIA_TYPES.contains(&media_type(&ct).as_str()) {
+            return Err(ApiError::unsupported_media_of(BODY_MEDIA_TYPES, &ct));
+        }
         let headers = parts.headers;
         match (parts.method, &target.name) {
             (Method::GET, None) if query.flag("watch") => self.watch(&target, &query, &headers).await,
@@ -354,8 +371,8 @@ impl ApiServer {
                 self.watch(&t, &q, &headers).await
             }
             (Method::GET, Some(_)) => self.get(&target, &headers),
-            (Method::POST, None) => self.create(&target, &query, &body, &ct, &headers).await,
-            (Method::PUT, Some(_)) => self.update(&target, &query, &body, &ct, &headers).await,
+            (Method::POST, None) => self.create(&target, &query, &body, &headers).await,
+            (Method::PUT, Some(_)) => self.update(&target, &query, &body, &headers).await,
             (Method::PATCH, Some(_)) => self.patch(&target, &query, &body, &ct, &headers).await,
             (Method::DELETE, Some(_)) => self.delete(&target, &query, &body, &headers).await,
             (Method::DELETE, None) => self.delete_collection(&target, &query).await,
@@ -479,10 +496,7 @@ impl ApiServer {
         ))
     }
 
-    fn decode_body(body: &Bytes, ct: &str) -> Result<Value, ApiError> {
-        if ct.contains("protobuf") {
-            return Err(ApiError::unsupported_media(ct));
-        }
+    fn decode_body(body: &Bytes) -> Result<Value, ApiError> {
         if body.is_empty() {
             return Err(ApiError::bad_request("the request body is empty"));
         }
@@ -605,14 +619,14 @@ impl ApiServer {
         Ok(())
     }
 
-    async fn create(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn create(&self, t: &Target, q: &Query, body: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
         if t.sub.is_some() {
             return Err(ApiError::method_not_allowed());
         }
         if t.res.namespaced && t.namespace.is_none() {
             return Err(ApiError::new(404, "NotFound", "the server could not find the requested resource"));
         }
-        let mut obj = Self::decode_body(body, ct)?;
+        let mut obj = Self::decode_body(body)?;
         Self::check_body(t, &mut obj)?;
         self.namespace_exists(t).await?;
         let generate = meta_str(&obj, "generateName").map(str::to_owned);
@@ -750,10 +764,10 @@ impl ApiServer {
         }
     }
 
-    async fn update(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn update(&self, t: &Target, q: &Query, body: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
-        let mut obj = Self::decode_body(body, ct)?;
+        let mut obj = Self::decode_body(body)?;
         Self::check_body(t, &mut obj)?;
         match meta_str(&obj, "name") {
             Some(n) if n != name => {
@@ -783,8 +797,12 @@ impl ApiServer {
     async fn patch(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
-        let media = ct.split(';').next().unwrap_or_default().trim().to_owned();
+        let media = media_type(ct);
         let dry_run = q.get("dryRun") == Some("All");
+        let accepted: &[&str] = if t.res.strategic { PATCH_MEDIA_TYPES } else { &PATCH_MEDIA_TYPES[..PATCH_MEDIA_TYPES.len() - 1] };
+        if !accepted.contains(&media.as_str()) {
+            return Err(ApiError::unsupported_media_of(accepted, ct));
+        }
         let patch_doc: Value = match media.as_str() {
             "application/apply-patch+yaml" | "application/apply-patch+json" => match serde_json::from_slice(body) {
                 Ok(v) => v,
@@ -793,15 +811,9 @@ impl ApiServer {
                     serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
                 }
             },
-            "application/json-patch+json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
-            }
-            other => return Err(ApiError::unsupported_media(other)),
+            _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         };
         limits::check_body_depth(&patch_doc)?;
-        if media == "application/strategic-merge-patch+json" && !t.res.strategic {
-            return Err(ApiError::unsupported_media(&media));
-        }
         let is_apply = media.starts_with("application/apply-patch");
         let manager = q.get("fieldManager").unwrap_or_default().to_owned();
         if is_apply && manager.is_empty() {
@@ -1117,6 +1129,31 @@ fn check_sub(t: &Target) -> Result<(), ApiError> {
         None => Ok(()),
         Some("status") if t.res.has_status => Ok(()),
         Some(_) => Err(ApiError::new(404, "NotFound", "the server could not find the requested resource")),
+    }
+}
+
+/// A `Content-Type` without its parameters, lower-cased.
+fn media_type(ct: &str) -> String {
+    ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()
+}
+
+/// Refuse browser requests from other origins (CSRF, and reading through a victim's browser): an
+/// `Origin` other than the server's own (the `Host` it was reached at), or a `Sec-Fetch-Site`
+/// other than `same-origin` or `none` (typed by the user). Other clients send neither header;
+/// this server serves no pages, so no legitimate browser request comes from elsewhere.
+fn check_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), ApiError> {
+    let refuse = |what: String| Err(ApiError::new(403, "Forbidden", format!("forbidden: cross-origin requests are not allowed ({what})")));
+    if let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.to_str(), Ok("same-origin" | "none"))
+    {
+        return refuse(format!("Sec-Fetch-Site: {}", String::from_utf8_lossy(site.as_bytes())));
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| uri.authority().map(|a| a.as_str()));
+    let origin_host = origin.to_str().ok().and_then(|o| o.strip_prefix("https://").or_else(|| o.strip_prefix("http://")));
+    match (origin_host, host) {
+        (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
+        _ => refuse(format!("Origin: {}", String::from_utf8_lossy(origin.as_bytes()))),
     }
 }
 

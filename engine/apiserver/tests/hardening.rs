@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{Request, header};
+use axum::http::Request;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
@@ -25,8 +25,16 @@ impl Server {
 
     /// Send one request; the status code and the JSON body (`Value::Null` when not JSON).
     async fn send(&self, method: &str, path: &str, content_type: &str, body: impl Into<Body>) -> (u16, Value) {
-        let req =
-            Request::builder().method(method).uri(path).header(header::CONTENT_TYPE, content_type).body(body.into()).expect("request");
+        self.send_with(method, path, &[("content-type", content_type)], body).await
+    }
+
+    /// [`Server::send`] with these headers.
+    async fn send_with(&self, method: &str, path: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> (u16, Value) {
+        let mut req = Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(body.into()).expect("request");
         let resp = self.router.clone().oneshot(req).await.expect("infallible");
         let code = resp.status().as_u16();
         let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
@@ -182,4 +190,61 @@ async fn ordinary_yaml_still_decodes() {
     assert_eq!(got.0, 201, "{}", got.1);
     assert_eq!(got.1["data"]["note"], "it's [fine]");
     assert_eq!(got.1["metadata"]["labels"]["tier"], "[x]");
+}
+
+#[tokio::test]
+async fn writes_accept_only_kubernetes_media_types() {
+    let s = Server::new();
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string();
+    for ct in [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/vnd.kubernetes.protobuf",
+    ] {
+        let got = s.send("POST", CMS, ct, cm("a")).await;
+        assert_status(&got, 415, "UnsupportedMediaType");
+    }
+    for (i, ct) in ["application/json", "application/json; charset=utf-8", "application/yaml"].into_iter().enumerate() {
+        assert_eq!(s.send("POST", CMS, ct, cm(&format!("ok-{i}"))).await.0, 201, "{ct}");
+    }
+    // No Content-Type is JSON, as in kube-apiserver.
+    assert_eq!(s.send_with("POST", CMS, &[], cm("none")).await.0, 201);
+    let one = format!("{CMS}/none");
+    assert_status(&s.send("PUT", &one, "text/plain", cm("none")).await, 415, "UnsupportedMediaType");
+    assert_status(&s.send("PATCH", &one, "text/plain", "{}").await, 415, "UnsupportedMediaType");
+    assert_status(&s.send("PATCH", &one, "application/json", "{}").await, 415, "UnsupportedMediaType");
+    assert_status(&s.send("DELETE", &one, "text/plain", r#"{"propagationPolicy":"Background"}"#).await, 415, "UnsupportedMediaType");
+    // Strategic merge patch is for built-in kinds only.
+    let pp = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/p";
+    let got = s.send("PATCH", pp, "application/strategic-merge-patch+json", "{}").await;
+    assert_status(&got, 415, "UnsupportedMediaType");
+    let accepted =
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/apply-patch+json (got";
+    assert!(got.1["message"].as_str().unwrap_or_default().contains(accepted), "{}", got.1);
+    assert_eq!(s.send("DELETE", &one, "application/json", r#"{"propagationPolicy":"Background"}"#).await.0, 200);
+}
+
+#[tokio::test]
+async fn cross_origin_browser_requests_are_403() {
+    let s = Server::new();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "csrf"}}).to_string();
+    let json = ("content-type", "application/json");
+    let host = ("host", "127.0.0.1:6443");
+    for extra in [
+        [("origin", "http://evil.example"), host],
+        [("origin", "http://127.0.0.1:6444"), host],
+        [("origin", "null"), host],
+        [("sec-fetch-site", "cross-site"), host],
+        [("sec-fetch-site", "same-site"), host],
+    ] {
+        let headers = [json, extra[0], extra[1]];
+        assert_status(&s.send_with("POST", CMS, &headers, cm.clone()).await, 403, "Forbidden");
+        assert_status(&s.send_with("GET", CMS, &headers, Body::empty()).await, 403, "Forbidden");
+    }
+    // The server's own origin, and a navigation the user typed, pass.
+    let own = [json, ("origin", "http://127.0.0.1:6443"), host, ("sec-fetch-site", "same-origin")];
+    assert_eq!(s.send_with("POST", CMS, &own, cm).await.0, 201);
+    assert_eq!(s.send_with("GET", CMS, &[("sec-fetch-site", "none")], Body::empty()).await.0, 200);
 }
