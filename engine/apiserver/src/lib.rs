@@ -31,6 +31,7 @@ pub mod admission;
 pub mod apply;
 pub mod discovery;
 pub mod error;
+mod fs;
 mod limits;
 pub mod registry;
 pub mod selector;
@@ -139,6 +140,8 @@ pub async fn start(config: Config, shutdown: impl Future<Output = ()> + Send + '
     if config.anonymous && !config.addr.ip().is_loopback() {
         return Err(StartError::AnonymousNotLoopback { addr: config.addr });
     }
+    // Owner-only, as the store and credentials inside are.
+    fs::private_dir(&config.data_dir).map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
     let store = Store::open(&config.data_dir.join("store"))?;
     let creds = if config.tls { Some(tls::Credentials::load_or_create(&config.data_dir.join("pki"))?) } else { None };
     let options = ServerOptions {

@@ -241,13 +241,17 @@ fn decode_kv(key: &str, raw: &[u8]) -> Result<(u64, Value), StoreError> {
 }
 
 impl Store {
-    /// Open (or create) the store in `dir`, which is created if missing.
+    /// Open (or create) the store in `dir`, which is created if missing. The directory is made
+    /// `0700` and the database file `0600`: they hold every object, Secrets included.
     ///
     /// # Errors
     /// Fails when the directory or database cannot be created or opened.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
-        let db = Database::builder().set_cache_size(CACHE_BYTES).create(dir.join("flotilla.redb"))?;
+        let io = |e| StoreError::Storage(Box::new(redb::Error::Io(e)));
+        crate::fs::private_dir(dir).map_err(io)?;
+        let file = dir.join("flotilla.redb");
+        let db = Database::builder().set_cache_size(CACHE_BYTES).create(&file)?;
+        crate::fs::private_file(&file).map_err(io)?;
         let txn = db.begin_write()?;
         let (current, compacted) = {
             txn.open_table(KV)?;

@@ -63,23 +63,27 @@ fn read(path: &Path) -> Result<Option<String>, TlsError> {
     }
 }
 
+/// Replace `path` with `contents`, owner-only (`0600`), atomically: a crash leaves the old file or
+/// the new one, never a torn credential.
 fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
     let io = |source| TlsError::Io { path: path.display().to_string(), source };
     let tmp = path.with_extension("tmp");
-    {
-        use std::io::Write as _;
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            opts.mode(0o600);
-        }
-        let mut f = opts.open(&tmp).map_err(io)?;
-        f.write_all(contents.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-    }
+    crate::fs::write_private(&tmp, contents.as_bytes()).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Write `kubeconfig` (which holds the bearer token) to `path`, readable by its owner only: a new
+/// file is created `0600` (its directory `0700` when missing), and an existing file is made `0600`
+/// before the token is written into it.
+///
+/// # Errors
+/// Fails when the directory or the file cannot be created or written.
+pub fn write_kubeconfig(path: &Path, kubeconfig: &str) -> Result<(), TlsError> {
+    let io = |p: &Path, source| TlsError::Io { path: p.display().to_string(), source };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        crate::fs::private_dir(parent).map_err(|e| io(parent, e))?;
+    }
+    crate::fs::write_private(path, kubeconfig.as_bytes()).map_err(|e| io(path, e))
 }
 
 /// A random URL-safe token (256 bits).
@@ -96,7 +100,7 @@ impl Credentials {
     /// # Errors
     /// Fails on I/O or certificate generation errors.
     pub fn load_or_create(dir: &Path) -> Result<Self, TlsError> {
-        std::fs::create_dir_all(dir).map_err(|source| TlsError::Io { path: dir.display().to_string(), source })?;
+        crate::fs::private_dir(dir).map_err(|source| TlsError::Io { path: dir.display().to_string(), source })?;
         let (ca_p, cert_p, key_p, tok_p) = (dir.join("ca.crt"), dir.join("server.crt"), dir.join("server.key"), dir.join("token"));
         if let (Some(ca_pem), Some(cert_pem), Some(key_pem), Some(token)) = (read(&ca_p)?, read(&cert_p)?, read(&key_p)?, read(&tok_p)?) {
             return Ok(Credentials { ca_pem, cert_pem, key_pem, token: token.trim().to_owned() });
