@@ -11,7 +11,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
-use flotilla_core::scheduler::{self, Options};
+use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::scheduler;
+use std::sync::Arc;
 use serde_json::Value;
 
 /// One engine's answer for a scenario.
@@ -74,14 +76,8 @@ pub fn flotilla(scenario: &Value) -> Outcome {
     // Clusters as flotilla's admission stores them (Karmada's API server does the same).
     clusters.iter_mut().for_each(flotilla_core::validate::default_cluster);
     let profile = flotilla_plugins::default_profile();
-    let res = scheduler::schedule(
-        &profile,
-        &spec,
-        &status,
-        &clusters,
-        Options::default(),
-        None,
-    );
+    let snapshot = Snapshot::new(clusters, Arc::default(), Options::default());
+    let res = scheduler::schedule(&snapshot, &profile, &spec, &status, None, None);
     match res.outcome {
         Ok(t) => {
             let mut cs: Vec<(String, i64)> = t
