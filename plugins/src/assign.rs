@@ -1,9 +1,14 @@
 //! In-tree assign plugins, one per Karmada replica-division strategy. Each handles only its own
 //! strategy and skips otherwise, so a profile may put a custom assigner in front of them.
 
+use std::sync::atomic::AtomicI64;
+
+use flotilla_api::policy::StaticClusterWeight;
 use flotilla_core::PluginError;
 use flotilla_core::division::{self, Strategy};
 use flotilla_core::framework::{AssignInput, AssignPlugin, Assignment, Plugin};
+
+use crate::memo::{KeyHash, RowMemo};
 
 /// Name of [`Duplicated`].
 pub const DUPLICATED: &str = "Duplicated";
@@ -46,7 +51,8 @@ assigner!(Duplicated, DUPLICATED, "Every selected cluster gets all replicas.", S
 assigner!(
     StaticWeight,
     STATIC_WEIGHT,
-    "Replicas divided by static weights (Webster), Karmada's `staticWeightList`.",
+    "Replicas divided by static weights (Webster), Karmada's `staticWeightList`. Evaluates the rules \
+     for every cluster on every call; the profiles use [`MemoisedStaticWeight`].",
     Strategy::StaticWeight,
     division::static_weight
 );
@@ -64,3 +70,36 @@ assigner!(
     Strategy::Aggregated,
     |i| division::dynamic(i, true)
 );
+
+/// [`StaticWeight`] with a memo per snapshot generation (as its Wasm build keeps): each snapshot
+/// row's weight per distinct `staticWeightList`. Used when the binding has a snapshot; clusters
+/// without a snapshot row get their weight computed.
+#[derive(Debug, Default)]
+pub struct MemoisedStaticWeight {
+    memo: RowMemo<Vec<StaticClusterWeight>, AtomicI64>,
+}
+
+impl Plugin for MemoisedStaticWeight {
+    fn name(&self) -> &str {
+        STATIC_WEIGHT
+    }
+}
+
+impl AssignPlugin for MemoisedStaticWeight {
+    fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError> {
+        if strategy(input) != Some(Strategy::StaticWeight) {
+            return Ok(Assignment::Skip);
+        }
+        let memo = match (input.binding.snapshot, division::static_weight_rules(input)) {
+            (Some(s), Some(rules)) => {
+                let mut hash = KeyHash::default();
+                // A failed write would leave a partial hash, still the same for equal keys.
+                let _ = serde_json::to_writer(&mut hash, rules);
+                self.memo.slot(&s, hash.finish(), |k| k == rules, || rules.to_vec()).map(|slot| (s, rules, slot))
+            }
+            _ => None,
+        };
+        let Some((s, rules, slot)) = memo else { return Ok(division::static_weight(input)) };
+        Ok(division::static_weight_with(input, |c| slot.get(s.clusters, c.row, c.cluster, || division::rule_weight(rules, c.cluster))))
+    }
+}

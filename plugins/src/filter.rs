@@ -1,5 +1,7 @@
 //! In-tree filter plugins (Karmada `pkg/scheduler/framework/plugins/*`).
 
+use std::sync::atomic::AtomicU8;
+
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{Taint, Toleration, effect};
 use flotilla_api::policy::{ClusterAffinity as ClusterAffinityPolicy, ClusterAffinityTerm, CelSelector, spread_field};
@@ -7,6 +9,8 @@ use flotilla_core::PluginError;
 use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Plugin, Verdict};
 use flotilla_core::selector::{cluster_matches, cluster_matches_inline};
+
+use crate::memo::{KeyHash, RowMemo};
 
 /// Name of [`ApiEnablement`].
 pub const API_ENABLEMENT: &str = "APIEnablement";
@@ -107,7 +111,8 @@ impl FilterPlugin for TaintToleration {
 }
 
 /// Passes clusters matching the placement's cluster affinity (or the affinity group being tried,
-/// plus its overflow tiers for workloads).
+/// plus its overflow tiers for workloads). Evaluates every cluster on every call; the profiles use
+/// [`MemoisedClusterAffinity`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ClusterAffinity;
 
@@ -139,15 +144,18 @@ pub fn affinity_cel<'a>(affinity: Option<&'a ClusterAffinityPolicy>, term: Optio
     }
 }
 
+fn affinity_verdict(fit: bool) -> Verdict {
+    if fit { Verdict::Fit } else { Verdict::unschedulable("cluster(s) did not match the placement cluster affinity constraint") }
+}
+
 impl FilterPlugin for ClusterAffinity {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
-        const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
         let b = input.binding;
         // Flotilla extension: `celSelector` expressions, ANDed with the rest of the affinity. The
         // template is bound once per binding, not per cluster (see flotilla_core::expression).
         let cel = affinity_cel(b.placement.cluster_affinity.as_ref(), b.affinity_term);
         if !expression::has_cel(cel) {
-            each(input, out, |b, c| if affinity_matches(b, c) { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
+            each(input, out, |b, c| affinity_verdict(affinity_matches(b, c)));
             return Ok(());
         }
         let fault = |e: expression::ExpressionError| e.into_plugin_error(CLUSTER_AFFINITY);
@@ -157,8 +165,54 @@ impl FilterPlugin for ClusterAffinity {
         let bound = engine.bind(b.object).map_err(fault)?;
         for c in input.clusters {
             let fit = affinity_matches(b, c) && expression::selector_matches(bound.as_ref(), cel, c).map_err(fault)?;
-            out.push(if fit { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
+            out.push(affinity_verdict(fit));
         }
+        Ok(())
+    }
+}
+
+/// What [`affinity_matches`] reads of a binding, owned: the placement's affinity, else the term
+/// being tried and whether the binding is a workload.
+type AffinityKey = (Option<ClusterAffinityPolicy>, Option<ClusterAffinityTerm>, bool);
+
+/// [`ClusterAffinity`] with a memo per snapshot generation (as its Wasm build keeps): the verdict
+/// per distinct affinity for each snapshot row. Used when the binding has a snapshot, the input
+/// has the clusters' rows and the affinity has no `celSelector` expressions (those may read the
+/// template); otherwise the same as [`ClusterAffinity`].
+#[derive(Debug, Default)]
+pub struct MemoisedClusterAffinity {
+    memo: RowMemo<AffinityKey, AtomicU8>,
+}
+
+impl Plugin for MemoisedClusterAffinity {
+    fn name(&self) -> &str {
+        CLUSTER_AFFINITY
+    }
+}
+
+impl FilterPlugin for MemoisedClusterAffinity {
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
+        let b = input.binding;
+        let key = match (&b.placement.cluster_affinity, b.affinity_term) {
+            (Some(a), _) => (Some(a), None, false),
+            (None, Some(t)) => (None, Some(t), b.is_workload()),
+            // Nothing to match: every cluster passes.
+            (None, None) => return ClusterAffinity.filter(input, out),
+        };
+        let memo = match (b.snapshot, input.rows) {
+            (Some(s), Some(rows)) if rows.len() == input.clusters.len() && !expression::has_cel(affinity_cel(key.0, key.1)) => {
+                let mut hash = KeyHash::default();
+                // A failed write would leave a partial hash, still the same for equal keys.
+                let _ = serde_json::to_writer(&mut hash, &key);
+                let is_key = |k: &AffinityKey| k.0.as_ref() == key.0 && k.1.as_ref() == key.1 && k.2 == key.2;
+                self.memo.slot(&s, hash.finish(), is_key, || (key.0.cloned(), key.1.cloned(), key.2)).map(|slot| (s, rows, slot))
+            }
+            _ => None,
+        };
+        let Some((s, rows, slot)) = memo else { return ClusterAffinity.filter(input, out) };
+        out.extend(
+            input.clusters.iter().zip(rows).map(|(c, &row)| affinity_verdict(slot.get(s.clusters, row, c, || affinity_matches(b, c)))),
+        );
         Ok(())
     }
 }

@@ -6,9 +6,12 @@
 
 pub mod assign;
 pub mod filter;
+mod memo;
 pub mod overrider;
 pub mod score;
 pub mod select;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -22,7 +25,7 @@ pub fn default_profile() -> Profile {
         filters: vec![
             Slot::new(Arc::new(filter::ApiEnablement) as Arc<_>),
             Slot::new(Arc::new(filter::TaintToleration) as Arc<_>),
-            Slot::new(Arc::new(filter::ClusterAffinity) as Arc<_>),
+            Slot::new(Arc::new(filter::MemoisedClusterAffinity::default()) as Arc<_>),
             Slot::new(Arc::new(filter::SpreadConstraint) as Arc<_>),
             Slot::new(Arc::new(filter::ClusterEviction) as Arc<_>),
         ],
@@ -33,7 +36,7 @@ pub fn default_profile() -> Profile {
         selects: vec![Slot::new(Arc::new(select::SpreadConstraint) as Arc<_>)],
         assigners: vec![
             Slot::new(Arc::new(assign::Duplicated) as Arc<_>),
-            Slot::new(Arc::new(assign::StaticWeight) as Arc<_>),
+            Slot::new(Arc::new(assign::MemoisedStaticWeight::default()) as Arc<_>),
             Slot::new(Arc::new(assign::DynamicWeight) as Arc<_>),
             Slot::new(Arc::new(assign::Aggregated) as Arc<_>),
         ],
@@ -81,7 +84,7 @@ impl PluginFactory for BuiltinFactory {
             ExtensionPoint::Filter => match name {
                 filter::API_ENABLEMENT => Some(BuiltPlugin::Filter(Arc::new(filter::ApiEnablement))),
                 filter::TAINT_TOLERATION => Some(BuiltPlugin::Filter(Arc::new(filter::TaintToleration))),
-                filter::CLUSTER_AFFINITY => Some(BuiltPlugin::Filter(Arc::new(filter::ClusterAffinity))),
+                filter::CLUSTER_AFFINITY => Some(BuiltPlugin::Filter(Arc::new(filter::MemoisedClusterAffinity::default()))),
                 filter::SPREAD_CONSTRAINT => Some(BuiltPlugin::Filter(Arc::new(filter::SpreadConstraint))),
                 filter::CLUSTER_EVICTION => Some(BuiltPlugin::Filter(Arc::new(filter::ClusterEviction))),
                 _ => None,
@@ -97,7 +100,7 @@ impl PluginFactory for BuiltinFactory {
             },
             ExtensionPoint::Assign => match name {
                 assign::DUPLICATED => Some(BuiltPlugin::Assign(Arc::new(assign::Duplicated))),
-                assign::STATIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::StaticWeight))),
+                assign::STATIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::MemoisedStaticWeight::default()))),
                 assign::DYNAMIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::DynamicWeight))),
                 assign::AGGREGATED => Some(BuiltPlugin::Assign(Arc::new(assign::Aggregated))),
                 _ => None,
