@@ -41,6 +41,7 @@ pub mod store;
 pub mod table;
 mod time;
 pub mod tls;
+mod validation;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -132,19 +132,39 @@ fn leak_list(v: Option<&serde_json::Value>) -> &'static [&'static str] {
     if items.is_empty() { &[] } else { Box::leak(items.into_boxed_slice()) }
 }
 
+/// Whether `group` is a Kubernetes API group this server serves built in (`apps`, `batch`,
+/// `apiextensions.k8s.io`, ... and the core group `""`), which no CustomResourceDefinition may
+/// define. (Karmada's and Flotilla's groups may gain kinds from CRDs; their built-in resources
+/// are kept.)
+fn is_builtin_group(group: &str) -> bool {
+    group.is_empty() || RESOURCES.iter().any(|r| r.group == group && (r.strategic || r.group == "apiextensions.k8s.io"))
+}
+
 /// Register the served versions of a CustomResourceDefinition (idempotent per group/version/plural).
 ///
 /// Registrations are process-wide (shared by every logical cluster) and are not withdrawn when
 /// the CRD is deleted; each distinct resource leaks a few bytes once.
 ///
 /// # Errors
-/// A message naming the missing field when the CRD lacks `spec.group`, names or versions.
+/// A message naming the field when the CRD lacks `spec.group`, names or versions, when its group
+/// is not a domain or is a built-in Kubernetes group ([`is_builtin_group`]), or when its name is
+/// not `<plural>.<group>`.
 pub fn register_crd(crd: &serde_json::Value) -> Result<(), String> {
     let spec = crd.get("spec").ok_or("spec: Required value")?;
-    let group = spec.get("group").and_then(serde_json::Value::as_str).ok_or("spec.group: Required value")?;
+    let group = spec.get("group").and_then(serde_json::Value::as_str).filter(|g| !g.is_empty()).ok_or("spec.group: Required value")?;
+    if !group.contains('.') {
+        return Err(format!("spec.group: Invalid value: {group:?}: should be a domain with at least one dot"));
+    }
+    if is_builtin_group(group) {
+        return Err(format!("spec.group: Invalid value: {group:?}: is a built-in API group served by this server"));
+    }
     let names = spec.get("names").ok_or("spec.names: Required value")?;
     let kind = names.get("kind").and_then(serde_json::Value::as_str).ok_or("spec.names.kind: Required value")?;
     let plural = names.get("plural").and_then(serde_json::Value::as_str).ok_or("spec.names.plural: Required value")?;
+    let name = crd.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or_default();
+    if name != format!("{plural}.{group}") {
+        return Err(format!("metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"));
+    }
     let singular = names.get("singular").and_then(serde_json::Value::as_str).map_or_else(|| kind.to_lowercase(), str::to_owned);
     let namespaced = spec.get("scope").and_then(serde_json::Value::as_str) != Some("Cluster");
     let versions = spec.get("versions").and_then(serde_json::Value::as_array).ok_or("spec.versions: Required value")?;

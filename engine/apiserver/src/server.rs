@@ -436,6 +436,11 @@ impl ApiServer {
         if wants(headers, "PartialObjectMetadata") { partial_metadata(obj) } else { obj.clone() }
     }
 
+    /// kube-apiserver's own validation ([`crate::validation`]) of `obj` about to be stored.
+    fn validate(t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        crate::validation::validate(t.res, obj, old).map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
+    }
+
     /// Run the registered admission on `obj` (the main resource only; status writes are not admitted).
     fn admit(&self, t: &Target, op: Operation, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         let Some(admission) = &self.options.admission else { return Ok(()) };
@@ -646,6 +651,7 @@ impl ApiServer {
             if attempt == 0 {
                 self.admit(t, Operation::Create, &mut obj, None)?;
                 normalize(&mut obj);
+                Self::validate(t, &obj, None)?;
                 limits::check_object(&obj)?;
             }
             if dry_run {
@@ -725,6 +731,9 @@ impl ApiServer {
                 new = proposed;
             }
             normalize(&mut new);
+        }
+        if !status_sub {
+            Self::validate(t, &new, Some(old))?;
         }
         if spec_differs(old, &new, t.res.has_status) {
             if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
@@ -844,6 +853,7 @@ impl ApiServer {
                 Self::prepare_create(t, &mut obj)?;
                 self.admit(t, Operation::Create, &mut obj, None)?;
                 normalize(&mut obj);
+                Self::validate(t, &obj, None)?;
                 limits::check_object(&obj)?;
                 if dry_run {
                     return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));

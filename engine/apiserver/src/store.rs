@@ -345,8 +345,12 @@ impl Store {
                 more_after = items.last().map(|(k, _): &(String, Arc<Value>)| k.clone());
                 break;
             }
-            let (_, value) = decode_kv(key, v.value())?;
-            items.push((key.to_owned(), Arc::new(value)));
+            // One record that no longer decodes must not fail every list of its kind (and with
+            // it the start-up of every controller that lists it).
+            match decode_kv(key, v.value()) {
+                Ok((_, value)) => items.push((key.to_owned(), Arc::new(value))),
+                Err(error) => tracing::warn!(key, %error, "skipping a stored object that cannot be decoded"),
+            }
         }
         Ok(Page { items, rev, more_after })
     }
@@ -376,13 +380,18 @@ impl Store {
             let rev = rev.value();
             // The key first (serde skips the objects without building them): a watcher resuming
             // after a lag reads every kind's events since its revision, and most are not its own.
-            let key: LogKey = serde_json::from_slice(raw.value())
-                .map_err(|source| StoreError::Corrupt { key: format!("log/{rev}"), source })?;
-            if !key.k.starts_with(prefix) {
-                continue;
-            }
-            let record: LogRecord = serde_json::from_slice(raw.value())
-                .map_err(|source| StoreError::Corrupt { key: format!("log/{rev}"), source })?;
+            // A record that no longer decodes is skipped, as lists skip objects.
+            let record = serde_json::from_slice::<LogKey>(raw.value()).and_then(|key| {
+                if key.k.starts_with(prefix) { serde_json::from_slice::<LogRecord>(raw.value()).map(Some) } else { Ok(None) }
+            });
+            let record = match record {
+                Ok(Some(record)) => record,
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::warn!(rev, %error, "skipping a logged change that cannot be decoded");
+                    continue;
+                }
+            };
             let object_json = Bytes::from(serde_json::to_vec(&record.v).unwrap_or_default());
             backlog.push_back(Arc::new(Event {
                 rev,

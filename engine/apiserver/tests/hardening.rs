@@ -184,12 +184,12 @@ async fn bodies_nested_deeper_than_100_levels_are_400() {
 #[tokio::test]
 async fn ordinary_yaml_still_decodes() {
     let s = Server::new();
-    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  labels: {app: web, tier: \"[x]\"}\n\
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  annotations: {app: web, tier: \"[x]\"}\n\
                 data:\n  script: |\n    if [ -f x ]; then echo '}'; fi\n  list: \"[1, [2, [3]]]\"\n  note: it's [fine] # a comment ]]\n";
     let got = s.send("POST", CMS, "application/yaml", yaml).await;
     assert_eq!(got.0, 201, "{}", got.1);
     assert_eq!(got.1["data"]["note"], "it's [fine]");
-    assert_eq!(got.1["metadata"]["labels"]["tier"], "[x]");
+    assert_eq!(got.1["metadata"]["annotations"]["tier"], "[x]");
 }
 
 #[tokio::test]
@@ -317,4 +317,102 @@ async fn the_store_credentials_and_kubeconfig_are_owner_only() {
     assert_eq!((mode(&fresh), mode(fresh.parent().expect("parent"))), (0o600, 0o700));
     let _ = stop.send(());
     let _ = running.task.await;
+}
+
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+fn deployment(name: &str, replicas: Value, labels: Value) -> String {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "w"}},
+                    "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn invalid_replicas_and_labels_are_422() {
+    let s = Server::new();
+    for (replicas, labels, field) in [
+        (json!(9_223_372_036_854_775_808u64), json!({}), "spec.replicas"),
+        (json!(-5), json!({}), "spec.replicas"),
+        (json!(1), json!({"a": 5}), "metadata.labels[a]"),
+        (json!(1), json!({"a": ["x"]}), "metadata.labels[a]"),
+        (json!(1), json!({"bad key": "x"}), "metadata.labels"),
+    ] {
+        let got = s.send("POST", DEPLOYS, "application/json", deployment("w", replicas, labels)).await;
+        assert_status(&got, 422, "Invalid");
+        assert_eq!(got.1["details"]["causes"][0]["field"], field, "{}", got.1);
+        assert!(
+            got.1["message"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(&format!("Deployment.apps \"w\" is invalid: {field}: Invalid value: "))
+        );
+    }
+    let got = s.send("POST", CMS, "application/json", json!({"metadata": {"name": "c", "labels": {"a": 5}}}).to_string()).await;
+    assert_status(&got, 422, "Invalid");
+    let got = s.send("POST", DEPLOYS, "application/json", deployment("w", json!(2), json!({"app": "w"}))).await;
+    assert_eq!(got.0, 201, "{}", got.1);
+    let w = format!("{DEPLOYS}/w");
+    for (ct, patch) in [
+        ("application/merge-patch+json", json!({"spec": {"replicas": -1}})),
+        ("application/json-patch+json", json!([{"op": "replace", "path": "/spec/replicas", "value": 4_294_967_296u64}])),
+        ("application/strategic-merge-patch+json", json!({"metadata": {"labels": {"app": 1}}})),
+    ] {
+        assert_status(&s.send("PATCH", &w, ct, patch.to_string()).await, 422, "Invalid");
+    }
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"parallelism": -1, "template": {}}});
+    assert_status(&s.send("POST", "/apis/batch/v1/namespaces/default/jobs", "application/json", job.to_string()).await, 422, "Invalid");
+}
+
+#[tokio::test]
+async fn crds_cannot_take_over_built_in_groups() {
+    let s = Server::new();
+    let crd = |name: &str, group: &str, plural: &str| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
+               "spec": {"group": group, "scope": "Namespaced", "names": {"kind": "Thing", "plural": plural},
+                        "versions": [{"name": "v2", "served": true, "storage": true}]}})
+        .to_string()
+    };
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    for (name, group, plural) in [
+        ("deployments.apps", "apps", "deployments"),
+        ("things.apps", "apps", "things"),
+        ("ingresses.networking.k8s.io", "networking.k8s.io", "ingresses"),
+        ("pods", "", "pods"),
+        ("things.example.com", "example.com", "others"),
+    ] {
+        assert_status(&s.send("POST", crds, "application/json", crd(name, group, plural)).await, 422, "Invalid");
+    }
+    assert_eq!(s.send("GET", "/apis/apps/v2", "application/json", Body::empty()).await.0, 404, "apps/v2 is not served");
+    assert_eq!(s.send("POST", crds, "application/json", crd("things.example.com", "example.com", "things")).await.0, 201);
+}
+
+#[tokio::test]
+async fn records_that_no_longer_decode_are_skipped_not_fatal() {
+    use flotilla_apiserver::store::{Op, Precondition};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store opens");
+    // Deeper than serde_json decodes: written by an older version, unreadable now.
+    let mut deep = json!("x");
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    let bad = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad", "namespace": "default"}, "data": deep});
+    for key in ["/@/core/configmaps/default/bad", "/@/apiextensions.k8s.io/customresourcedefinitions/bad.example.com"] {
+        store.write(key.into(), Op::Put(bad.clone()), Precondition::Absent).await.expect("write");
+    }
+    let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "good", "namespace": "default"}});
+    store.write("/@/core/configmaps/default/good".into(), Op::Put(good), Precondition::Absent).await.expect("write");
+    // A fresh server (start-up lists every CRD) serves lists and watches without the bad record.
+    let s = Server { router: ApiServer::new(store, ServerOptions::default()).router(), _dir: dir };
+    let got = s.send("GET", CMS, "application/json", Body::empty()).await;
+    assert_eq!(got.0, 200, "{}", got.1);
+    let names: Vec<&str> = got.1["items"].as_array().expect("items").iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(s.send("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "", Body::empty()).await.0, 200);
+    let req = Request::builder().uri(format!("{CMS}?watch=true&resourceVersion=1&timeoutSeconds=1")).body(Body::empty()).expect("request");
+    let resp = s.router.clone().oneshot(req).await.expect("infallible");
+    assert_eq!(resp.status().as_u16(), 200);
+    let text = String::from_utf8(axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
+    assert!(text.contains("\"good\"") && !text.contains("\"bad\""), "{text}");
 }
