@@ -1,25 +1,22 @@
 //! Full scheduling cycle (5 filters, 2 scores, estimator, spread selection, assigner) at 1,000
 //! clusters: the native built-ins vs the same profile with the `ClusterAffinity` filter and the
 //! `StaticWeight` assigner replaced by their Wasm builds (plugins/wasm, built from source here).
+//! Both sides keep the same per-generation memo (verdict per affinity, weight per rule list), so
+//! the comparison is equal work.
 //!
-//! `CARGO_TARGET_DIR=target-wasm cargo bench -p flotilla-wasm --bench cycle`
+//! `cargo bench -p flotilla-wasm --bench cycle`
 //! (needs Debian's rustc-web toolchain, see sdk/ABI.md). The fixtures are those of
 //! `plugins/benches/schedule.rs`.
 //!
 //! On a shared machine single passes swing with the load, so the interleaved measurement (native
 //! and Wasm alternating on the same batches of 100 bindings) is the one to compare.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
-use flotilla_core::PluginError;
-use flotilla_core::division::{self, Strategy};
-use flotilla_core::framework::{
-    AssignInput, AssignPlugin, Assignment, BindingContext, FilterInput, FilterPlugin, Plugin, Profile, Slot, Verdict,
-};
+use flotilla_core::framework::{FilterPlugin, Profile, Slot};
 use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_core::pipeline::{Options, Snapshot};
 use flotilla_core::scheduler::schedule;
@@ -53,116 +50,6 @@ fn wasm_profile() -> Profile {
     for s in &mut p.assigners {
         if s.plugin.name() == "StaticWeight" {
             *s = Slot::new(Arc::clone(&assign) as _);
-        }
-    }
-    p
-}
-
-/// The native built-ins with the Wasm guests' memo (plugins/wasm): per cluster-set generation, the
-/// filter's verdict per distinct affinity and the static weight per rule list, clusters found by
-/// their snapshot rows (`FilterInput::rows`, `ClusterDetail::row`). Not a product plugin: it only
-/// shows how much of the Wasm/native gap is the memo (the native built-ins evaluate selectors for
-/// every cluster and binding).
-#[derive(Default)]
-struct Memo {
-    generation: u64,
-    /// Clusters in the memoised set.
-    len: usize,
-    verdicts: HashMap<String, Vec<u8>>,
-    weights: HashMap<String, Vec<i64>>,
-}
-
-impl Memo {
-    /// Start over when the binding's cluster set is not the memoised one.
-    fn sync(&mut self, b: &BindingContext<'_>) {
-        let Some(s) = b.snapshot else { return };
-        if s.generation != self.generation {
-            self.generation = s.generation;
-            self.len = s.clusters.len();
-            self.verdicts.clear();
-            self.weights.clear();
-        }
-    }
-}
-
-#[derive(Default)]
-struct MemoNative(Mutex<Memo>);
-
-impl Plugin for MemoNative {
-    fn name(&self) -> &str {
-        "MemoNative"
-    }
-}
-
-impl FilterPlugin for MemoNative {
-    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
-        const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
-        let b = input.binding;
-        let cel = flotilla_plugins::filter::affinity_cel(b.placement.cluster_affinity.as_ref(), b.affinity_term);
-        let Some(rows) = input.rows.filter(|_| b.snapshot.is_some() && !flotilla_core::expression::has_cel(cel)) else {
-            return flotilla_plugins::filter::ClusterAffinity.filter(input, out);
-        };
-        let key = serde_json::to_string(&(&b.placement.cluster_affinity, &b.affinity_term, b.is_workload())).unwrap_or_default();
-        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        memo.sync(b);
-        let Memo { len, verdicts, .. } = &mut *memo;
-        let v = verdicts.entry(key).or_insert_with(|| vec![0; *len]);
-        for (c, &row) in input.clusters.iter().zip(rows) {
-            let fit = match v.get_mut(row as usize) {
-                Some(v) => {
-                    if *v == 0 {
-                        *v = if flotilla_plugins::filter::affinity_matches(b, c) { 1 } else { 2 };
-                    }
-                    *v == 1
-                }
-                None => flotilla_plugins::filter::affinity_matches(b, c),
-            };
-            out.push(if fit { Verdict::Fit } else { Verdict::unschedulable(MISMATCH) });
-        }
-        Ok(())
-    }
-}
-
-impl AssignPlugin for MemoNative {
-    fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError> {
-        let b = input.binding;
-        if b.snapshot.is_none() || division::strategy(b.placement).ok() != Some(Strategy::StaticWeight) {
-            return flotilla_plugins::assign::StaticWeight.assign(input);
-        }
-        let rules = division::static_weight_rules(input);
-        let key = serde_json::to_string(&rules).unwrap_or_default();
-        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        memo.sync(b);
-        let Memo { len, weights, .. } = &mut *memo;
-        let w = weights.entry(key).or_insert_with(|| vec![-1; *len]);
-        Ok(division::static_weight_with(input, |c| {
-            let compute = || rules.map_or(1, |r| division::rule_weight(r, c.cluster));
-            match w.get_mut(c.row as usize) {
-                Some(w) => {
-                    if *w < 0 {
-                        *w = compute();
-                    }
-                    *w
-                }
-                None => compute(),
-            }
-        }))
-    }
-}
-
-/// The default profile with the two built-ins replaced by [`MemoNative`].
-fn memo_native_profile() -> Profile {
-    let filter = Arc::new(MemoNative::default());
-    let assign = Arc::new(MemoNative::default());
-    let mut p = flotilla_plugins::default_profile();
-    for s in &mut p.filters {
-        if s.plugin.name() == "ClusterAffinity" {
-            *s = Slot::new(Arc::clone(&filter) as Arc<dyn FilterPlugin>);
-        }
-    }
-    for s in &mut p.assigners {
-        if s.plugin.name() == "StaticWeight" {
-            *s = Slot::new(Arc::clone(&assign) as Arc<dyn AssignPlugin>);
         }
     }
     p
@@ -214,31 +101,23 @@ fn bench(c: &mut Criterion) {
     let set = Snapshot::new(owned, Arc::default(), Options::default());
     let mixed: Vec<_> = (0..2000).map(binding).collect();
     let weighted: Vec<_> = (0..8000).map(binding).filter(|_| true).skip(1).step_by(4).collect();
-    let memo_native = memo_native_profile();
     // Identical results first.
     for (s, st) in mixed.iter().chain(&weighted).take(400) {
-        let a = schedule(&set, &native, s, st, None, None);
-        let b = schedule(&set, &wasm, s, st, None, None);
-        assert_eq!(a, b, "native and wasm disagree");
-        assert_eq!(a, schedule(&set, &memo_native, s, st, None, None), "native and memoising native disagree");
+        assert_eq!(schedule(&set, &native, s, st, None, None), schedule(&set, &wasm, s, st, None, None), "native and wasm disagree");
     }
-    // For profiling one side: `FLOTILLA_BENCH_ONLY=native|memo|wasm` runs only that profile on the
+    // For profiling one side: `FLOTILLA_BENCH_ONLY=native|wasm` runs only that profile on the
     // static-weight bindings for `FLOTILLA_BENCH_SECONDS` (default 20) and stops; `pairs` runs only
     // the static-weight interleaved pairs.
     if let Ok(only) = std::env::var("FLOTILLA_BENCH_ONLY") {
         if only == "pairs" {
-            // Just the static-weight interleaved pairs, both comparisons (quick check).
-            for (label, base) in [("native", &native), ("native+memo", &memo_native)] {
-                let (n, w, [p25, p50, p75]) = interleaved(base, &wasm, &set, &weighted, 100);
-                eprintln!("pairs, static weight: {label} {n:?}, wasm {w:?}: ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})");
-            }
+            let (n, w, [p25, p50, p75]) = interleaved(&native, &wasm, &set, &weighted, 100);
+            eprintln!("pairs, static weight: native {n:?}, wasm {w:?}: ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})");
             return;
         }
         let profile = match only.as_str() {
             "native" => &native,
-            "memo" => &memo_native,
             "wasm" => &wasm,
-            other => panic!("FLOTILLA_BENCH_ONLY={other}: expected native, memo or wasm"),
+            other => panic!("FLOTILLA_BENCH_ONLY={other}: expected native, wasm or pairs"),
         };
         let secs = std::env::var("FLOTILLA_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
         let until = Instant::now() + Duration::from_secs(secs);
@@ -268,14 +147,6 @@ fn bench(c: &mut Criterion) {
         eprintln!(
             "interleaved, 200 pairs of 100 bindings ({label}): native {n:?}/binding, wasm {w:?}/binding (medians), \
              ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})"
-        );
-    }
-    // The same work on both sides: the native built-ins with the guests' memo.
-    for (label, bindings) in [("mixed strategies", &mixed), ("static weight", &weighted)] {
-        let (n, w, [p25, p50, p75]) = interleaved(&memo_native, &wasm, &set, bindings, 200);
-        eprintln!(
-            "interleaved vs native with the guests' memo ({label}): native+memo {n:?}/binding, wasm {w:?}/binding \
-             (medians), ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})"
         );
     }
     let mut g = c.benchmark_group("cycle_1000_clusters");

@@ -1,7 +1,7 @@
 //! `WasmFactory`: builds Wasm plugins from profile specs (`wasm: {path, sha256}`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 
@@ -10,22 +10,14 @@ use crate::instance::Limits;
 use crate::module::{LoadError, sha256};
 use crate::plugin::{WasmPlugin, export_for};
 
-/// The Wasm backend of profiles. Records every module file it reads, so a
-/// [`crate::Registry`] knows what to watch.
-#[derive(Debug, Default)]
-pub struct WasmFactory {
-    read: Mutex<Vec<PathBuf>>,
-}
+/// The Wasm backend of profiles.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WasmFactory;
 
 impl WasmFactory {
     /// A factory on the process-wide [`Host`].
     pub fn new() -> Self {
-        WasmFactory::default()
-    }
-
-    /// The module files read since the last call.
-    pub fn take_read_files(&self) -> Vec<PathBuf> {
-        std::mem::take(&mut *self.read.lock().unwrap_or_else(|e| e.into_inner()))
+        WasmFactory
     }
 
     /// Load the plugin `spec` describes for `point`.
@@ -34,7 +26,6 @@ impl WasmFactory {
     /// Reading, digest, compile, link, a missing export for `point`, or the first instantiation.
     pub fn load(&self, point: ExtensionPoint, spec: &PluginSpec, path: &Path) -> Result<WasmPlugin, LoadError> {
         let host = Host::global()?;
-        self.read.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.display().to_string(), source })?;
         let digest = sha256(&bytes);
         if let Some(expected) = spec.wasm.as_ref().and_then(|w| w.sha256.as_deref()) {

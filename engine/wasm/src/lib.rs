@@ -2,8 +2,9 @@
 //! select, assign, override) behind the same traits the built-ins implement.
 //!
 //! Where to start: [`WasmFactory`] turns a profile's `wasm: {path, sha256}` plugin spec into a
-//! [`WasmPlugin`]; [`Registry`] keeps a hot-reloadable set of profiles; `sdk/ABI.md` specifies what
-//! a module must export (ABI v1, names and messages in the `flotilla-abi` crate).
+//! [`WasmPlugin`]; `sdk/ABI.md` specifies what a module must export (ABI v1, names and messages in
+//! the `flotilla-abi` crate). Hot reload is the control plane's: the controllers rebuild profiles
+//! from `WasmPlugin` objects and swap the whole set (`flotilla_controller::controller::plugins`).
 //!
 //! Concepts:
 //! - **[`Host`]**: one process-wide wasmtime `Engine` (Cranelift, pooling allocator, epoch
@@ -24,7 +25,6 @@ mod host;
 mod instance;
 mod module;
 mod plugin;
-mod registry;
 mod wasi;
 
 pub use factory::WasmFactory;
@@ -32,4 +32,3 @@ pub use host::{Host, MAX_MEMORY_BYTES};
 pub use instance::Limits;
 pub use module::{Compiled, Digest, LoadError, custom_section, sha256};
 pub use plugin::{WasmPlugin, export_for, fuzz_decode};
-pub use registry::{Loaded, Registry, profiles_from_file};
