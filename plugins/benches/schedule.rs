@@ -25,7 +25,10 @@ fn bench(c: &mut Criterion) {
     let start = Instant::now();
     let mut ok = 0;
     for (spec, status) in &bindings {
-        if schedule(&cl, &profile, spec, status, None, None).outcome.is_ok() {
+        if schedule(&cl, &profile, spec, status, None, None)
+            .outcome
+            .is_ok()
+        {
             ok += 1;
         }
     }
@@ -44,7 +47,12 @@ fn bench(c: &mut Criterion) {
             }
         });
     });
-    for (name, offset) in [("duplicated", 0), ("static_weight", 1), ("dynamic_weight", 2), ("aggregated", 3)] {
+    for (name, offset) in [
+        ("duplicated", 0),
+        ("static_weight", 1),
+        ("dynamic_weight", 2),
+        ("aggregated", 3),
+    ] {
         g.bench_function(format!("one_binding_{name}"), |b| {
             let (spec, status) = &bindings[offset];
             b.iter(|| std::hint::black_box(schedule(&cl, &profile, spec, status, None, None)));

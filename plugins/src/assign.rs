@@ -47,7 +47,13 @@ macro_rules! assigner {
     };
 }
 
-assigner!(Duplicated, DUPLICATED, "Every selected cluster gets all replicas.", Strategy::Duplicated, division::duplicated);
+assigner!(
+    Duplicated,
+    DUPLICATED,
+    "Every selected cluster gets all replicas.",
+    Strategy::Duplicated,
+    division::duplicated
+);
 assigner!(
     StaticWeight,
     STATIC_WEIGHT,
@@ -95,11 +101,19 @@ impl AssignPlugin for MemoisedStaticWeight {
                 let mut hash = KeyHash::default();
                 // A failed write would leave a partial hash, still the same for equal keys.
                 let _ = serde_json::to_writer(&mut hash, rules);
-                self.memo.slot(&s, hash.finish(), |k| k == rules, || rules.to_vec()).map(|slot| (s, rules, slot))
+                self.memo
+                    .slot(&s, hash.finish(), |k| k == rules, || rules.to_vec())
+                    .map(|slot| (s, rules, slot))
             }
             _ => None,
         };
-        let Some((s, rules, slot)) = memo else { return Ok(division::static_weight(input)) };
-        Ok(division::static_weight_with(input, |c| slot.get(s.clusters, c.row, c.cluster, || division::rule_weight(rules, c.cluster))))
+        let Some((s, rules, slot)) = memo else {
+            return Ok(division::static_weight(input));
+        };
+        Ok(division::static_weight_with(input, |c| {
+            slot.get(s.clusters, c.row, c.cluster, || {
+                division::rule_weight(rules, c.cluster)
+            })
+        }))
     }
 }

@@ -4,7 +4,9 @@ use std::sync::atomic::AtomicU8;
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{Taint, Toleration, effect};
-use flotilla_api::policy::{ClusterAffinity as ClusterAffinityPolicy, ClusterAffinityTerm, CelSelector, spread_field};
+use flotilla_api::policy::{
+    CelSelector, ClusterAffinity as ClusterAffinityPolicy, ClusterAffinityTerm, spread_field,
+};
 use flotilla_core::PluginError;
 use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Plugin, Verdict};
@@ -23,7 +25,11 @@ pub const SPREAD_CONSTRAINT: &str = "SpreadConstraint";
 /// Name of [`ClusterEviction`].
 pub const CLUSTER_EVICTION: &str = "ClusterEviction";
 
-fn each(input: &FilterInput<'_>, out: &mut Vec<Verdict>, f: impl Fn(&BindingContext<'_>, &Cluster) -> Verdict) {
+fn each(
+    input: &FilterInput<'_>,
+    out: &mut Vec<Verdict>,
+    f: impl Fn(&BindingContext<'_>, &Cluster) -> Verdict,
+) {
     out.extend(input.clusters.iter().map(|c| f(input.binding, c)));
 }
 
@@ -46,11 +52,16 @@ impl FilterPlugin for ApiEnablement {
                 return Verdict::Fit;
             }
             let enabled = c.status.as_ref().is_some_and(|s| {
-                s.api_enablements
-                    .iter()
-                    .any(|e| e.group_version == res.api_version && e.resources.iter().any(|r| r.kind == res.kind))
+                s.api_enablements.iter().any(|e| {
+                    e.group_version == res.api_version
+                        && e.resources.iter().any(|r| r.kind == res.kind)
+                })
             });
-            if enabled { Verdict::Fit } else { Verdict::unschedulable("cluster(s) did not have the API resource") }
+            if enabled {
+                Verdict::Fit
+            } else {
+                Verdict::unschedulable("cluster(s) did not have the API resource")
+            }
         });
         Ok(())
     }
@@ -91,7 +102,11 @@ pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) ->
 
 /// `{key=value:Effect}` or `{key:Effect}`, as Karmada prints taints in reasons.
 pub fn taint_text(t: &Taint) -> String {
-    if t.value.is_empty() { format!("{}:{}", t.key, t.effect) } else { format!("{}={}:{}", t.key, t.value, t.effect) }
+    if t.value.is_empty() {
+        format!("{}:{}", t.key, t.effect)
+    } else {
+        format!("{}={}:{}", t.key, t.value, t.effect)
+    }
 }
 
 impl FilterPlugin for TaintToleration {
@@ -103,7 +118,10 @@ impl FilterPlugin for TaintToleration {
             }
             match first_untolerated(&c.spec.taints, tolerations) {
                 None => Verdict::Fit,
-                Some(t) => Verdict::unschedulable(format!("cluster(s) had untolerated taint {{{}}}", taint_text(t))),
+                Some(t) => Verdict::unschedulable(format!(
+                    "cluster(s) had untolerated taint {{{}}}",
+                    taint_text(t)
+                )),
             }
         });
         Ok(())
@@ -127,16 +145,26 @@ pub fn affinity_matches(b: &BindingContext<'_>, cluster: &Cluster) -> bool {
     if let Some(a) = &b.placement.cluster_affinity {
         return cluster_matches(cluster, a);
     }
-    let Some(term) = b.affinity_term else { return true };
+    let Some(term) = b.affinity_term else {
+        return true;
+    };
     if cluster_matches_inline(cluster, &term.affinity) {
         return true;
     }
-    b.is_workload() && term.overflow_affinities.iter().flatten().any(|o| cluster_matches_inline(cluster, &o.affinity))
+    b.is_workload()
+        && term
+            .overflow_affinities
+            .iter()
+            .flatten()
+            .any(|o| cluster_matches_inline(cluster, &o.affinity))
 }
 
 /// The `celSelector` in force for an affinity: the placement's `clusterAffinity` wins over the
 /// ordered-affinity term being tried (as in [`affinity_matches`]).
-pub fn affinity_cel<'a>(affinity: Option<&'a ClusterAffinityPolicy>, term: Option<&'a ClusterAffinityTerm>) -> Option<&'a CelSelector> {
+pub fn affinity_cel<'a>(
+    affinity: Option<&'a ClusterAffinityPolicy>,
+    term: Option<&'a ClusterAffinityTerm>,
+) -> Option<&'a CelSelector> {
     match (affinity, term) {
         (Some(a), _) => a.cel_selector.as_ref(),
         (None, Some(t)) => t.affinity.cel_selector.as_ref(),
@@ -145,7 +173,11 @@ pub fn affinity_cel<'a>(affinity: Option<&'a ClusterAffinityPolicy>, term: Optio
 }
 
 fn affinity_verdict(fit: bool) -> Verdict {
-    if fit { Verdict::Fit } else { Verdict::unschedulable("cluster(s) did not match the placement cluster affinity constraint") }
+    if fit {
+        Verdict::Fit
+    } else {
+        Verdict::unschedulable("cluster(s) did not match the placement cluster affinity constraint")
+    }
 }
 
 impl FilterPlugin for ClusterAffinity {
@@ -160,11 +192,15 @@ impl FilterPlugin for ClusterAffinity {
         }
         let fault = |e: expression::ExpressionError| e.into_plugin_error(CLUSTER_AFFINITY);
         let engine = b.expressions.ok_or_else(|| {
-            PluginError::failed(CLUSTER_AFFINITY, "celSelector needs an expression engine (the CEL backend) in the profile")
+            PluginError::failed(
+                CLUSTER_AFFINITY,
+                "celSelector needs an expression engine (the CEL backend) in the profile",
+            )
         })?;
         let bound = engine.bind(b.object).map_err(fault)?;
         for c in input.clusters {
-            let fit = affinity_matches(b, c) && expression::selector_matches(bound.as_ref(), cel, c).map_err(fault)?;
+            let fit = affinity_matches(b, c)
+                && expression::selector_matches(bound.as_ref(), cel, c).map_err(fault)?;
             out.push(affinity_verdict(fit));
         }
         Ok(())
@@ -173,7 +209,11 @@ impl FilterPlugin for ClusterAffinity {
 
 /// What [`affinity_matches`] reads of a binding, owned: the placement's affinity, else the term
 /// being tried and whether the binding is a workload.
-type AffinityKey = (Option<ClusterAffinityPolicy>, Option<ClusterAffinityTerm>, bool);
+type AffinityKey = (
+    Option<ClusterAffinityPolicy>,
+    Option<ClusterAffinityTerm>,
+    bool,
+);
 
 /// [`ClusterAffinity`] with a memo per snapshot generation (as its Wasm build keeps): the verdict
 /// per distinct affinity for each snapshot row. Used when the binding has a snapshot, the input
@@ -200,19 +240,30 @@ impl FilterPlugin for MemoisedClusterAffinity {
             (None, None) => return ClusterAffinity.filter(input, out),
         };
         let memo = match (b.snapshot, input.rows) {
-            (Some(s), Some(rows)) if rows.len() == input.clusters.len() && !expression::has_cel(affinity_cel(key.0, key.1)) => {
+            (Some(s), Some(rows))
+                if rows.len() == input.clusters.len()
+                    && !expression::has_cel(affinity_cel(key.0, key.1)) =>
+            {
                 let mut hash = KeyHash::default();
                 // A failed write would leave a partial hash, still the same for equal keys.
                 let _ = serde_json::to_writer(&mut hash, &key);
-                let is_key = |k: &AffinityKey| k.0.as_ref() == key.0 && k.1.as_ref() == key.1 && k.2 == key.2;
-                self.memo.slot(&s, hash.finish(), is_key, || (key.0.cloned(), key.1.cloned(), key.2)).map(|slot| (s, rows, slot))
+                let is_key = |k: &AffinityKey| {
+                    k.0.as_ref() == key.0 && k.1.as_ref() == key.1 && k.2 == key.2
+                };
+                self.memo
+                    .slot(&s, hash.finish(), is_key, || {
+                        (key.0.cloned(), key.1.cloned(), key.2)
+                    })
+                    .map(|slot| (s, rows, slot))
             }
             _ => None,
         };
-        let Some((s, rows, slot)) = memo else { return ClusterAffinity.filter(input, out) };
-        out.extend(
-            input.clusters.iter().zip(rows).map(|(c, &row)| affinity_verdict(slot.get(s.clusters, row, c, || affinity_matches(b, c)))),
-        );
+        let Some((s, rows, slot)) = memo else {
+            return ClusterAffinity.filter(input, out);
+        };
+        out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
+            affinity_verdict(slot.get(s.clusters, row, c, || affinity_matches(b, c)))
+        }));
         Ok(())
     }
 }

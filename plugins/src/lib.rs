@@ -56,14 +56,21 @@ pub mod registry {
         super::filter::CLUSTER_EVICTION,
     ];
     /// Score plugin names.
-    pub const SCORES: &[&str] = &[super::score::CLUSTER_LOCALITY, super::score::CLUSTER_AFFINITY];
+    pub const SCORES: &[&str] = &[
+        super::score::CLUSTER_LOCALITY,
+        super::score::CLUSTER_AFFINITY,
+    ];
     /// Select plugin names.
     pub const SELECTS: &[&str] = &[super::select::SPREAD_CONSTRAINT];
     /// Override plugin names.
     pub const OVERRIDERS: &[&str] = &[super::overrider::OVERRIDE_POLICY];
     /// Assign plugin names.
-    pub const ASSIGNERS: &[&str] =
-        &[super::assign::DUPLICATED, super::assign::STATIC_WEIGHT, super::assign::DYNAMIC_WEIGHT, super::assign::AGGREGATED];
+    pub const ASSIGNERS: &[&str] = &[
+        super::assign::DUPLICATED,
+        super::assign::STATIC_WEIGHT,
+        super::assign::DYNAMIC_WEIGHT,
+        super::assign::AGGREGATED,
+    ];
 }
 
 /// Builds the built-in plugins by name, for profiles written as data. Specs with a `wasm` or `cel`
@@ -72,7 +79,11 @@ pub mod registry {
 pub struct BuiltinFactory;
 
 impl PluginFactory for BuiltinFactory {
-    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String> {
+    fn build(
+        &self,
+        point: ExtensionPoint,
+        spec: &PluginSpec,
+    ) -> Result<Option<BuiltPlugin>, String> {
         if spec.wasm.is_some() || spec.cel.is_some() {
             return Ok(None);
         }
@@ -82,31 +93,53 @@ impl PluginFactory for BuiltinFactory {
         let name = spec.name.as_str();
         Ok(match point {
             ExtensionPoint::Filter => match name {
-                filter::API_ENABLEMENT => Some(BuiltPlugin::Filter(Arc::new(filter::ApiEnablement))),
-                filter::TAINT_TOLERATION => Some(BuiltPlugin::Filter(Arc::new(filter::TaintToleration))),
-                filter::CLUSTER_AFFINITY => Some(BuiltPlugin::Filter(Arc::new(filter::MemoisedClusterAffinity::default()))),
-                filter::SPREAD_CONSTRAINT => Some(BuiltPlugin::Filter(Arc::new(filter::SpreadConstraint))),
-                filter::CLUSTER_EVICTION => Some(BuiltPlugin::Filter(Arc::new(filter::ClusterEviction))),
+                filter::API_ENABLEMENT => {
+                    Some(BuiltPlugin::Filter(Arc::new(filter::ApiEnablement)))
+                }
+                filter::TAINT_TOLERATION => {
+                    Some(BuiltPlugin::Filter(Arc::new(filter::TaintToleration)))
+                }
+                filter::CLUSTER_AFFINITY => Some(BuiltPlugin::Filter(Arc::new(
+                    filter::MemoisedClusterAffinity::default(),
+                ))),
+                filter::SPREAD_CONSTRAINT => {
+                    Some(BuiltPlugin::Filter(Arc::new(filter::SpreadConstraint)))
+                }
+                filter::CLUSTER_EVICTION => {
+                    Some(BuiltPlugin::Filter(Arc::new(filter::ClusterEviction)))
+                }
                 _ => None,
             },
             ExtensionPoint::Score => match name {
-                score::CLUSTER_LOCALITY => Some(BuiltPlugin::Score(Arc::new(score::ClusterLocality))),
-                score::CLUSTER_AFFINITY => Some(BuiltPlugin::Score(Arc::new(score::ClusterAffinity))),
+                score::CLUSTER_LOCALITY => {
+                    Some(BuiltPlugin::Score(Arc::new(score::ClusterLocality)))
+                }
+                score::CLUSTER_AFFINITY => {
+                    Some(BuiltPlugin::Score(Arc::new(score::ClusterAffinity)))
+                }
                 _ => None,
             },
             ExtensionPoint::Select => match name {
-                select::SPREAD_CONSTRAINT => Some(BuiltPlugin::Select(Arc::new(select::SpreadConstraint))),
+                select::SPREAD_CONSTRAINT => {
+                    Some(BuiltPlugin::Select(Arc::new(select::SpreadConstraint)))
+                }
                 _ => None,
             },
             ExtensionPoint::Assign => match name {
                 assign::DUPLICATED => Some(BuiltPlugin::Assign(Arc::new(assign::Duplicated))),
-                assign::STATIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::MemoisedStaticWeight::default()))),
-                assign::DYNAMIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(assign::DynamicWeight))),
+                assign::STATIC_WEIGHT => Some(BuiltPlugin::Assign(Arc::new(
+                    assign::MemoisedStaticWeight::default(),
+                ))),
+                assign::DYNAMIC_WEIGHT => {
+                    Some(BuiltPlugin::Assign(Arc::new(assign::DynamicWeight)))
+                }
                 assign::AGGREGATED => Some(BuiltPlugin::Assign(Arc::new(assign::Aggregated))),
                 _ => None,
             },
             ExtensionPoint::Override => match name {
-                overrider::OVERRIDE_POLICY => Some(BuiltPlugin::Override(Arc::new(overrider::OverridePolicy))),
+                overrider::OVERRIDE_POLICY => {
+                    Some(BuiltPlugin::Override(Arc::new(overrider::OverridePolicy)))
+                }
                 _ => None,
             },
         })

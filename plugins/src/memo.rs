@@ -69,14 +69,22 @@ pub(crate) struct Slot<K, C> {
 impl<K, C: Cell> Slot<K, C> {
     /// The value for `cluster`, found at `row` of `clusters` (the snapshot's) and computed by
     /// `compute` the first time. Computed without the memo when `row` does not hold `cluster`.
-    pub(crate) fn get(&self, clusters: &[Cluster], row: u32, cluster: &Cluster, compute: impl FnOnce() -> C::Value) -> C::Value {
+    pub(crate) fn get(
+        &self,
+        clusters: &[Cluster],
+        row: u32,
+        cluster: &Cluster,
+        compute: impl FnOnce() -> C::Value,
+    ) -> C::Value {
         let row = row as usize;
         match self.cells.get(row) {
-            Some(cell) if clusters.get(row).is_some_and(|c| std::ptr::eq(c, cluster)) => cell.load().unwrap_or_else(|| {
-                let value = compute();
-                cell.store(value);
-                value
-            }),
+            Some(cell) if clusters.get(row).is_some_and(|c| std::ptr::eq(c, cluster)) => {
+                cell.load().unwrap_or_else(|| {
+                    let value = compute();
+                    cell.store(value);
+                    value
+                })
+            }
             _ => compute(),
         }
     }
@@ -98,7 +106,13 @@ pub(crate) struct RowMemo<K, C> {
 
 impl<K, C> Default for RowMemo<K, C> {
     fn default() -> Self {
-        RowMemo { current: RwLock::new(Generation { generation: 0, keys: 0, slots: HashMap::new() }) }
+        RowMemo {
+            current: RwLock::new(Generation {
+                generation: 0,
+                keys: 0,
+                slots: HashMap::new(),
+            }),
+        }
     }
 }
 
@@ -123,7 +137,12 @@ impl<K, C: Cell> RowMemo<K, C> {
         if generation == 0 {
             return None;
         }
-        let find = |g: &Generation<K, C>| g.slots.get(&hash).and_then(|s| s.iter().find(|s| is_key(&s.key))).cloned();
+        let find = |g: &Generation<K, C>| {
+            g.slots
+                .get(&hash)
+                .and_then(|s| s.iter().find(|s| is_key(&s.key)))
+                .cloned()
+        };
         {
             let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
             match generation.cmp(&current.generation) {
@@ -138,7 +157,11 @@ impl<K, C: Cell> RowMemo<K, C> {
         }
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         if generation > current.generation {
-            *current = Generation { generation, keys: 0, slots: HashMap::new() };
+            *current = Generation {
+                generation,
+                keys: 0,
+                slots: HashMap::new(),
+            };
         }
         if generation != current.generation {
             return None;
@@ -150,8 +173,15 @@ impl<K, C: Cell> RowMemo<K, C> {
             current.slots.clear();
             current.keys = 0;
         }
-        let slot = Arc::new(Slot { key: make(), cells: snapshot.clusters.iter().map(|_| C::empty()).collect() });
-        current.slots.entry(hash).or_default().push(Arc::clone(&slot));
+        let slot = Arc::new(Slot {
+            key: make(),
+            cells: snapshot.clusters.iter().map(|_| C::empty()).collect(),
+        });
+        current
+            .slots
+            .entry(hash)
+            .or_default()
+            .push(Arc::clone(&slot));
         current.keys += 1;
         Some(slot)
     }
@@ -191,15 +221,22 @@ mod tests {
     #[test]
     fn keys_are_capped_and_generations_only_move_forward() {
         let clusters = [Cluster::default(), Cluster::default()];
-        let snapshot = |generation| ClusterSnapshot { generation, clusters: &clusters };
+        let snapshot = |generation| ClusterSnapshot {
+            generation,
+            clusters: &clusters,
+        };
         let memo = RowMemo::<u64, AtomicU8>::default();
-        let slot = |generation, key: u64| memo.slot(&snapshot(generation), key, |k| *k == key, || key);
+        let slot =
+            |generation, key: u64| memo.slot(&snapshot(generation), key, |k| *k == key, || key);
         for key in 0..MAX_KEYS as u64 {
             assert!(slot(5, key).is_some());
         }
         assert_eq!(memo_keys(&memo), (5, MAX_KEYS));
         // Found, not added.
-        assert!(Arc::ptr_eq(&slot(5, 3).expect("slot"), &slot(5, 3).expect("slot")));
+        assert!(Arc::ptr_eq(
+            &slot(5, 3).expect("slot"),
+            &slot(5, 3).expect("slot")
+        ));
         assert_eq!(memo_keys(&memo), (5, MAX_KEYS));
         // One more key: start over.
         assert!(slot(5, u64::MAX).is_some());

@@ -18,7 +18,12 @@ impl Plugin for OverridePolicy {
 
 impl OverridePlugin for OverridePolicy {
     fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError> {
-        flotilla_core::overrides::karmada_overrides_with(input.object, input.cluster, input.policies, input.expressions)
-            .map_err(|e| PluginError::failed(OVERRIDE_POLICY, e.to_string()))
+        flotilla_core::overrides::karmada_overrides_with(
+            input.object,
+            input.cluster,
+            input.policies,
+            input.expressions,
+        )
+        .map_err(|e| PluginError::failed(OVERRIDE_POLICY, e.to_string()))
     }
 }

@@ -22,7 +22,13 @@ impl Plugin for ClusterLocality {
 impl ScorePlugin for ClusterLocality {
     fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
         let spec = input.binding.spec;
-        out.extend(input.clusters.iter().map(|c| if spec.targets(c.name()) { MAX_SCORE } else { MIN_SCORE }));
+        out.extend(input.clusters.iter().map(|c| {
+            if spec.targets(c.name()) {
+                MAX_SCORE
+            } else {
+                MIN_SCORE
+            }
+        }));
         Ok(())
     }
 }
@@ -48,15 +54,23 @@ impl ScorePlugin for ClusterAffinity {
         }
         let fault = |e: ExpressionError| e.into_plugin_error(CLUSTER_AFFINITY);
         let engine = b.expressions.ok_or_else(|| {
-            PluginError::failed(CLUSTER_AFFINITY, "celScores need an expression engine (the CEL backend) in the profile")
+            PluginError::failed(
+                CLUSTER_AFFINITY,
+                "celScores need an expression engine (the CEL backend) in the profile",
+            )
         })?;
         let bound = engine.bind(b.object).map_err(fault)?;
         let total: f64 = scores.iter().map(|s| s.weight.max(1) as f64).sum();
         for c in input.clusters {
             let mut sum = 0.0;
             for s in scores {
-                let v = bound.evaluate(ExpressionKind::Score, &s.expression, c).map_err(fault)?;
-                let v = v.as_f64().unwrap_or(0.0).clamp(MIN_SCORE as f64, MAX_SCORE as f64);
+                let v = bound
+                    .evaluate(ExpressionKind::Score, &s.expression, c)
+                    .map_err(fault)?;
+                let v = v
+                    .as_f64()
+                    .unwrap_or(0.0)
+                    .clamp(MIN_SCORE as f64, MAX_SCORE as f64);
                 sum += v * s.weight.max(1) as f64;
             }
             out.push((sum / total).round() as i64);

@@ -7,11 +7,14 @@ use std::sync::Arc;
 use flotilla_api::cluster::{ApiEnablement, ApiResource, Cluster, ClusterSpec, ClusterStatus};
 use flotilla_api::meta::{LabelSelector, LabelSelectorRequirement, ObjectMeta, ObjectReference};
 use flotilla_api::policy::{
-    CelSelector, ClusterAffinity as Affinity, ClusterAffinityInline, ClusterAffinityTerm, ClusterPreferences, OverflowAffinity, Placement,
-    ReplicaSchedulingStrategy, StaticClusterWeight,
+    CelSelector, ClusterAffinity as Affinity, ClusterAffinityInline, ClusterAffinityTerm,
+    ClusterPreferences, OverflowAffinity, Placement, ReplicaSchedulingStrategy,
+    StaticClusterWeight,
 };
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
-use flotilla_core::framework::{BindingContext, ClusterDetail, FilterInput, FilterPlugin, Profile, Slot};
+use flotilla_core::framework::{
+    BindingContext, ClusterDetail, FilterInput, FilterPlugin, Profile, Slot,
+};
 use flotilla_core::pipeline::{Options, Snapshot};
 use flotilla_core::scheduler::schedule;
 
@@ -36,15 +39,27 @@ fn clusters(rng: &mut Rng, n: usize) -> Vec<Cluster> {
     (0..n)
         .map(|i| {
             let region = REGIONS[rng.below(REGIONS.len())];
-            let labels =
-                BTreeMap::from([("region".to_owned(), region.to_owned()), ("env".to_owned(), ENVS[rng.below(ENVS.len())].to_owned())]);
+            let labels = BTreeMap::from([
+                ("region".to_owned(), region.to_owned()),
+                ("env".to_owned(), ENVS[rng.below(ENVS.len())].to_owned()),
+            ]);
             Cluster {
-                metadata: ObjectMeta { name: Some(format!("m{i:03}")), labels, ..Default::default() },
-                spec: ClusterSpec { region: region.into(), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(format!("m{i:03}")),
+                    labels,
+                    ..Default::default()
+                },
+                spec: ClusterSpec {
+                    region: region.into(),
+                    ..Default::default()
+                },
                 status: Some(ClusterStatus {
                     api_enablements: vec![ApiEnablement {
                         group_version: "apps/v1".into(),
-                        resources: vec![ApiResource { name: "deployments".into(), kind: "Deployment".into() }],
+                        resources: vec![ApiResource {
+                            name: "deployments".into(),
+                            kind: "Deployment".into(),
+                        }],
                     }],
                     ..Default::default()
                 }),
@@ -64,13 +79,31 @@ fn selector(rng: &mut Rng) -> Affinity {
             })
         }
         1 => {
-            let values = vec![REGIONS[rng.below(4)].to_owned(), REGIONS[rng.below(4)].to_owned()];
+            let values = vec![
+                REGIONS[rng.below(4)].to_owned(),
+                REGIONS[rng.below(4)].to_owned(),
+            ];
             let operator = if rng.below(2) == 0 { "In" } else { "NotIn" }.to_owned();
-            let expr = LabelSelectorRequirement { key: "region".into(), operator, values };
-            a.label_selector = Some(LabelSelector { match_expressions: vec![expr], ..Default::default() });
+            let expr = LabelSelectorRequirement {
+                key: "region".into(),
+                operator,
+                values,
+            };
+            a.label_selector = Some(LabelSelector {
+                match_expressions: vec![expr],
+                ..Default::default()
+            });
         }
-        2 => a.cluster_names = (0..1 + rng.below(20)).map(|_| format!("m{:03}", rng.below(60))).collect(),
-        _ => a.exclude = (0..1 + rng.below(10)).map(|_| format!("m{:03}", rng.below(60))).collect(),
+        2 => {
+            a.cluster_names = (0..1 + rng.below(20))
+                .map(|_| format!("m{:03}", rng.below(60)))
+                .collect()
+        }
+        _ => {
+            a.exclude = (0..1 + rng.below(10))
+                .map(|_| format!("m{:03}", rng.below(60)))
+                .collect()
+        }
     }
     a
 }
@@ -98,15 +131,26 @@ impl Pool {
         let term = |rng: &mut Rng, t: usize| ClusterAffinityTerm {
             affinity_name: format!("group-{t}"),
             affinity: inline(selector(rng)),
-            overflow_affinities: (rng.below(2) == 0)
-                .then(|| vec![OverflowAffinity { affinity_name: "overflow".into(), affinity: inline(selector(rng)) }]),
+            overflow_affinities: (rng.below(2) == 0).then(|| {
+                vec![OverflowAffinity {
+                    affinity_name: "overflow".into(),
+                    affinity: inline(selector(rng)),
+                }]
+            }),
         };
         Pool {
             affinities: (0..8).map(|_| selector(rng)).collect(),
-            terms: (0..6).map(|_| (0..1 + rng.below(3)).map(|t| term(rng, t)).collect()).collect(),
+            terms: (0..6)
+                .map(|_| (0..1 + rng.below(3)).map(|t| term(rng, t)).collect())
+                .collect(),
             weights: (0..6)
                 .map(|_| {
-                    (0..rng.below(4)).map(|_| StaticClusterWeight { target_cluster: selector(rng), weight: rng.below(5) as i64 }).collect()
+                    (0..rng.below(4))
+                        .map(|_| StaticClusterWeight {
+                            target_cluster: selector(rng),
+                            weight: rng.below(5) as i64,
+                        })
+                        .collect()
                 })
                 .collect(),
         }
@@ -117,18 +161,28 @@ impl Pool {
     fn binding(&self, rng: &mut Rng, i: usize) -> (ResourceBindingSpec, ResourceBindingStatus) {
         let mut placement = Placement::default();
         match rng.below(4) {
-            0 => placement.cluster_affinity = Some(self.affinities[rng.below(self.affinities.len())].clone()),
+            0 => {
+                placement.cluster_affinity =
+                    Some(self.affinities[rng.below(self.affinities.len())].clone())
+            }
             1 | 2 => placement.cluster_affinities = self.terms[rng.below(self.terms.len())].clone(),
             _ => {}
         }
         if rng.below(10) == 0 {
-            let cel = CelSelector { cel_expressions: vec!["cluster.spec.region == 'eu'".into()] };
-            placement.cluster_affinity.get_or_insert_with(Default::default).cel_selector = Some(cel);
+            let cel = CelSelector {
+                cel_expressions: vec!["cluster.spec.region == 'eu'".into()],
+            };
+            placement
+                .cluster_affinity
+                .get_or_insert_with(Default::default)
+                .cel_selector = Some(cel);
         }
         let weighted = rng.below(3) != 0;
         placement.replica_scheduling = Some(ReplicaSchedulingStrategy {
             replica_scheduling_type: Some("Divided".into()),
-            replica_division_preference: Some(if weighted { "Weighted" } else { "Aggregated" }.into()),
+            replica_division_preference: Some(
+                if weighted { "Weighted" } else { "Aggregated" }.into(),
+            ),
             weight_preference: weighted.then(|| ClusterPreferences {
                 static_weight_list: self.weights[rng.below(self.weights.len())].clone(),
                 ..Default::default()
@@ -184,7 +238,11 @@ fn memo_schedules_as_without_it_across_generations() {
     // generation, answered without the memo).
     for set in [&first, &first, &second, &second, &first] {
         for (spec, status) in &bindings {
-            assert_eq!(schedule(set, &memo, spec, status, None, None), schedule(set, &plain, spec, status, None, None), "{spec:?}");
+            assert_eq!(
+                schedule(set, &memo, spec, status, None, None),
+                schedule(set, &plain, spec, status, None, None),
+                "{spec:?}"
+            );
         }
     }
 }
@@ -196,7 +254,10 @@ fn memo_schedules_as_without_it_from_several_threads() {
     let pool = Pool::new(&mut rng);
     let bindings: Vec<_> = (0..200).map(|i| pool.binding(&mut rng, i)).collect();
     let plain = plain_profile();
-    let expected: Vec<_> = bindings.iter().map(|(s, st)| schedule(&set, &plain, s, st, None, None)).collect();
+    let expected: Vec<_> = bindings
+        .iter()
+        .map(|(s, st)| schedule(&set, &plain, s, st, None, None))
+        .collect();
     let memo = default_profile();
     std::thread::scope(|scope| {
         for t in 0..4 {
@@ -218,7 +279,10 @@ fn memo_ignores_rows_that_do_not_hold_the_cluster() {
     let set = snapshot(clusters(&mut rng, 30));
     let all: Vec<&Cluster> = set.clusters().iter().collect();
     let placement = Placement {
-        cluster_affinity: Some(Affinity { cluster_names: vec!["m003".into(), "m004".into()], ..Default::default() }),
+        cluster_affinity: Some(Affinity {
+            cluster_names: vec!["m003".into(), "m004".into()],
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let spec = ResourceBindingSpec::default();
@@ -226,7 +290,9 @@ fn memo_ignores_rows_that_do_not_hold_the_cluster() {
     let memo = filter::MemoisedClusterAffinity::default();
     let verdicts = |plugin: &dyn FilterPlugin, rows: &[u32]| {
         let mut out = Vec::new();
-        plugin.filter(&FilterInput::new(&ctx, &all).with_rows(rows), &mut out).expect("filter");
+        plugin
+            .filter(&FilterInput::new(&ctx, &all).with_rows(rows), &mut out)
+            .expect("filter");
         out
     };
     let right: Vec<u32> = (0..30).collect();

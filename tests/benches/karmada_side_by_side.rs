@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use diffsupport::scenarios;
 use flotilla_core::pipeline::{Options, Snapshot};
 use flotilla_core::scheduler;
-use std::sync::Arc;
 use serde_json::Value;
+use std::sync::Arc;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -100,13 +100,17 @@ fn main() {
             let budget = Duration::from_secs_f64(seconds);
             let sets: Vec<_> = parsed
                 .iter()
-                .map(|(_, _, clusters)| Snapshot::new(clusters.clone(), Arc::default(), Options::default()))
+                .map(|(_, _, clusters)| {
+                    Snapshot::new(clusters.clone(), Arc::default(), Options::default())
+                })
                 .collect();
             let start = Instant::now();
             let mut calls = 0u64;
             while start.elapsed() < budget {
                 for ((spec, status, _), set) in parsed.iter().zip(&sets) {
-                    std::hint::black_box(scheduler::schedule(set, &profile, spec, status, None, None));
+                    std::hint::black_box(scheduler::schedule(
+                        set, &profile, spec, status, None, None,
+                    ));
                 }
                 calls += parsed.len() as u64;
             }

@@ -29,7 +29,10 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn api(c: &Client, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -46,12 +49,34 @@ async fn apply_all(c: &Client, objects: Vec<Value>) {
         .for_each_concurrent(32, |o| {
             let c = c.clone();
             async move {
-                let s = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+                let s = |p: &str| {
+                    o.pointer(p)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
                 let ns = s("/metadata/namespace");
-                let a = api(&c, &s("/apiVersion"), &s("/kind"), (!ns.is_empty()).then_some(ns.as_str()));
-                a.patch(&s("/metadata/name"), &PatchParams::apply("bench").force(), &Patch::Apply(&o)).await.expect("apply");
+                let a = api(
+                    &c,
+                    &s("/apiVersion"),
+                    &s("/kind"),
+                    (!ns.is_empty()).then_some(ns.as_str()),
+                );
+                a.patch(
+                    &s("/metadata/name"),
+                    &PatchParams::apply("bench").force(),
+                    &Patch::Apply(&o),
+                )
+                .await
+                .expect("apply");
                 if o.get("status").is_some() && s("/kind") == "Cluster" {
-                    a.patch_status(&s("/metadata/name"), &PatchParams::default(), &Patch::Merge(json!({"status": o["status"]}))).await.expect("status");
+                    a.patch_status(
+                        &s("/metadata/name"),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"status": o["status"]})),
+                    )
+                    .await
+                    .expect("status");
                 }
             }
         })
@@ -63,82 +88,180 @@ fn main() {
     let bindings: u64 = env_or("FLOTILLA_BENCH_BINDINGS", 2000);
     let seconds: f64 = env_or("FLOTILLA_BENCH_SECONDS", 3.0);
     let seed: u64 = env_or("FLOTILLA_BENCH_SEED", 42);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
 
     let (live, specs, clusters) = rt.block_on(async {
         let store = Store::open(&dir.path().join("store")).expect("store opens");
         let server = ApiServer::new(store, ServerOptions::default());
-        let opts = Embedded { members: 0, settings: Settings::default(), ..Default::default() };
-        let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
+        let opts = Embedded {
+            members: 0,
+            settings: Settings::default(),
+            ..Default::default()
+        };
+        let running = flotilla_controller::start_embedded(server.router(), opts)
+            .await
+            .expect("controllers start");
         let ctx = Arc::clone(&running.context);
         let c = client::in_process(server.router(), None, None);
 
-        let clusters: Vec<Value> = scenarios::clusters_for(seed, 0, scenarios::Shape { clusters: Some(clusters_n), models: false }).into_iter().map(scenarios::ready_member).collect();
-        let names: Vec<String> = clusters.iter().map(|c| c["metadata"]["name"].as_str().unwrap_or("").to_owned()).collect();
+        let clusters: Vec<Value> = scenarios::clusters_for(
+            seed,
+            0,
+            scenarios::Shape {
+                clusters: Some(clusters_n),
+                models: false,
+            },
+        )
+        .into_iter()
+        .map(scenarios::ready_member)
+        .collect();
+        let names: Vec<String> = clusters
+            .iter()
+            .map(|c| c["metadata"]["name"].as_str().unwrap_or("").to_owned())
+            .collect();
         apply_all(&c, clusters.clone()).await;
         // The cluster controller's taint writes settle before any binding.
         tokio::time::sleep(Duration::from_secs(3)).await;
 
-        let workloads: Vec<Value> = (0..bindings).map(|i| scenarios::workload_for(seed, 2_000_000 + i, &names)).collect();
-        apply_all(&c, workloads.iter().enumerate().map(|(i, w)| scenarios::propagation_policy(i as u64, &w["placement"])).collect()).await;
-        let decided = |ctx: &flotilla_controller::Context| ["scheduled", "unschedulable", "error"].iter().map(|r| ctx.metrics.scheduling_results_of(r)).sum::<u64>();
+        let workloads: Vec<Value> = (0..bindings)
+            .map(|i| scenarios::workload_for(seed, 2_000_000 + i, &names))
+            .collect();
+        apply_all(
+            &c,
+            workloads
+                .iter()
+                .enumerate()
+                .map(|(i, w)| scenarios::propagation_policy(i as u64, &w["placement"]))
+                .collect(),
+        )
+        .await;
+        let decided = |ctx: &flotilla_controller::Context| {
+            ["scheduled", "unschedulable", "error"]
+                .iter()
+                .map(|r| ctx.metrics.scheduling_results_of(r))
+                .sum::<u64>()
+        };
         let before = decided(&ctx);
-        let (count0, micros0, cpu0) = (ctx.metrics.scheduling.count(), ctx.metrics.scheduling.micros(), ctx.metrics.scheduling_cpu.micros());
+        let (count0, micros0, cpu0) = (
+            ctx.metrics.scheduling.count(),
+            ctx.metrics.scheduling.micros(),
+            ctx.metrics.scheduling_cpu.micros(),
+        );
         let started = Instant::now();
-        apply_all(&c, workloads.iter().enumerate().map(|(i, w)| scenarios::deployment(i as u64, w, json!({}))).collect()).await;
+        apply_all(
+            &c,
+            workloads
+                .iter()
+                .enumerate()
+                .map(|(i, w)| scenarios::deployment(i as u64, w, json!({})))
+                .collect(),
+        )
+        .await;
         let created = started.elapsed();
         while decided(&ctx) - before < bindings {
-            assert!(started.elapsed() < Duration::from_secs(600), "{} of {bindings} bindings decided after 600 s", decided(&ctx) - before);
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "{} of {bindings} bindings decided after 600 s",
+                decided(&ctx) - before
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let wall = started.elapsed();
         let count = ctx.metrics.scheduling.count() - count0;
         let micros = ctx.metrics.scheduling.micros() - micros0;
         let cpu = ctx.metrics.scheduling_cpu.micros() - cpu0;
-        let outcomes = ["scheduled", "unschedulable", "error"].map(|r| (r, ctx.metrics.scheduling_results_of(r)));
+        let outcomes = ["scheduled", "unschedulable", "error"]
+            .map(|r| (r, ctx.metrics.scheduling_results_of(r)));
 
         // The live bindings, as Karmada's scheduler gets them.
-        let rbs = api(&c, "work.karmada.io/v1alpha2", "ResourceBinding", None).list(&Default::default()).await.expect("list");
-        let specs: Vec<Value> = rbs.items.iter().map(|rb| {
-            let mut spec = rb.data["spec"].clone();
-            if let Some(s) = spec.as_object_mut() {
-                s.remove("clusters");
-            }
-            spec
-        }).collect();
-        let stored: Vec<Value> = api(&c, "cluster.karmada.io/v1alpha1", "Cluster", None).list(&Default::default()).await.expect("list").items.iter().map(|o| serde_json::to_value(o).expect("json")).collect();
+        let rbs = api(&c, "work.karmada.io/v1alpha2", "ResourceBinding", None)
+            .list(&Default::default())
+            .await
+            .expect("list");
+        let specs: Vec<Value> = rbs
+            .items
+            .iter()
+            .map(|rb| {
+                let mut spec = rb.data["spec"].clone();
+                if let Some(s) = spec.as_object_mut() {
+                    s.remove("clusters");
+                }
+                spec
+            })
+            .collect();
+        let stored: Vec<Value> = api(&c, "cluster.karmada.io/v1alpha1", "Cluster", None)
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .map(|o| serde_json::to_value(o).expect("json"))
+            .collect();
         ((wall, created, count, micros, cpu, outcomes), specs, stored)
     });
     let (wall, created, count, micros, cpu, outcomes) = live;
 
     let per_binding_us = micros as f64 / count.max(1) as f64;
     let cpu_us = cpu as f64 / count.max(1) as f64;
-    println!("\nlive scheduling through the scheduler controller ({clusters_n} clusters, {bindings} bindings)");
-    println!("  templates created in {:.2} s; all bindings decided after {:.2} s: {:.0} bindings/s end to end", created.as_secs_f64(), wall.as_secs_f64(), bindings as f64 / wall.as_secs_f64());
+    println!(
+        "\nlive scheduling through the scheduler controller ({clusters_n} clusters, {bindings} bindings)"
+    );
+    println!(
+        "  templates created in {:.2} s; all bindings decided after {:.2} s: {:.0} bindings/s end to end",
+        created.as_secs_f64(),
+        wall.as_secs_f64(),
+        bindings as f64 / wall.as_secs_f64()
+    );
     println!("  outcomes: {outcomes:?}");
-    println!("  scheduler controller, per-binding decision over {count} decisions: {cpu_us:.1} µs CPU, {per_binding_us:.1} µs wall (sharing 2 cores with the rest of the pipeline)");
+    println!(
+        "  scheduler controller, per-binding decision over {count} decisions: {cpu_us:.1} µs CPU, {per_binding_us:.1} µs wall (sharing 2 cores with the rest of the pipeline)"
+    );
 
     // Karmada's core on a sample of the same bindings over the same clusters (every scenario line
     // carries the whole cluster set, so the sample keeps the oracle's memory bounded).
     let sample: u64 = env_or("FLOTILLA_BENCH_KARMADA_SAMPLE", 64);
     let step = (specs.len() / sample.max(1) as usize).max(1);
-    let bin = diffsupport::oracle_binary().unwrap_or_else(|e| panic!("Karmada oracle unavailable: {e}"));
+    let bin =
+        diffsupport::oracle_binary().unwrap_or_else(|e| panic!("Karmada oracle unavailable: {e}"));
     let karmada = diffsupport::Karmada::start(&bin).expect("start oracle");
-    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-live-{clusters_n}.jsonl"));
+    let file =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-live-{clusters_n}.jsonl"));
     let lines: Vec<String> = specs
         .iter()
         .step_by(step)
         .enumerate()
-        .map(|(i, spec)| json!({"name": format!("live-{i}"), "spec": spec, "status": {}, "clusters": clusters}).to_string())
+        .map(|(i, spec)| {
+            json!({"name": format!("live-{i}"), "spec": spec, "status": {}, "clusters": clusters})
+                .to_string()
+        })
         .collect();
     std::fs::write(&file, lines.join("\n") + "\n").expect("write scenarios");
-    let out = Command::new(&bin).args(["bench", "-min", &format!("{seconds}s")]).arg(&file).output().expect("run oracle bench");
-    assert!(out.status.success(), "oracle bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(&bin)
+        .args(["bench", "-min", &format!("{seconds}s")])
+        .arg(&file)
+        .output()
+        .expect("run oracle bench");
+    assert!(
+        out.status.success(),
+        "oracle bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("bench json");
     let karmada_ns = v["nsPerBinding"].as_f64().expect("nsPerBinding");
     let _ = std::fs::remove_file(&file);
 
-    println!("  Karmada's scheduler core ({}), {} of the same bindings, same clusters: {:.1} µs per binding", karmada.version, lines.len(), karmada_ns / 1000.0);
-    println!("  ratio (Karmada / flotilla live CPU per binding): {:.1}×", karmada_ns / 1000.0 / cpu_us);
+    println!(
+        "  Karmada's scheduler core ({}), {} of the same bindings, same clusters: {:.1} µs per binding",
+        karmada.version,
+        lines.len(),
+        karmada_ns / 1000.0
+    );
+    println!(
+        "  ratio (Karmada / flotilla live CPU per binding): {:.1}×",
+        karmada_ns / 1000.0 / cpu_us
+    );
 }

@@ -60,13 +60,25 @@ fn structural(v: &mut Value) {
         return;
     }
     let Value::Object(m) = v else { return };
-    for k in ["nullable", "$schema", "title", "default", "uniqueItems", "examples"] {
+    for k in [
+        "nullable",
+        "$schema",
+        "title",
+        "default",
+        "uniqueItems",
+        "examples",
+    ] {
         m.remove(k);
     }
     // Doc comments that only name the Go type (`PropagationSpec`.) say nothing in a CRD.
-    let names_type = m.get("description").and_then(Value::as_str).is_some_and(|d| {
-        d.strip_prefix('`').and_then(|d| d.strip_suffix("`.")).is_some_and(|t| t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.'))
-    });
+    let names_type = m
+        .get("description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| {
+            d.strip_prefix('`')
+                .and_then(|d| d.strip_suffix("`."))
+                .is_some_and(|t| t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.'))
+        });
     if names_type {
         m.remove("description");
     }
@@ -88,7 +100,13 @@ fn structural(v: &mut Value) {
     // `anyOf: [X, {type: null}]` (an Option) → X merged in.
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(branches)) = m.get(key) {
-            let kept: Vec<Value> = branches.iter().filter(|b| b.get("type") != Some(&json!("null")) && **b != json!({"nullable": true})).cloned().collect();
+            let kept: Vec<Value> = branches
+                .iter()
+                .filter(|b| {
+                    b.get("type") != Some(&json!("null")) && **b != json!({"nullable": true})
+                })
+                .cloned()
+                .collect();
             if kept.len() == 1 {
                 m.remove(key);
                 if let Value::Object(inner) = &kept[0] {
@@ -138,7 +156,9 @@ fn structural(v: &mut Value) {
 fn default_at(schema: &mut Value, path: &[&str], value: Value) {
     let mut at = schema;
     for p in path {
-        at = at.pointer_mut(&format!("/properties/{p}")).unwrap_or_else(|| panic!("no property {p} in {path:?}"));
+        at = at
+            .pointer_mut(&format!("/properties/{p}"))
+            .unwrap_or_else(|| panic!("no property {p} in {path:?}"));
     }
     at["default"] = value;
 }
@@ -146,7 +166,9 @@ fn default_at(schema: &mut Value, path: &[&str], value: Value) {
 fn enum_at(schema: &mut Value, path: &[&str], values: &[&str]) {
     let mut at = schema;
     for p in path {
-        at = at.pointer_mut(&format!("/properties/{p}")).unwrap_or_else(|| panic!("no property {p} in {path:?}"));
+        at = at
+            .pointer_mut(&format!("/properties/{p}"))
+            .unwrap_or_else(|| panic!("no property {p} in {path:?}"));
     }
     at["enum"] = json!(values);
 }
@@ -225,15 +247,29 @@ fn propagation_spec() -> Value {
     enum_at(&mut s, &["preemption"], &["Always", "Never"]);
     default_at(&mut s, &["schedulerName"], json!("default-scheduler"));
     enum_at(&mut s, &["activationPreference"], &["", "Lazy"]);
-    enum_at(&mut s, &["placement", "replicaScheduling", "replicaSchedulingType"], &["Duplicated", "Divided"]);
-    enum_at(&mut s, &["placement", "replicaScheduling", "replicaDivisionPreference"], &["Aggregated", "Weighted"]);
+    enum_at(
+        &mut s,
+        &["placement", "replicaScheduling", "replicaSchedulingType"],
+        &["Duplicated", "Divided"],
+    );
+    enum_at(
+        &mut s,
+        &[
+            "placement",
+            "replicaScheduling",
+            "replicaDivisionPreference",
+        ],
+        &["Aggregated", "Weighted"],
+    );
     s
 }
 
 /// Work manifests are whole objects, embedded as Karmada's CRD declares them.
 fn work_spec() -> Value {
     let mut s = schema::<WorkSpec>();
-    let items = s.pointer_mut("/properties/workload/properties/manifests/items").expect("spec.workload.manifests");
+    let items = s
+        .pointer_mut("/properties/workload/properties/manifests/items")
+        .expect("spec.workload.manifests");
     *items = json!({"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true});
     s
 }
@@ -297,43 +333,184 @@ fn kinds() -> Vec<Kind> {
     const KARMADA: &[&str] = &["karmada-io"];
     const FLOTILLA: &[&str] = &["flotilla"];
     let pp_columns = || {
-        vec![column("CONFLICT-RESOLUTION", "string", ".spec.conflictResolution"), column("PRIORITY", "string", ".spec.priority"), age()]
+        vec![
+            column("CONFLICT-RESOLUTION", "string", ".spec.conflictResolution"),
+            column("PRIORITY", "string", ".spec.priority"),
+            age(),
+        ]
     };
     let rb_columns = || {
         vec![
-            column("SCHEDULED", "string", ".status.conditions[?(@.type==\"Scheduled\")].status"),
-            column("FULLYAPPLIED", "string", ".status.conditions[?(@.type==\"FullyApplied\")].status"),
+            column(
+                "SCHEDULED",
+                "string",
+                ".status.conditions[?(@.type==\"Scheduled\")].status",
+            ),
+            column(
+                "FULLYAPPLIED",
+                "string",
+                ".status.conditions[?(@.type==\"FullyApplied\")].status",
+            ),
             age(),
         ]
     };
     let policy = "policy.karmada.io";
     let work = "work.karmada.io";
     vec![
-        Kind { group: policy, version: "v1alpha1", kind: "PropagationPolicy", plural: "propagationpolicies", namespaced: true, short_names: &["pp"], categories: KARMADA, columns: pp_columns(), spec: propagation_spec(), status: None, description: "PropagationPolicy represents the policy that propagates a group of resources to one or more clusters." },
-        Kind { group: policy, version: "v1alpha1", kind: "ClusterPropagationPolicy", plural: "clusterpropagationpolicies", namespaced: false, short_names: &["cpp"], categories: KARMADA, columns: pp_columns(), spec: propagation_spec(), status: None, description: "ClusterPropagationPolicy represents the cluster-wide policy that propagates a group of resources to one or more clusters." },
-        Kind { group: policy, version: "v1alpha1", kind: "OverridePolicy", plural: "overridepolicies", namespaced: true, short_names: &["op"], categories: KARMADA, columns: vec![age()], spec: schema::<OverrideSpec>(), status: None, description: "OverridePolicy represents the policy that overrides a group of resources to one or more clusters." },
-        Kind { group: policy, version: "v1alpha1", kind: "ClusterOverridePolicy", plural: "clusteroverridepolicies", namespaced: false, short_names: &["cop"], categories: KARMADA, columns: vec![age()], spec: schema::<OverrideSpec>(), status: None, description: "ClusterOverridePolicy represents the cluster-wide policy that overrides a group of resources to one or more clusters." },
-        Kind { group: work, version: "v1alpha2", kind: "ResourceBinding", plural: "resourcebindings", namespaced: true, short_names: &["rb"], categories: KARMADA, columns: rb_columns(), spec: schema::<ResourceBindingSpec>(), status: Some(schema::<ResourceBindingStatus>()), description: "ResourceBinding represents a binding of a kubernetes resource with a propagation policy." },
-        Kind { group: work, version: "v1alpha2", kind: "ClusterResourceBinding", plural: "clusterresourcebindings", namespaced: false, short_names: &["crb"], categories: KARMADA, columns: rb_columns(), spec: schema::<ResourceBindingSpec>(), status: Some(schema::<ResourceBindingStatus>()), description: "ClusterResourceBinding represents a binding of a kubernetes resource with a ClusterPropagationPolicy." },
         Kind {
-            group: work, version: "v1alpha1", kind: "Work", plural: "works", namespaced: true, short_names: &[], categories: KARMADA,
-            columns: vec![column("WORKLOAD-KIND", "string", ".spec.workload.manifests[*].kind"), column("APPLIED", "string", ".status.conditions[?(@.type==\"Applied\")].status"), age()],
-            spec: work_spec(), status: Some(preserve("WorkStatus defines the observed state of Work.")),
+            group: policy,
+            version: "v1alpha1",
+            kind: "PropagationPolicy",
+            plural: "propagationpolicies",
+            namespaced: true,
+            short_names: &["pp"],
+            categories: KARMADA,
+            columns: pp_columns(),
+            spec: propagation_spec(),
+            status: None,
+            description: "PropagationPolicy represents the policy that propagates a group of resources to one or more clusters.",
+        },
+        Kind {
+            group: policy,
+            version: "v1alpha1",
+            kind: "ClusterPropagationPolicy",
+            plural: "clusterpropagationpolicies",
+            namespaced: false,
+            short_names: &["cpp"],
+            categories: KARMADA,
+            columns: pp_columns(),
+            spec: propagation_spec(),
+            status: None,
+            description: "ClusterPropagationPolicy represents the cluster-wide policy that propagates a group of resources to one or more clusters.",
+        },
+        Kind {
+            group: policy,
+            version: "v1alpha1",
+            kind: "OverridePolicy",
+            plural: "overridepolicies",
+            namespaced: true,
+            short_names: &["op"],
+            categories: KARMADA,
+            columns: vec![age()],
+            spec: schema::<OverrideSpec>(),
+            status: None,
+            description: "OverridePolicy represents the policy that overrides a group of resources to one or more clusters.",
+        },
+        Kind {
+            group: policy,
+            version: "v1alpha1",
+            kind: "ClusterOverridePolicy",
+            plural: "clusteroverridepolicies",
+            namespaced: false,
+            short_names: &["cop"],
+            categories: KARMADA,
+            columns: vec![age()],
+            spec: schema::<OverrideSpec>(),
+            status: None,
+            description: "ClusterOverridePolicy represents the cluster-wide policy that overrides a group of resources to one or more clusters.",
+        },
+        Kind {
+            group: work,
+            version: "v1alpha2",
+            kind: "ResourceBinding",
+            plural: "resourcebindings",
+            namespaced: true,
+            short_names: &["rb"],
+            categories: KARMADA,
+            columns: rb_columns(),
+            spec: schema::<ResourceBindingSpec>(),
+            status: Some(schema::<ResourceBindingStatus>()),
+            description: "ResourceBinding represents a binding of a kubernetes resource with a propagation policy.",
+        },
+        Kind {
+            group: work,
+            version: "v1alpha2",
+            kind: "ClusterResourceBinding",
+            plural: "clusterresourcebindings",
+            namespaced: false,
+            short_names: &["crb"],
+            categories: KARMADA,
+            columns: rb_columns(),
+            spec: schema::<ResourceBindingSpec>(),
+            status: Some(schema::<ResourceBindingStatus>()),
+            description: "ClusterResourceBinding represents a binding of a kubernetes resource with a ClusterPropagationPolicy.",
+        },
+        Kind {
+            group: work,
+            version: "v1alpha1",
+            kind: "Work",
+            plural: "works",
+            namespaced: true,
+            short_names: &[],
+            categories: KARMADA,
+            columns: vec![
+                column(
+                    "WORKLOAD-KIND",
+                    "string",
+                    ".spec.workload.manifests[*].kind",
+                ),
+                column(
+                    "APPLIED",
+                    "string",
+                    ".status.conditions[?(@.type==\"Applied\")].status",
+                ),
+                age(),
+            ],
+            spec: work_spec(),
+            status: Some(preserve("WorkStatus defines the observed state of Work.")),
             description: "Work defines a list of resources to be deployed on the member cluster.",
         },
         Kind {
-            group: "cluster.karmada.io", version: "v1alpha1", kind: "Cluster", plural: "clusters", namespaced: false, short_names: &[], categories: KARMADA,
+            group: "cluster.karmada.io",
+            version: "v1alpha1",
+            kind: "Cluster",
+            plural: "clusters",
+            namespaced: false,
+            short_names: &[],
+            categories: KARMADA,
             columns: vec![
                 column("VERSION", "string", ".status.kubernetesVersion"),
                 column("MODE", "string", ".spec.syncMode"),
-                column("READY", "string", ".status.conditions[?(@.type==\"Ready\")].status"),
+                column(
+                    "READY",
+                    "string",
+                    ".status.conditions[?(@.type==\"Ready\")].status",
+                ),
                 age(),
             ],
-            spec: schema::<ClusterSpec>(), status: Some(schema::<ClusterStatus>()),
+            spec: schema::<ClusterSpec>(),
+            status: Some(schema::<ClusterStatus>()),
             description: "Cluster represents the desired state and status of a member cluster.",
         },
-        Kind { group: "flotilla.dev", version: "v1alpha1", kind: "SchedulerProfile", plural: "schedulerprofiles", namespaced: false, short_names: &[], categories: FLOTILLA, columns: vec![age()], spec: profile_spec(), status: Some(preserve("Observed state, written by the controllers.")), description: "SchedulerProfile names the scheduler plugins per extension point; bindings pick one with spec.schedulerName (its metadata.name)." },
-        Kind { group: "flotilla.dev", version: "v1alpha1", kind: "WasmPlugin", plural: "wasmplugins", namespaced: false, short_names: &["wp"], categories: FLOTILLA, columns: vec![column("FAILURE-POLICY", "string", ".spec.failurePolicy"), age()], spec: wasm_plugin_spec(), status: Some(preserve("Observed state, written by the controllers.")), description: "WasmPlugin is a Wasm scheduler plugin module kept on the control plane; profile entries name it with wasm.plugin." },
+        Kind {
+            group: "flotilla.dev",
+            version: "v1alpha1",
+            kind: "SchedulerProfile",
+            plural: "schedulerprofiles",
+            namespaced: false,
+            short_names: &[],
+            categories: FLOTILLA,
+            columns: vec![age()],
+            spec: profile_spec(),
+            status: Some(preserve("Observed state, written by the controllers.")),
+            description: "SchedulerProfile names the scheduler plugins per extension point; bindings pick one with spec.schedulerName (its metadata.name).",
+        },
+        Kind {
+            group: "flotilla.dev",
+            version: "v1alpha1",
+            kind: "WasmPlugin",
+            plural: "wasmplugins",
+            namespaced: false,
+            short_names: &["wp"],
+            categories: FLOTILLA,
+            columns: vec![
+                column("FAILURE-POLICY", "string", ".spec.failurePolicy"),
+                age(),
+            ],
+            spec: wasm_plugin_spec(),
+            status: Some(preserve("Observed state, written by the controllers.")),
+            description: "WasmPlugin is a Wasm scheduler plugin module kept on the control plane; profile entries name it with wasm.plugin.",
+        },
     ]
 }
 
@@ -352,12 +529,22 @@ fn non_structural(v: &Value, path: &str, out: &mut Vec<String>) {
         out.push(format!("{path}: not a schema object"));
         return;
     };
-    for k in ["$ref", "nullable", "definitions", "$defs", "uniqueItems", "allOf", "not"] {
+    for k in [
+        "$ref",
+        "nullable",
+        "definitions",
+        "$defs",
+        "uniqueItems",
+        "allOf",
+        "not",
+    ] {
         if m.contains_key(k) {
             out.push(format!("{path}: {k}"));
         }
     }
-    if m.get("additionalProperties") == Some(&json!(false)) || (m.contains_key("additionalProperties") && m.contains_key("properties")) {
+    if m.get("additionalProperties") == Some(&json!(false))
+        || (m.contains_key("additionalProperties") && m.contains_key("properties"))
+    {
         out.push(format!("{path}: additionalProperties"));
     }
     let preserve = m.contains_key("x-kubernetes-preserve-unknown-fields");
@@ -391,15 +578,27 @@ fn non_structural(v: &Value, path: &str, out: &mut Vec<String>) {
 fn generated_schemas_are_structural() {
     for k in kinds() {
         let mut bad = Vec::new();
-        non_structural(&crd(&k)["spec"]["versions"][0]["schema"]["openAPIV3Schema"], k.kind, &mut bad);
-        assert!(bad.is_empty(), "{}: not structural:\n{}", k.kind, bad.join("\n"));
+        non_structural(
+            &crd(&k)["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+            k.kind,
+            &mut bad,
+        );
+        assert!(
+            bad.is_empty(),
+            "{}: not structural:\n{}",
+            k.kind,
+            bad.join("\n")
+        );
     }
 }
 
 /// deploy/crds, and the Helm chart's copy (Helm installs a chart's `crds/` before its templates
 /// and cannot read files outside the chart).
 fn golden_dirs() -> [PathBuf; 2] {
-    [crds_dir(), Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/flotilla/crds")]
+    [
+        crds_dir(),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/flotilla/crds"),
+    ]
 }
 
 #[test]
@@ -426,9 +625,16 @@ fn golden_crds_match_the_generator() {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".yaml") && !expected.contains(n))
             .collect();
-        assert!(extra.is_empty(), "files in {} the generator does not write: {extra:?}", dir.display());
+        assert!(
+            extra.is_empty(),
+            "files in {} the generator does not write: {extra:?}",
+            dir.display()
+        );
     }
-    assert!(stale.is_empty(), "stale or missing CRDs (regenerate with FLOTILLA_BLESS=1): {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "stale or missing CRDs (regenerate with FLOTILLA_BLESS=1): {stale:?}"
+    );
 }
 
 #[test]
@@ -449,12 +655,15 @@ fn crds_accept_the_karmada_fixtures() {
                         }
                     }
                 } else if let Some(items) = schema.get("additionalProperties") {
-                    m.iter().for_each(|(k, v)| declared(items, v, &format!("{path}.{k}"), out));
+                    m.iter()
+                        .for_each(|(k, v)| declared(items, v, &format!("{path}.{k}"), out));
                 }
             }
             Value::Array(a) => {
                 if let Some(items) = schema.get("items") {
-                    a.iter().enumerate().for_each(|(i, v)| declared(items, v, &format!("{path}[{i}]"), out));
+                    a.iter()
+                        .enumerate()
+                        .for_each(|(i, v)| declared(items, v, &format!("{path}[{i}]"), out));
                 }
             }
             _ => {}
@@ -462,24 +671,45 @@ fn crds_accept_the_karmada_fixtures() {
     }
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/api/tests/data");
     let kinds = kinds();
-    for file in ["propagationpolicy.yaml", "overridepolicy.yaml", "propagationpolicy-cel.yaml", "overridepolicy-cel.yaml", "cluster.yaml", "resourcebinding.yaml", "work.yaml"] {
-        let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(data.join(file)).expect("fixture")).expect("yaml");
+    for file in [
+        "propagationpolicy.yaml",
+        "overridepolicy.yaml",
+        "propagationpolicy-cel.yaml",
+        "overridepolicy-cel.yaml",
+        "cluster.yaml",
+        "resourcebinding.yaml",
+        "work.yaml",
+    ] {
+        let doc: Value =
+            serde_yaml::from_str(&std::fs::read_to_string(data.join(file)).expect("fixture"))
+                .expect("yaml");
         let kind = doc["kind"].as_str().expect("kind");
-        let k = kinds.iter().find(|k| k.kind == kind).expect("a CRD for the kind");
+        let k = kinds
+            .iter()
+            .find(|k| k.kind == kind)
+            .expect("a CRD for the kind");
         let schema = &crd(k)["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
         let mut missing = Vec::new();
         for part in ["spec", "status"] {
-            if let (Some(v), Some(s)) = (doc.get(part), schema.pointer(&format!("/properties/{part}"))) {
+            if let (Some(v), Some(s)) = (
+                doc.get(part),
+                schema.pointer(&format!("/properties/{part}")),
+            ) {
                 declared(s, v, part, &mut missing);
             }
         }
-        assert!(missing.is_empty(), "{file}: fields the CRD does not declare: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "{file}: fields the CRD does not declare: {missing:?}"
+        );
     }
 }
 
 fn kubectl_on_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join("kubectl")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
 }
 
 #[test]
@@ -489,12 +719,19 @@ fn the_embedded_server_accepts_every_crd() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = rt
-        .block_on(flotilla_apiserver::start(flotilla_apiserver::Config::new(dir.path().join("data")), async move {
-            let _ = stopped.await;
-        }))
+        .block_on(flotilla_apiserver::start(
+            flotilla_apiserver::Config::new(dir.path().join("data")),
+            async move {
+                let _ = stopped.await;
+            },
+        ))
         .expect("server starts");
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, &running.kubeconfig).expect("kubeconfig");
@@ -509,23 +746,42 @@ fn the_embedded_server_accepts_every_crd() {
             .output()
             .expect("kubectl runs");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         stdout
     };
     let crds = crds_dir().display().to_string();
     let applied = kubectl(&["apply", "-f", &crds]);
     let kinds = kinds();
     for k in &kinds {
-        let name = format!("customresourcedefinition.apiextensions.k8s.io/{}.{} created", k.plural, k.group);
+        let name = format!(
+            "customresourcedefinition.apiextensions.k8s.io/{}.{} created",
+            k.plural, k.group
+        );
         assert!(applied.contains(&name), "{name} missing from:\n{applied}");
     }
-    let established = kubectl(&["get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Established\")].status}{\"\\n\"}{end}"]);
+    let established = kubectl(&[
+        "get",
+        "crd",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Established\")].status}{\"\\n\"}{end}",
+    ]);
     for k in &kinds {
-        assert!(established.contains(&format!("{}.{}=True", k.plural, k.group)), "{established}");
+        assert!(
+            established.contains(&format!("{}.{}=True", k.plural, k.group)),
+            "{established}"
+        );
     }
     // Re-applying is a no-op; the kinds stay served.
     assert!(kubectl(&["apply", "-f", &crds]).contains("unchanged"));
-    kubectl(&["get", "pp,cpp,op,cop,rb,crb,works,clusters,schedulerprofiles,wasmplugins", "-A"]);
+    kubectl(&[
+        "get",
+        "pp,cpp,op,cop,rb,crb,works,clusters,schedulerprofiles,wasmplugins",
+        "-A",
+    ]);
     let _ = stop.send(());
     rt.block_on(running.task).expect("server stops");
 }

@@ -74,33 +74,59 @@ fn run(case: &Case<Input>) -> Value {
         Some(plugin) => {
             // `score:Name` picks the score plugin when a filter has the same name.
             let (point, name) = plugin.split_once(':').unwrap_or(("", plugin));
-            let filter = profile.filters.iter().find(|s| s.plugin.name() == name && point != "score");
+            let filter = profile
+                .filters
+                .iter()
+                .find(|s| s.plugin.name() == name && point != "score");
             if let Some(slot) = filter {
                 let mut out = Vec::new();
-                slot.plugin.filter(&FilterInput::new(&ctx, &clusters), &mut out).expect("built-in filters do not fault");
+                slot.plugin
+                    .filter(&FilterInput::new(&ctx, &clusters), &mut out)
+                    .expect("built-in filters do not fault");
                 let verdicts: BTreeMap<&str, String> = clusters
                     .iter()
                     .zip(out)
-                    .map(|(c, v)| (c.name(), match v { Verdict::Fit => "fit".to_owned(), Verdict::Unschedulable(r) => r.into_owned() }))
+                    .map(|(c, v)| {
+                        (
+                            c.name(),
+                            match v {
+                                Verdict::Fit => "fit".to_owned(),
+                                Verdict::Unschedulable(r) => r.into_owned(),
+                            },
+                        )
+                    })
                     .collect();
                 return serde_json::json!({ "verdicts": verdicts });
             }
-            let slot = profile.scores.iter().find(|s| s.plugin.name() == name).unwrap_or_else(|| panic!("no plugin {name}"));
+            let slot = profile
+                .scores
+                .iter()
+                .find(|s| s.plugin.name() == name)
+                .unwrap_or_else(|| panic!("no plugin {name}"));
             let mut out = Vec::new();
-            slot.plugin.score(&ScoreInput::new(&ctx, &clusters), &mut out).expect("built-in scores do not fault");
+            slot.plugin
+                .score(&ScoreInput::new(&ctx, &clusters), &mut out)
+                .expect("built-in scores do not fault");
             let scores: BTreeMap<&str, i64> = clusters.iter().map(|c| c.name()).zip(out).collect();
             serde_json::json!({ "scores": scores })
         }
         None => {
-            let snapshot = Snapshot::new(case.input.clusters.clone(), Arc::default(), Options::default());
-            let res = scheduler::schedule(&snapshot, &profile, spec, &case.input.status, None, None);
+            let snapshot = Snapshot::new(
+                case.input.clusters.clone(),
+                Arc::default(),
+                Options::default(),
+            );
+            let res =
+                scheduler::schedule(&snapshot, &profile, spec, &case.input.status, None, None);
             let mut v = match &res.outcome {
                 Ok(t) => {
                     let mut t = t.clone();
                     t.sort_by(|a, b| a.name.cmp(&b.name)); // merge order is not part of the contract
                     serde_json::json!({ "clusters": t.iter().map(|t| (t.name.clone(), t.replicas)).collect::<BTreeMap<_, _>>() })
                 }
-                Err(f) => serde_json::json!({ "failure": { "reason": f.kind.reason(), "message": f.message } }),
+                Err(f) => {
+                    serde_json::json!({ "failure": { "reason": f.kind.reason(), "message": f.message } })
+                }
             };
             if !placement.cluster_affinities.is_empty() {
                 v["observedAffinity"] = Value::String(res.observed_affinity_name.clone());
@@ -112,8 +138,12 @@ fn run(case: &Case<Input>) -> Value {
 
 /// `failover::evict_tainted` at `input.now`: `evicted` and, when one is due, `nextDue`.
 fn run_failover(case: &Case<FailoverInput>) -> Value {
-    let mut rb = ResourceBinding { spec: case.input.binding.clone(), ..Default::default() };
-    let now = parse_rfc3339(&case.input.now).unwrap_or_else(|| panic!("now: {:?} is not RFC 3339", case.input.now));
+    let mut rb = ResourceBinding {
+        spec: case.input.binding.clone(),
+        ..Default::default()
+    };
+    let now = parse_rfc3339(&case.input.now)
+        .unwrap_or_else(|| panic!("now: {:?} is not RFC 3339", case.input.now));
     let (evicted, next) = failover::evict_tainted(&mut rb, &case.input.clusters, now);
     let mut v = serde_json::json!({ "evicted": evicted });
     if let Some(next) = next {
@@ -124,17 +154,31 @@ fn run_failover(case: &Case<FailoverInput>) -> Value {
 
 /// Run every case in `tests/golden/<dir>` (at least `min` of them) through `run`, or rewrite the
 /// expectations with `FLOTILLA_BLESS`.
-fn golden_cases<I: DeserializeOwned + Serialize>(dir: &str, min: usize, run: impl Fn(&Case<I>) -> Value) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(dir);
+fn golden_cases<I: DeserializeOwned + Serialize>(
+    dir: &str,
+    min: usize,
+    run: impl Fn(&Case<I>) -> Value,
+) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("golden")
+        .join(dir);
     let bless = std::env::var_os("FLOTILLA_BLESS").is_some();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).expect("golden dir").filter_map(Result::ok).map(|e| e.path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .expect("golden dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     let mut failures = Vec::new();
     let mut count = 0;
-    for path in entries.iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
+    for path in entries
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+    {
         count += 1;
         let text = std::fs::read_to_string(path).expect("read case");
-        let mut case: Case<I> = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut case: Case<I> =
+            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let got = run(&case);
         if bless {
             if got != case.expect {
@@ -152,7 +196,12 @@ fn golden_cases<I: DeserializeOwned + Serialize>(dir: &str, min: usize, run: imp
         }
     }
     assert!(count >= min, "expected golden cases in {}", dir.display());
-    assert!(failures.is_empty(), "{} golden case(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} golden case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

@@ -297,15 +297,30 @@ mod tests {
 
     #[test]
     fn detail_row_round_trips() {
-        let r = DetailRow { index: 7, overflow_order: 1000, score: -3, allocatable_replicas: 1 << 40, available_replicas: 5 };
+        let r = DetailRow {
+            index: 7,
+            overflow_order: 1000,
+            score: -3,
+            allocatable_replicas: 1 << 40,
+            available_replicas: 5,
+        };
         assert_eq!(DetailRow::from_bytes(&r.to_bytes()), r);
     }
 
     #[test]
     fn replies_have_the_documented_shape() {
-        assert_eq!(serde_json::to_string(&AssignReply::Skip).unwrap(), r#""skip""#);
-        assert_eq!(serde_json::to_string(&AssignReply::Assigned(vec![(0, 3)])).unwrap(), r#"{"assigned":[[0,3]]}"#);
-        assert_eq!(serde_json::to_string(&SelectReply::Selected(vec![2, 0])).unwrap(), r#"{"selected":[2,0]}"#);
+        assert_eq!(
+            serde_json::to_string(&AssignReply::Skip).unwrap(),
+            r#""skip""#
+        );
+        assert_eq!(
+            serde_json::to_string(&AssignReply::Assigned(vec![(0, 3)])).unwrap(),
+            r#"{"assigned":[[0,3]]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&SelectReply::Selected(vec![2, 0])).unwrap(),
+            r#"{"selected":[2,0]}"#
+        );
         assert_eq!(
             serde_json::from_str::<AssignReply>(r#"{"unschedulable":"no"}"#).unwrap(),
             AssignReply::Unschedulable("no".into())

@@ -67,7 +67,11 @@ pub struct ClusterSpec {
     pub secret_ref: Option<LocalSecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impersonator_secret_ref: Option<LocalSecretReference>,
-    #[serde(rename = "insecureSkipTLSVerification", default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        rename = "insecureSkipTLSVerification",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub insecure_skip_tls_verification: bool,
     #[serde(rename = "proxyURL", default, skip_serializing_if = "String::is_empty")]
     pub proxy_url: String,

@@ -12,7 +12,10 @@ pub struct Object(pub Value);
 
 impl Object {
     fn str_at(&self, pointer: &str) -> &str {
-        self.0.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+        self.0
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 
     /// `apiVersion`, e.g. `apps/v1`.
@@ -47,7 +50,10 @@ impl Object {
 
     /// `metadata.generation`, 0 when unset.
     pub fn generation(&self) -> i64 {
-        self.0.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0)
+        self.0
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
     }
 
     /// `metadata.labels` as a sorted map (non-string values are skipped).

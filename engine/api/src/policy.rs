@@ -240,7 +240,10 @@ impl Placement {
     pub fn replica_scheduling_type(&self) -> &str {
         match &self.replica_scheduling {
             None => scheduling_type::DUPLICATED,
-            Some(rs) => rs.replica_scheduling_type.as_deref().unwrap_or(scheduling_type::DIVIDED),
+            Some(rs) => rs
+                .replica_scheduling_type
+                .as_deref()
+                .unwrap_or(scheduling_type::DIVIDED),
         }
     }
 }
@@ -545,10 +548,14 @@ impl CelMutation {
     /// The expression for `patchType`, with its field name (`jsonPatch` / `applyConfiguration`).
     pub fn expression(&self) -> Option<(&'static str, &str)> {
         match self.patch_type.as_str() {
-            cel_patch_type::JSON_PATCH => self.json_patch.as_ref().map(|e| ("jsonPatch", e.expression.as_str())),
-            cel_patch_type::APPLY_CONFIGURATION => {
-                self.apply_configuration.as_ref().map(|e| ("applyConfiguration", e.expression.as_str()))
-            }
+            cel_patch_type::JSON_PATCH => self
+                .json_patch
+                .as_ref()
+                .map(|e| ("jsonPatch", e.expression.as_str())),
+            cel_patch_type::APPLY_CONFIGURATION => self
+                .apply_configuration
+                .as_ref()
+                .map(|e| ("applyConfiguration", e.expression.as_str())),
             _ => None,
         }
     }

@@ -138,7 +138,10 @@ impl ResourceBindingSpec {
 
     /// Replicas currently assigned to `cluster` (0 when absent).
     pub fn assigned_replicas(&self, cluster: &str) -> i32 {
-        self.clusters.iter().find(|t| t.name == cluster).map_or(0, |t| t.replicas)
+        self.clusters
+            .iter()
+            .find(|t| t.name == cluster)
+            .map_or(0, |t| t.replicas)
     }
 
     /// A workload has replicas, replica requirements or components (Karmada's `IsWorkload`).
@@ -177,7 +180,11 @@ pub struct TargetCluster {
 impl TargetCluster {
     /// A target with a replica count.
     pub fn new(name: impl Into<String>, replicas: i32) -> Self {
-        TargetCluster { name: name.into(), replicas, components: Vec::new() }
+        TargetCluster {
+            name: name.into(),
+            replicas,
+            components: Vec::new(),
+        }
     }
 }
 
@@ -319,9 +326,22 @@ mod tests {
         assert_eq!(
             struct_fields::<ResourceBindingSpec>(),
             [
-                "resource", "propagateDeps", "replicaRequirements", "replicas", "components", "clusters", "placement",
-                "gracefulEvictionTasks", "requiredBy", "schedulerName", "failover", "conflictResolution",
-                "rescheduleTriggeredAt", "suspension", "preserveResourcesOnDeletion", "schedulePriority",
+                "resource",
+                "propagateDeps",
+                "replicaRequirements",
+                "replicas",
+                "components",
+                "clusters",
+                "placement",
+                "gracefulEvictionTasks",
+                "requiredBy",
+                "schedulerName",
+                "failover",
+                "conflictResolution",
+                "rescheduleTriggeredAt",
+                "suspension",
+                "preserveResourcesOnDeletion",
+                "schedulePriority",
                 "workloadAffinityGroups"
             ]
         );
@@ -346,10 +366,20 @@ mod tests {
         }))
         .unwrap();
         let mut want = serde_json::to_value(&full).unwrap();
-        assert_eq!(want.as_object().unwrap().len(), 17, "every field set: {want}");
+        assert_eq!(
+            want.as_object().unwrap().len(),
+            17,
+            "every field set: {want}"
+        );
         want.as_object_mut().unwrap().remove("placement");
-        assert_eq!(serde_json::to_value(full.without_placement()).unwrap(), want);
+        assert_eq!(
+            serde_json::to_value(full.without_placement()).unwrap(),
+            want
+        );
         let empty = ResourceBindingSpec::default();
-        assert_eq!(serde_json::to_string(&empty.without_placement()).unwrap(), serde_json::to_string(&empty).unwrap());
+        assert_eq!(
+            serde_json::to_string(&empty.without_placement()).unwrap(),
+            serde_json::to_string(&empty).unwrap()
+        );
     }
 }

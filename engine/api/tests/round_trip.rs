@@ -8,10 +8,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 fn round_trip<T: DeserializeOwned + Serialize>(file: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(file);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file);
     let text = std::fs::read_to_string(&path).expect("fixture");
     let original: Value = serde_yaml::from_str(&text).expect("yaml");
-    let typed: T = serde_json::from_value(original.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let typed: T =
+        serde_json::from_value(original.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
     let back = serde_json::to_value(&typed).expect("serialize");
     assert_eq!(back, original, "{file} changed on round trip");
 }
@@ -48,5 +51,8 @@ fn unknown_fields_are_rejected() {
         "metadata": {"name": "p"}, "spec": {"resourceSelectors": [], "placment": {}}
     }))
     .unwrap_err();
-    assert!(err.to_string().contains("unknown field `placment`"), "{err}");
+    assert!(
+        err.to_string().contains("unknown field `placment`"),
+        "{err}"
+    );
 }

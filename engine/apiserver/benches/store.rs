@@ -16,7 +16,9 @@ const PRELOAD: usize = 10_000;
 const WATCHERS: usize = 100;
 
 fn configmap(name: &str) -> String {
-    format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","labels":{{"app":"bench"}}}},"data":{{"k":"v"}}}}"#)
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","labels":{{"app":"bench"}}}},"data":{{"k":"v"}}}}"#
+    )
 }
 
 async fn create(router: &axum::Router, name: &str) {
@@ -25,7 +27,11 @@ async fn create(router: &axum::Router, name: &str) {
         .body(Body::from(configmap(name)))
         .expect("request");
     let resp = router.clone().oneshot(req).await.expect("response");
-    assert!(resp.status().is_success(), "create {name}: {}", resp.status());
+    assert!(
+        resp.status().is_success(),
+        "create {name}: {}",
+        resp.status()
+    );
 }
 
 struct Fixture {
@@ -35,7 +41,11 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store");
     let server = ApiServer::new(store, ServerOptions::default());
@@ -54,13 +64,20 @@ fn fixture() -> Fixture {
             t.await.expect("preload");
         }
     });
-    Fixture { rt, router, _dir: dir }
+    Fixture {
+        rt,
+        router,
+        _dir: dir,
+    }
 }
 
 fn benches(c: &mut Criterion) {
     let fx = fixture();
     let mut group = c.benchmark_group("apiserver_10k_objects");
-    group.sample_size(10).measurement_time(Duration::from_secs(8)).warm_up_time(Duration::from_secs(1));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(8))
+        .warm_up_time(Duration::from_secs(1));
     let mut n = 0u64;
 
     // One create at a time: each waits for its own fsync'd commit.
@@ -143,7 +160,9 @@ fn benches(c: &mut Criterion) {
                     for body in &mut bodies {
                         loop {
                             let frame = body.frame().await.expect("frame").expect("ok");
-                            if frame.data_ref().is_some_and(|d| std::str::from_utf8(d).is_ok_and(|s| s.contains(&name))) {
+                            if frame.data_ref().is_some_and(|d| {
+                                std::str::from_utf8(d).is_ok_and(|s| s.contains(&name))
+                            }) {
                                 break;
                             }
                         }

@@ -62,7 +62,12 @@ fn render_causes(causes: &[FieldError]) -> String {
 impl AdmissionError {
     /// A rejection of one field.
     pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
-        AdmissionError { causes: vec![FieldError { field: field.into(), message: message.into() }] }
+        AdmissionError {
+            causes: vec![FieldError {
+                field: field.into(),
+                message: message.into(),
+            }],
+        }
     }
 
     /// A rejection of several fields (at least one should be given).
@@ -73,11 +78,19 @@ impl AdmissionError {
     /// The `422 Invalid` API error for object `name` of `res`, in Kubernetes' shape
     /// (`Kind.group "name" is invalid: field: message`, `details.causes[{reason, field, message}]`).
     pub fn to_api_error(&self, res: &Resource, name: &str) -> ApiError {
-        let qualified_kind = if res.group.is_empty() { res.kind.to_owned() } else { format!("{}.{}", res.kind, res.group) };
-        let causes: Vec<Value> =
-            self.causes.iter().map(|c| json!({"reason": "FieldValueInvalid", "field": c.field, "message": c.message})).collect();
-        ApiError::invalid(format!("{qualified_kind} \"{name}\" is invalid: {self}"))
-            .with_details(json!({"name": name, "group": res.group, "kind": res.kind, "causes": causes}))
+        let qualified_kind = if res.group.is_empty() {
+            res.kind.to_owned()
+        } else {
+            format!("{}.{}", res.kind, res.group)
+        };
+        let causes: Vec<Value> = self
+            .causes
+            .iter()
+            .map(|c| json!({"reason": "FieldValueInvalid", "field": c.field, "message": c.message}))
+            .collect();
+        ApiError::invalid(format!("{qualified_kind} \"{name}\" is invalid: {self}")).with_details(
+            json!({"name": name, "group": res.group, "kind": res.kind, "causes": causes}),
+        )
     }
 }
 
@@ -92,7 +105,13 @@ pub trait Admission: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// The object is invalid; nothing is stored.
-    fn admit(&self, op: Operation, resource: &Resource, object: &mut Value, old: Option<&Value>) -> Result<(), AdmissionError>;
+    fn admit(
+        &self,
+        op: Operation,
+        resource: &Resource,
+        object: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), AdmissionError>;
 }
 
 #[cfg(test)]
@@ -101,8 +120,12 @@ mod tests {
 
     #[test]
     fn rejection_renders_as_kubernetes_invalid_status() {
-        let res = crate::registry::lookup("policy.karmada.io", "v1alpha1", "propagationpolicies").unwrap();
-        let e = AdmissionError::field("spec.placement.clusterAffinities[1].affinityName", "duplicate affinity name \"a\"");
+        let res = crate::registry::lookup("policy.karmada.io", "v1alpha1", "propagationpolicies")
+            .unwrap();
+        let e = AdmissionError::field(
+            "spec.placement.clusterAffinities[1].affinityName",
+            "duplicate affinity name \"a\"",
+        );
         let status = e.to_api_error(res, "x").to_status();
         assert_eq!(status["code"], 422);
         assert_eq!(status["reason"], "Invalid");
@@ -111,10 +134,19 @@ mod tests {
             "PropagationPolicy.policy.karmada.io \"x\" is invalid: spec.placement.clusterAffinities[1].affinityName: duplicate affinity name \"a\""
         );
         assert_eq!(status["details"]["kind"], "PropagationPolicy");
-        assert_eq!(status["details"]["causes"][0]["field"], "spec.placement.clusterAffinities[1].affinityName");
+        assert_eq!(
+            status["details"]["causes"][0]["field"],
+            "spec.placement.clusterAffinities[1].affinityName"
+        );
         let two = AdmissionError::new(vec![
-            FieldError { field: "a".into(), message: "x".into() },
-            FieldError { field: "b".into(), message: "y".into() },
+            FieldError {
+                field: "a".into(),
+                message: "x".into(),
+            },
+            FieldError {
+                field: "b".into(),
+                message: "y".into(),
+            },
         ]);
         assert_eq!(two.to_string(), "[a: x, b: y]");
     }

@@ -24,8 +24,17 @@ pub type FieldPath = Vec<String>;
 pub type FieldSet = BTreeSet<FieldPath>;
 
 /// Metadata fields that nobody owns.
-const UNOWNED_META: &[&str] =
-    &["name", "namespace", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "deletionTimestamp", "selfLink"];
+const UNOWNED_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "deletionTimestamp",
+    "selfLink",
+];
 
 /// The fields a configuration sets.
 pub fn fields_of(kind: &str, strategic: bool, config: &Value) -> FieldSet {
@@ -62,7 +71,14 @@ pub fn fields_of(kind: &str, strategic: bool, config: &Value) -> FieldSet {
     set
 }
 
-fn walk(kind: &str, strategic: bool, v: &Value, names: &mut Vec<String>, prefix: &mut FieldPath, set: &mut FieldSet) {
+fn walk(
+    kind: &str,
+    strategic: bool,
+    v: &Value,
+    names: &mut Vec<String>,
+    prefix: &mut FieldPath,
+    set: &mut FieldSet,
+) {
     match v {
         Value::Object(map) if !map.is_empty() => {
             for (k, child) in map {
@@ -73,32 +89,34 @@ fn walk(kind: &str, strategic: bool, v: &Value, names: &mut Vec<String>, prefix:
                 prefix.pop();
             }
         }
-        Value::Array(items) if strategic && !items.is_empty() => match smp::list_strategy(kind, names) {
-            ListStrategy::MergeKey(key) if items.iter().all(|i| i.get(key).is_some()) => {
-                for item in items {
-                    let mut k = Map::new();
-                    if let Some(kv) = item.get(key) {
-                        k.insert(key.to_owned(), kv.clone());
+        Value::Array(items) if strategic && !items.is_empty() => {
+            match smp::list_strategy(kind, names) {
+                ListStrategy::MergeKey(key) if items.iter().all(|i| i.get(key).is_some()) => {
+                    for item in items {
+                        let mut k = Map::new();
+                        if let Some(kv) = item.get(key) {
+                            k.insert(key.to_owned(), kv.clone());
+                        }
+                        prefix.push(format!("k:{}", Value::Object(k)));
+                        prefix.push(".".to_owned());
+                        set.insert(prefix.clone());
+                        prefix.pop();
+                        walk(kind, strategic, item, names, prefix, set);
+                        prefix.pop();
                     }
-                    prefix.push(format!("k:{}", Value::Object(k)));
-                    prefix.push(".".to_owned());
+                }
+                ListStrategy::MergePrimitive => {
+                    for item in items {
+                        prefix.push(format!("v:{item}"));
+                        set.insert(prefix.clone());
+                        prefix.pop();
+                    }
+                }
+                _ => {
                     set.insert(prefix.clone());
-                    prefix.pop();
-                    walk(kind, strategic, item, names, prefix, set);
-                    prefix.pop();
                 }
             }
-            ListStrategy::MergePrimitive => {
-                for item in items {
-                    prefix.push(format!("v:{item}"));
-                    set.insert(prefix.clone());
-                    prefix.pop();
-                }
-            }
-            _ => {
-                set.insert(prefix.clone());
-            }
-        },
+        }
         _ => {
             set.insert(prefix.clone());
         }
@@ -111,7 +129,9 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     for path in set {
         let mut cur = &mut root;
         for seg in path {
-            let next = cur.entry(seg.clone()).or_insert_with(|| Value::Object(Map::new()));
+            let next = cur
+                .entry(seg.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
             match next {
                 Value::Object(m) => cur = m,
                 _ => break,
@@ -175,7 +195,9 @@ pub fn get_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// Remove the field at a path (a `.`-terminated or `v:` path removes the list item).
 pub fn remove_at(obj: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let (target, parents) = if last == "." {
         match parents.split_last() {
             Some((item, rest)) => (item, rest),
@@ -191,7 +213,8 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
         } else if seg == "." {
             Some(cur)
         } else {
-            cur.as_array_mut().and_then(|a| a.iter_mut().find(|i| item_matches(i, seg)))
+            cur.as_array_mut()
+                .and_then(|a| a.iter_mut().find(|i| item_matches(i, seg)))
         };
         match next {
             Some(n) => cur = n,
@@ -230,9 +253,21 @@ pub fn managed_of(obj: &Value) -> Vec<Managed> {
             entries
                 .iter()
                 .map(|e| Managed {
-                    manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    operation: e.get("operation").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    subresource: e.get("subresource").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    manager: e
+                        .get("manager")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    operation: e
+                        .get("operation")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
                     set: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
                     raw: e.clone(),
                 })
@@ -267,7 +302,9 @@ pub struct ApplyRequest<'a> {
 pub fn apply(req: &ApplyRequest<'_>, live: &Value, config: &Value) -> Result<Value, ApiError> {
     let new_set = fields_of(req.kind, req.strategic, config);
     let mut managed = managed_of(live);
-    let mine = |m: &Managed| m.manager == req.manager && m.operation == "Apply" && m.subresource == req.subresource;
+    let mine = |m: &Managed| {
+        m.manager == req.manager && m.operation == "Apply" && m.subresource == req.subresource
+    };
     let mut causes = Vec::new();
     let mut taken: Vec<(usize, FieldPath)> = Vec::new();
     for (i, m) in managed.iter().enumerate() {
@@ -290,7 +327,13 @@ pub fn apply(req: &ApplyRequest<'_>, live: &Value, config: &Value) -> Result<Val
         let msg = format!(
             "Apply failed with {n} conflict{}: {}",
             if n == 1 { "" } else { "s" },
-            causes.iter().filter_map(|c| c["message"].as_str().map(|m| format!("{m}: {}", c["field"].as_str().unwrap_or_default()))).collect::<Vec<_>>().join(", ")
+            causes
+                .iter()
+                .filter_map(|c| c["message"]
+                    .as_str()
+                    .map(|m| format!("{m}: {}", c["field"].as_str().unwrap_or_default())))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         return Err(ApiError::new(409, "Conflict", msg).with_details(json!({"causes": causes})));
     }
@@ -300,7 +343,11 @@ pub fn apply(req: &ApplyRequest<'_>, live: &Value, config: &Value) -> Result<Val
         }
     }
     let mut result = live.clone();
-    let old_set = managed.iter().find(|m| mine(m)).map(|m| m.set.clone()).unwrap_or_default();
+    let old_set = managed
+        .iter()
+        .find(|m| mine(m))
+        .map(|m| m.set.clone())
+        .unwrap_or_default();
     for p in old_set.difference(&new_set) {
         let owned_by_other = managed.iter().any(|m| !mine(m) && m.set.contains(p));
         if !owned_by_other {
@@ -365,7 +412,15 @@ mod tests {
     use super::*;
 
     fn req<'a>(manager: &'a str, force: bool) -> ApplyRequest<'a> {
-        ApplyRequest { kind: "Deployment", strategic: true, manager, force, subresource: "", api_version: "apps/v1", now: "t" }
+        ApplyRequest {
+            kind: "Deployment",
+            strategic: true,
+            manager,
+            force,
+            subresource: "",
+            api_version: "apps/v1",
+            now: "t",
+        }
     }
 
     #[test]
@@ -388,6 +443,12 @@ mod tests {
         let cfg2 = json!({"metadata":{"name":"w","labels":{"a":"1"}},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}});
         let out = apply(&req("a", false), &live, &cfg2).unwrap();
         assert_eq!(out["metadata"]["labels"], json!({"a":"1"}));
-        assert_eq!(out["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
     }
 }

@@ -28,29 +28,46 @@ pub fn core_versions() -> Value {
 }
 
 fn group_doc(name: &str, versions: &[&str]) -> Value {
-    let vs: Vec<Value> =
-        versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
     json!({"name": name, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
 }
 
 /// `/apis`.
 pub fn group_list() -> Value {
-    let groups: Vec<Value> = registry::groups().iter().map(|(g, vs)| group_doc(g, vs)).collect();
+    let groups: Vec<Value> = registry::groups()
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/{group}`.
 pub fn group(name: &str) -> Option<Value> {
-    registry::groups().iter().find(|(g, _)| *g == name).map(|(g, vs)| {
-        let mut doc = group_doc(g, vs);
-        doc["kind"] = json!("APIGroup");
-        doc["apiVersion"] = json!("v1");
-        doc
-    })
+    registry::groups()
+        .iter()
+        .find(|(g, _)| *g == name)
+        .map(|(g, vs)| {
+            let mut doc = group_doc(g, vs);
+            doc["kind"] = json!("APIGroup");
+            doc["apiVersion"] = json!("v1");
+            doc
+        })
 }
 
 fn verbs(_r: &Resource) -> Value {
-    json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"])
+    json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ])
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`.
@@ -84,12 +101,22 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// `/openapi/v3`: one entry per served group version.
@@ -103,7 +130,10 @@ pub fn openapi_index() -> Value {
     }
     for (g, v) in gvs {
         let p = gv_path(g, v);
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=flotilla1")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=flotilla1")}),
+        );
     }
     json!({"paths": paths})
 }
@@ -135,7 +165,12 @@ pub fn openapi_doc(gv: &str) -> Option<Value> {
             "responses": {"200": {"description": "OK"}},
         });
         paths.insert(path, json!({"patch": op.clone(), "put": op}));
-        let schema_name = format!("{}.{}.{}", if group.is_empty() { "core" } else { group }, version, r.kind);
+        let schema_name = format!(
+            "{}.{}.{}",
+            if group.is_empty() { "core" } else { group },
+            version,
+            r.kind
+        );
         schemas.insert(
             schema_name,
             json!({
@@ -191,7 +226,10 @@ pub fn openapi_v2_protobuf() -> Vec<u8> {
         q.extend(pb_field(6, b"string"));
         // ParametersItem{parameter=1: Parameter{non_body_parameter=2: NonBodyParameter{query=3}}}
         let param = pb_field(1, &pb_field(2, &pb_field(3, &q)));
-        let gvk_yaml = format!("group: \"{}\"\nkind: {}\nversion: {}\n", r.group, r.kind, r.version);
+        let gvk_yaml = format!(
+            "group: \"{}\"\nkind: {}\nversion: {}\n",
+            r.group, r.kind, r.version
+        );
         // NamedAny{name=1, value=2: Any{yaml=2}}
         let mut ext = pb_field(1, b"x-kubernetes-group-version-kind");
         ext.extend(pb_field(2, &pb_field(2, gvk_yaml.as_bytes())));
@@ -208,7 +246,10 @@ pub fn openapi_v2_protobuf() -> Vec<u8> {
         paths.extend(pb_field(2, &named));
     }
     let mut info = pb_field(1, b"Kubernetes");
-    info.extend(pb_field(2, format!("v{}.{}.0", KUBE_VERSION.0, KUBE_VERSION.1).as_bytes()));
+    info.extend(pb_field(
+        2,
+        format!("v{}.{}.0", KUBE_VERSION.0, KUBE_VERSION.1).as_bytes(),
+    ));
     let mut doc = pb_field(1, b"2.0");
     doc.extend(pb_field(2, &info));
     doc.extend(pb_field(8, &paths));

@@ -21,7 +21,12 @@ pub struct ApiError {
 impl ApiError {
     /// A new error.
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// Attach `details`.
@@ -46,8 +51,12 @@ impl ApiError {
     /// 409 AlreadyExists.
     pub fn already_exists(qualified: &str, name: &str) -> Self {
         let (kind, group) = qualified.split_once('.').unwrap_or((qualified, ""));
-        Self::new(409, "AlreadyExists", format!("{qualified} \"{name}\" already exists"))
-            .with_details(json!({"name": name, "group": group, "kind": kind}))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{qualified} \"{name}\" already exists"),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": kind}))
     }
 
     /// 409 Conflict for a stale resourceVersion.
@@ -75,7 +84,11 @@ impl ApiError {
 
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     /// 415 UnsupportedMediaType for an object body.
@@ -88,7 +101,10 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: {} (got {ct})", accepted.join(", ")),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {} (got {ct})",
+                accepted.join(", ")
+            ),
         )
     }
 
@@ -114,6 +130,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
-        (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
     }
 }

@@ -137,14 +137,24 @@ pub struct Running {
 ///
 /// # Errors
 /// Fails when the store, the credentials or the listener cannot be set up.
-pub async fn start(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<Running, StartError> {
+pub async fn start(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, StartError> {
     if config.anonymous && !config.addr.ip().is_loopback() {
         return Err(StartError::AnonymousNotLoopback { addr: config.addr });
     }
     // Owner-only, as the store and credentials inside are.
-    fs::private_dir(&config.data_dir).map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
+    fs::private_dir(&config.data_dir)
+        .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
     let store = Store::open(&config.data_dir.join("store"))?;
-    let creds = if config.tls { Some(tls::Credentials::load_or_create(&config.data_dir.join("pki"))?) } else { None };
+    let creds = if config.tls {
+        Some(tls::Credentials::load_or_create(
+            &config.data_dir.join("pki"),
+        )?)
+    } else {
+        None
+    };
     let options = ServerOptions {
         token: creds.as_ref().map(|c| c.token.clone()),
         anonymous: config.anonymous || creds.is_none(),
@@ -154,11 +164,29 @@ pub async fn start(config: Config, shutdown: impl Future<Output = ()> + Send + '
     let server = ApiServer::new(store.clone(), options);
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
-        .map_err(|source| StartError::Bind { addr: config.addr, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.addr, source })?;
-    let host = if addr.is_ipv6() { format!("[{}]", addr.ip()) } else { addr.ip().to_string() };
-    let url = format!("{}://{host}:{}", if creds.is_some() { "https" } else { "http" }, addr.port());
-    let kubeconfig = tls::kubeconfig(&url, creds.as_ref().map(|c| c.ca_pem.as_str()), creds.as_ref().map(|c| c.token.as_str()));
+        .map_err(|source| StartError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.addr,
+        source,
+    })?;
+    let host = if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    };
+    let url = format!(
+        "{}://{host}:{}",
+        if creds.is_some() { "https" } else { "http" },
+        addr.port()
+    );
+    let kubeconfig = tls::kubeconfig(
+        &url,
+        creds.as_ref().map(|c| c.ca_pem.as_str()),
+        creds.as_ref().map(|c| c.token.as_str()),
+    );
     let router = server.router();
     let tls_config = match &creds {
         Some(c) => Some(c.server_config()?),
@@ -178,7 +206,13 @@ pub async fn start(config: Config, shutdown: impl Future<Output = ()> + Send + '
         serve(listener, router, tls_config, shutdown).await;
         compactor.abort();
     });
-    Ok(Running { addr, url, kubeconfig, server, task })
+    Ok(Running {
+        addr,
+        url,
+        kubeconfig,
+        server,
+        task,
+    })
 }
 
 /// Serve `router` on `listener` (TLS when `tls` is set) until `shutdown` resolves.
@@ -189,7 +223,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let Some(tls) = tls else {
-        let _ = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await;
         return;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
@@ -206,10 +242,14 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let router = router.clone();
         tokio::spawn(async move {
-            let Ok(tls_stream) = acceptor.accept(stream).await else { return };
+            let Ok(tls_stream) = acceptor.accept(stream).await else {
+                return;
+            };
             let io = hyper_util::rt::TokioIo::new(tls_stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
         });
     }
 }

@@ -37,7 +37,11 @@ pub(crate) const MAX_BODY_DEPTH: usize = 100;
 
 /// `413 RequestEntityTooLarge`, worded as kube-apiserver does.
 pub(crate) fn too_large(limit: usize) -> ApiError {
-    ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+    ApiError::new(
+        413,
+        "RequestEntityTooLarge",
+        format!("Request entity too large: limit is {limit}"),
+    )
 }
 
 /// The JSON size of `v` (estimated: exact unless strings need escapes) and its nesting depth
@@ -253,9 +257,12 @@ pub(crate) fn yaml_flow_too_deep(src: &[u8], limit: usize) -> Option<usize> {
         if matches!(c, b'"' | b'\'' | b'#' | b'!') || is_break(c) || tag_end {
             inner = 0;
         }
-        let opens_certainly = states & !(TOK | NAME) == 0 || (states & !(TOK | NAME | PLAIN) == 0 && flow == Some(true));
+        let opens_certainly = states & !(TOK | NAME) == 0
+            || (states & !(TOK | NAME | PLAIN) == 0 && flow == Some(true));
         match c {
-            b'[' | b'{' if states & (TOK | NAME | TAG) != 0 || (states & PLAIN != 0 && level > 0) => {
+            b'[' | b'{'
+                if states & (TOK | NAME | TAG) != 0 || (states & PLAIN != 0 && level > 0) =>
+            {
                 level += 1;
                 inner += 1;
                 lower += usize::from(opens_certainly);
@@ -313,7 +320,11 @@ mod tests {
             json!({}),
             json!({"a": [1, 2, {"b": null}], "cd": {"e": "f"}}),
         ] {
-            assert_eq!(measure(&v, usize::MAX).0, serde_json::to_string(&v).unwrap().len(), "{v}");
+            assert_eq!(
+                measure(&v, usize::MAX).0,
+                serde_json::to_string(&v).unwrap().len(),
+                "{v}"
+            );
         }
         assert_eq!(measure(&json!(1), usize::MAX).1, 0);
         assert_eq!(measure(&json!({"a": [[{}]]}), usize::MAX).1, 4);
@@ -326,7 +337,8 @@ mod tests {
         assert_eq!(yaml_flow_too_deep(deep(4).as_bytes(), 3), Some(1));
         // Brackets that are text: in quoted scalars, comments, plain scalars. (A block scalar's
         // text is scanned as if it were flow: balanced brackets pass, unbalanced ones count.)
-        let text = "a: \"[[[[\"\nb: '{{{{'\n# [[[[\nc: |\n  {\"x\": [[\n  ]]}\nd: x[[[[ y\ne: it's [[[[\n";
+        let text =
+            "a: \"[[[[\"\nb: '{{{{'\n# [[[[\nc: |\n  {\"x\": [[\n  ]]}\nd: x[[[[ y\ne: it's [[[[\n";
         assert_eq!(yaml_flow_too_deep(text.as_bytes(), 3), None);
         // Real flow collections, spread over lines and around quoted scalars, close.
         let flow = "a: [[1,\n  [\"]\", '}', {b: c}]]]\nb: [[[x]]]\n".repeat(50);
@@ -338,9 +350,19 @@ mod tests {
         let hidden = format!("a: {}", "{ '}': ".repeat(4));
         assert_eq!(yaml_flow_too_deep(hidden.as_bytes(), 3), Some(1));
         // A quote that may start a quoted scalar (or be text) cannot hide what follows it.
-        for prefix in ["a: x \"y\nb: ", "a: |\n  \"y\nb: ", "a: !t[\"\nb: ", "a: 'x''\nb: ", "a: &x\"\nb: "] {
+        for prefix in [
+            "a: x \"y\nb: ",
+            "a: |\n  \"y\nb: ",
+            "a: !t[\"\nb: ",
+            "a: 'x''\nb: ",
+            "a: &x\"\nb: ",
+        ] {
             let src = format!("{prefix}{}", "[ \"]\", ".repeat(4));
-            assert_eq!(yaml_flow_too_deep(src.as_bytes(), 3), Some(prefix.matches('\n').count() + 1), "{prefix:?}");
+            assert_eq!(
+                yaml_flow_too_deep(src.as_bytes(), 3),
+                Some(prefix.matches('\n').count() + 1),
+                "{prefix:?}"
+            );
         }
     }
 
@@ -350,7 +372,9 @@ mod tests {
     #[test]
     fn yaml_prescan_never_counts_below_the_parser() {
         fn text(r: &mut dyn FnMut(u64) -> u64, alphabet: &[u8]) -> String {
-            (0..r(6)).map(|_| char::from(alphabet[r(alphabet.len() as u64) as usize])).collect()
+            (0..r(6))
+                .map(|_| char::from(alphabet[r(alphabet.len() as u64) as usize]))
+                .collect()
         }
         fn gap(r: &mut dyn FnMut(u64) -> u64) -> String {
             match r(8) {
@@ -363,7 +387,9 @@ mod tests {
         fn node(r: &mut dyn FnMut(u64) -> u64, depth: usize) -> String {
             if depth < 6 && r(3) > 0 {
                 let (open, close) = if r(2) == 0 { ("[", "]") } else { ("{", "}") };
-                let items: Vec<String> = (0..r(4)).map(|_| format!("{}{}{}", gap(r), node(r, depth + 1), gap(r))).collect();
+                let items: Vec<String> = (0..r(4))
+                    .map(|_| format!("{}{}{}", gap(r), node(r, depth + 1), gap(r)))
+                    .collect();
                 format!("{open}{}{}{close}", gap(r), items.join(","))
             } else {
                 match r(4) {
@@ -381,15 +407,28 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        let prefixes = ["", "k: ", "- ", "k: x \"y\nz: ", "k: |\n  \"[[\n  '{\nz: ", "k: it's\n  \"q\nz: "];
+        let prefixes = [
+            "",
+            "k: ",
+            "- ",
+            "k: x \"y\nz: ",
+            "k: |\n  \"[[\n  '{\nz: ",
+            "k: it's\n  \"q\nz: ",
+        ];
         let mut decoded = 0;
         for _ in 0..20_000 {
             let prefix = prefixes[rnd(prefixes.len() as u64) as usize];
             let src = format!("{prefix}{}", node(&mut rnd, 0));
-            let Ok(v) = serde_yaml::from_str::<Value>(&src) else { continue };
+            let Ok(v) = serde_yaml::from_str::<Value>(&src) else {
+                continue;
+            };
             decoded += 1;
-            let depth = measure(&v, usize::MAX).1.saturating_sub(usize::from(!prefix.is_empty()));
-            let bound = (0..64).find(|&l| yaml_flow_too_deep(src.as_bytes(), l).is_none()).unwrap_or(64);
+            let depth = measure(&v, usize::MAX)
+                .1
+                .saturating_sub(usize::from(!prefix.is_empty()));
+            let bound = (0..64)
+                .find(|&l| yaml_flow_too_deep(src.as_bytes(), l).is_none())
+                .unwrap_or(64);
             assert!(bound >= depth, "{src:?}: nests {depth}, scan bound {bound}");
         }
         assert!(decoded > 5_000, "only {decoded} documents decoded");

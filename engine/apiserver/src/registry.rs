@@ -28,17 +28,29 @@ pub struct Resource {
 impl Resource {
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_owned() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `plural.group`, as used in error messages (`deployments.apps`).
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() { self.plural.to_owned() } else { format!("{}.{}", self.plural, self.group) }
+        if self.group.is_empty() {
+            self.plural.to_owned()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
 
     /// The key segment naming the group (`core` for the core group).
     pub fn group_key(&self) -> &'static str {
-        if self.group.is_empty() { "core" } else { self.group }
+        if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        }
     }
 }
 
@@ -55,7 +67,18 @@ const fn r(
     categories: &'static [&'static str],
     strategic: bool,
 ) -> Resource {
-    Resource { group, version, kind, plural, singular, namespaced, has_status, short_names, categories, strategic }
+    Resource {
+        group,
+        version,
+        kind,
+        plural,
+        singular,
+        namespaced,
+        has_status,
+        short_names,
+        categories,
+        strategic,
+    }
 }
 
 const ALL: &[&str] = &["all"];
@@ -65,49 +88,504 @@ const FLOTILLA: &[&str] = &["flotilla"];
 
 /// Every resource the server serves, in discovery order.
 pub static RESOURCES: &[Resource] = &[
-    r("", "v1", "Namespace", "namespaces", "namespace", false, true, &["ns"], NONE, true),
-    r("", "v1", "ConfigMap", "configmaps", "configmap", true, false, &["cm"], NONE, true),
-    r("", "v1", "Secret", "secrets", "secret", true, false, NONE, NONE, true),
-    r("", "v1", "Service", "services", "service", true, true, &["svc"], ALL, true),
-    r("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true, false, &["sa"], NONE, true),
-    r("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, true, &["pvc"], NONE, true),
-    r("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false, true, &["pv"], NONE, true),
-    r("", "v1", "Pod", "pods", "pod", true, true, &["po"], ALL, true),
-    r("", "v1", "Node", "nodes", "node", false, true, &["no"], NONE, true),
-    r("", "v1", "Event", "events", "event", true, false, &["ev"], NONE, true),
-    r("", "v1", "Endpoints", "endpoints", "endpoints", true, false, &["ep"], NONE, true),
-    r("", "v1", "LimitRange", "limitranges", "limitrange", true, false, &["limits"], NONE, true),
-    r("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", true, true, &["quota"], NONE, true),
-    r("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", true, true, &["rc"], ALL, true),
-    r("apps", "v1", "Deployment", "deployments", "deployment", true, true, &["deploy"], ALL, true),
-    r("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, true, &["sts"], ALL, true),
-    r("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, true, &["rs"], ALL, true),
-    r("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, true, &["ds"], ALL, true),
-    r("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", true, false, NONE, NONE, true),
-    r("batch", "v1", "Job", "jobs", "job", true, true, NONE, ALL, true),
-    r("batch", "v1", "CronJob", "cronjobs", "cronjob", true, true, &["cj"], ALL, true),
-    r("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler", true, true, &["hpa"], ALL, true),
-    r("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", true, true, &["ing"], NONE, true),
-    r("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "networkpolicy", true, false, &["netpol"], NONE, true),
-    r("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, true, &["pdb"], NONE, true),
-    r("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true, false, NONE, NONE, true),
-    r("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", true, false, NONE, NONE, true),
-    r("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", false, false, NONE, NONE, true),
-    r("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", false, false, NONE, NONE, true),
-    r("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, false, NONE, NONE, true),
-    r("events.k8s.io", "v1", "Event", "events", "event", true, false, &["ev"], NONE, true),
-    r("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, false, &["sc"], NONE, true),
-    r("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, true, &["crd", "crds"], NONE, false),
-    r("policy.karmada.io", "v1alpha1", "PropagationPolicy", "propagationpolicies", "propagationpolicy", true, false, &["pp"], KARMADA, false),
-    r("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy", "clusterpropagationpolicies", "clusterpropagationpolicy", false, false, &["cpp"], KARMADA, false),
-    r("policy.karmada.io", "v1alpha1", "OverridePolicy", "overridepolicies", "overridepolicy", true, false, &["op"], KARMADA, false),
-    r("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy", "clusteroverridepolicies", "clusteroverridepolicy", false, false, &["cop"], KARMADA, false),
-    r("work.karmada.io", "v1alpha2", "ResourceBinding", "resourcebindings", "resourcebinding", true, true, &["rb"], KARMADA, false),
-    r("work.karmada.io", "v1alpha2", "ClusterResourceBinding", "clusterresourcebindings", "clusterresourcebinding", false, true, &["crb"], KARMADA, false),
-    r("work.karmada.io", "v1alpha1", "Work", "works", "work", true, true, NONE, KARMADA, false),
-    r("cluster.karmada.io", "v1alpha1", "Cluster", "clusters", "cluster", false, true, NONE, KARMADA, false),
-    r("flotilla.dev", "v1alpha1", "SchedulerProfile", "schedulerprofiles", "schedulerprofile", false, true, NONE, FLOTILLA, false),
-    r("flotilla.dev", "v1alpha1", "WasmPlugin", "wasmplugins", "wasmplugin", false, true, &["wp"], FLOTILLA, false),
+    r(
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        "namespace",
+        false,
+        true,
+        &["ns"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        "configmap",
+        true,
+        false,
+        &["cm"],
+        NONE,
+        true,
+    ),
+    r(
+        "", "v1", "Secret", "secrets", "secret", true, false, NONE, NONE, true,
+    ),
+    r(
+        "",
+        "v1",
+        "Service",
+        "services",
+        "service",
+        true,
+        true,
+        &["svc"],
+        ALL,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+        true,
+        false,
+        &["sa"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        true,
+        true,
+        &["pvc"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        "persistentvolume",
+        false,
+        true,
+        &["pv"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "Pod",
+        "pods",
+        "pod",
+        true,
+        true,
+        &["po"],
+        ALL,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "Node",
+        "nodes",
+        "node",
+        false,
+        true,
+        &["no"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "Event",
+        "events",
+        "event",
+        true,
+        false,
+        &["ev"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "Endpoints",
+        "endpoints",
+        "endpoints",
+        true,
+        false,
+        &["ep"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "LimitRange",
+        "limitranges",
+        "limitrange",
+        true,
+        false,
+        &["limits"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "ResourceQuota",
+        "resourcequotas",
+        "resourcequota",
+        true,
+        true,
+        &["quota"],
+        NONE,
+        true,
+    ),
+    r(
+        "",
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        "replicationcontroller",
+        true,
+        true,
+        &["rc"],
+        ALL,
+        true,
+    ),
+    r(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        "deployment",
+        true,
+        true,
+        &["deploy"],
+        ALL,
+        true,
+    ),
+    r(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        "statefulset",
+        true,
+        true,
+        &["sts"],
+        ALL,
+        true,
+    ),
+    r(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        "replicaset",
+        true,
+        true,
+        &["rs"],
+        ALL,
+        true,
+    ),
+    r(
+        "apps",
+        "v1",
+        "DaemonSet",
+        "daemonsets",
+        "daemonset",
+        true,
+        true,
+        &["ds"],
+        ALL,
+        true,
+    ),
+    r(
+        "apps",
+        "v1",
+        "ControllerRevision",
+        "controllerrevisions",
+        "controllerrevision",
+        true,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "batch", "v1", "Job", "jobs", "job", true, true, NONE, ALL, true,
+    ),
+    r(
+        "batch",
+        "v1",
+        "CronJob",
+        "cronjobs",
+        "cronjob",
+        true,
+        true,
+        &["cj"],
+        ALL,
+        true,
+    ),
+    r(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        true,
+        true,
+        &["hpa"],
+        ALL,
+        true,
+    ),
+    r(
+        "networking.k8s.io",
+        "v1",
+        "Ingress",
+        "ingresses",
+        "ingress",
+        true,
+        true,
+        &["ing"],
+        NONE,
+        true,
+    ),
+    r(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "networkpolicy",
+        true,
+        false,
+        &["netpol"],
+        NONE,
+        true,
+    ),
+    r(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        true,
+        true,
+        &["pdb"],
+        NONE,
+        true,
+    ),
+    r(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        "roles",
+        "role",
+        true,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        "rolebinding",
+        true,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        "clusterrole",
+        false,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        false,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        "lease",
+        true,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        "event",
+        true,
+        false,
+        &["ev"],
+        NONE,
+        true,
+    ),
+    r(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        "storageclass",
+        false,
+        false,
+        &["sc"],
+        NONE,
+        true,
+    ),
+    r(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        false,
+        true,
+        &["crd", "crds"],
+        NONE,
+        false,
+    ),
+    r(
+        "policy.karmada.io",
+        "v1alpha1",
+        "PropagationPolicy",
+        "propagationpolicies",
+        "propagationpolicy",
+        true,
+        false,
+        &["pp"],
+        KARMADA,
+        false,
+    ),
+    r(
+        "policy.karmada.io",
+        "v1alpha1",
+        "ClusterPropagationPolicy",
+        "clusterpropagationpolicies",
+        "clusterpropagationpolicy",
+        false,
+        false,
+        &["cpp"],
+        KARMADA,
+        false,
+    ),
+    r(
+        "policy.karmada.io",
+        "v1alpha1",
+        "OverridePolicy",
+        "overridepolicies",
+        "overridepolicy",
+        true,
+        false,
+        &["op"],
+        KARMADA,
+        false,
+    ),
+    r(
+        "policy.karmada.io",
+        "v1alpha1",
+        "ClusterOverridePolicy",
+        "clusteroverridepolicies",
+        "clusteroverridepolicy",
+        false,
+        false,
+        &["cop"],
+        KARMADA,
+        false,
+    ),
+    r(
+        "work.karmada.io",
+        "v1alpha2",
+        "ResourceBinding",
+        "resourcebindings",
+        "resourcebinding",
+        true,
+        true,
+        &["rb"],
+        KARMADA,
+        false,
+    ),
+    r(
+        "work.karmada.io",
+        "v1alpha2",
+        "ClusterResourceBinding",
+        "clusterresourcebindings",
+        "clusterresourcebinding",
+        false,
+        true,
+        &["crb"],
+        KARMADA,
+        false,
+    ),
+    r(
+        "work.karmada.io",
+        "v1alpha1",
+        "Work",
+        "works",
+        "work",
+        true,
+        true,
+        NONE,
+        KARMADA,
+        false,
+    ),
+    r(
+        "cluster.karmada.io",
+        "v1alpha1",
+        "Cluster",
+        "clusters",
+        "cluster",
+        false,
+        true,
+        NONE,
+        KARMADA,
+        false,
+    ),
+    r(
+        "flotilla.dev",
+        "v1alpha1",
+        "SchedulerProfile",
+        "schedulerprofiles",
+        "schedulerprofile",
+        false,
+        true,
+        NONE,
+        FLOTILLA,
+        false,
+    ),
+    r(
+        "flotilla.dev",
+        "v1alpha1",
+        "WasmPlugin",
+        "wasmplugins",
+        "wasmplugin",
+        false,
+        true,
+        &["wp"],
+        FLOTILLA,
+        false,
+    ),
 ];
 
 /// Resources registered at run time from CustomResourceDefinitions.
@@ -127,9 +605,18 @@ fn leak(s: &str) -> &'static str {
 }
 
 fn leak_list(v: Option<&serde_json::Value>) -> &'static [&'static str] {
-    let items: Vec<&'static str> =
-        v.and_then(serde_json::Value::as_array).into_iter().flatten().filter_map(serde_json::Value::as_str).map(leak).collect();
-    if items.is_empty() { &[] } else { Box::leak(items.into_boxed_slice()) }
+    let items: Vec<&'static str> = v
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .map(leak)
+        .collect();
+    if items.is_empty() {
+        &[]
+    } else {
+        Box::leak(items.into_boxed_slice())
+    }
 }
 
 /// Whether `group` is a Kubernetes API group this server serves built in (`apps`, `batch`,
@@ -137,7 +624,10 @@ fn leak_list(v: Option<&serde_json::Value>) -> &'static [&'static str] {
 /// define. (Karmada's and Flotilla's groups may gain kinds from CRDs; their built-in resources
 /// are kept.)
 fn is_builtin_group(group: &str) -> bool {
-    group.is_empty() || RESOURCES.iter().any(|r| r.group == group && (r.strategic || r.group == "apiextensions.k8s.io"))
+    group.is_empty()
+        || RESOURCES
+            .iter()
+            .any(|r| r.group == group && (r.strategic || r.group == "apiextensions.k8s.io"))
 }
 
 /// Register the served versions of a CustomResourceDefinition (idempotent per group/version/plural).
@@ -151,30 +641,60 @@ fn is_builtin_group(group: &str) -> bool {
 /// not `<plural>.<group>`.
 pub fn register_crd(crd: &serde_json::Value) -> Result<(), String> {
     let spec = crd.get("spec").ok_or("spec: Required value")?;
-    let group = spec.get("group").and_then(serde_json::Value::as_str).filter(|g| !g.is_empty()).ok_or("spec.group: Required value")?;
+    let group = spec
+        .get("group")
+        .and_then(serde_json::Value::as_str)
+        .filter(|g| !g.is_empty())
+        .ok_or("spec.group: Required value")?;
     if !group.contains('.') {
-        return Err(format!("spec.group: Invalid value: {group:?}: should be a domain with at least one dot"));
+        return Err(format!(
+            "spec.group: Invalid value: {group:?}: should be a domain with at least one dot"
+        ));
     }
     if is_builtin_group(group) {
-        return Err(format!("spec.group: Invalid value: {group:?}: is a built-in API group served by this server"));
+        return Err(format!(
+            "spec.group: Invalid value: {group:?}: is a built-in API group served by this server"
+        ));
     }
     let names = spec.get("names").ok_or("spec.names: Required value")?;
-    let kind = names.get("kind").and_then(serde_json::Value::as_str).ok_or("spec.names.kind: Required value")?;
-    let plural = names.get("plural").and_then(serde_json::Value::as_str).ok_or("spec.names.plural: Required value")?;
-    let name = crd.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or_default();
+    let kind = names
+        .get("kind")
+        .and_then(serde_json::Value::as_str)
+        .ok_or("spec.names.kind: Required value")?;
+    let plural = names
+        .get("plural")
+        .and_then(serde_json::Value::as_str)
+        .ok_or("spec.names.plural: Required value")?;
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
     if name != format!("{plural}.{group}") {
-        return Err(format!("metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"));
+        return Err(format!(
+            "metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"
+        ));
     }
-    let singular = names.get("singular").and_then(serde_json::Value::as_str).map_or_else(|| kind.to_lowercase(), str::to_owned);
+    let singular = names
+        .get("singular")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| kind.to_lowercase(), str::to_owned);
     let namespaced = spec.get("scope").and_then(serde_json::Value::as_str) != Some("Cluster");
-    let versions = spec.get("versions").and_then(serde_json::Value::as_array).ok_or("spec.versions: Required value")?;
+    let versions = spec
+        .get("versions")
+        .and_then(serde_json::Value::as_array)
+        .ok_or("spec.versions: Required value")?;
     let mut dynamic = DYNAMIC.write().map_err(|_| "registry lock poisoned")?;
     for v in versions {
-        let Some(version) = v.get("name").and_then(serde_json::Value::as_str) else { continue };
+        let Some(version) = v.get("name").and_then(serde_json::Value::as_str) else {
+            continue;
+        };
         if v.get("served").and_then(serde_json::Value::as_bool) == Some(false) {
             continue;
         }
-        let known = RESOURCES.iter().chain(dynamic.iter().copied()).any(|r| r.group == group && r.version == version && r.plural == plural);
+        let known = RESOURCES
+            .iter()
+            .chain(dynamic.iter().copied())
+            .any(|r| r.group == group && r.version == version && r.plural == plural);
         if known {
             continue;
         }
@@ -197,12 +717,16 @@ pub fn register_crd(crd: &serde_json::Value) -> Result<(), String> {
 
 /// Find a resource by group, version and plural.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
-    all().into_iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    all()
+        .into_iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// Find a resource by apiVersion and kind.
 pub fn lookup_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
-    all().into_iter().find(|r| r.api_version() == api_version && r.kind == kind)
+    all()
+        .into_iter()
+        .find(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 /// The served groups, each with its versions, in discovery order.
@@ -227,5 +751,8 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
 
 /// The resources of one group version.
 pub fn resources_of(group: &str, version: &str) -> Vec<&'static Resource> {
-    all().into_iter().filter(|r| r.group == group && r.version == version).collect()
+    all()
+        .into_iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect()
 }

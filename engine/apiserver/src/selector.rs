@@ -35,7 +35,10 @@ fn split_top(s: &str) -> Vec<&str> {
         }
     }
     out.push(&s[start..]);
-    out.into_iter().map(str::trim).filter(|p| !p.is_empty()).collect()
+    out.into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fn set_values(rest: &str) -> Result<Vec<String>, ApiError> {
@@ -43,8 +46,16 @@ fn set_values(rest: &str) -> Result<Vec<String>, ApiError> {
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| ApiError::bad_request(format!("unable to parse requirement: set expected, got {rest:?}")))?;
-    Ok(inner.split(',').map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()).collect())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unable to parse requirement: set expected, got {rest:?}"
+            ))
+        })?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 impl LabelSelector {
@@ -68,7 +79,9 @@ impl LabelSelector {
             } else if let Some((k, rest)) = part.split_once(" in ") {
                 LabelReq::In(k.trim().to_owned(), set_values(rest)?)
             } else if part.contains(char::is_whitespace) || part.contains('(') {
-                return Err(ApiError::bad_request(format!("unable to parse requirement: {part:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "unable to parse requirement: {part:?}"
+                )));
             } else {
                 LabelReq::Exists(part.to_owned())
             };
@@ -116,7 +129,9 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid selector: '{part}'; can't understand '{part}'")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                )));
             };
             terms.push((path.trim().to_owned(), eq, value.trim().to_owned()));
         }
@@ -130,7 +145,10 @@ impl FieldSelector {
 
     /// The name an exact `metadata.name=` term pins, if any.
     pub fn pinned_name(&self) -> Option<&str> {
-        self.0.iter().find(|(p, eq, _)| p == "metadata.name" && *eq).map(|(_, _, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(p, eq, _)| p == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
     }
 
     /// Whether the object matches (missing fields compare as the empty string).
@@ -158,15 +176,31 @@ mod tests {
     #[test]
     fn label_selector_supports_equality_sets_and_existence() {
         let obj = json!({"metadata":{"labels":{"app":"web","tier":"fe"}}});
-        assert!(LabelSelector::parse("app=web,tier in (fe,be),!gone,tier").unwrap().matches(&obj));
+        assert!(
+            LabelSelector::parse("app=web,tier in (fe,be),!gone,tier")
+                .unwrap()
+                .matches(&obj)
+        );
         assert!(!LabelSelector::parse("app!=web").unwrap().matches(&obj));
-        assert!(LabelSelector::parse("env notin (prod)").unwrap().matches(&obj));
+        assert!(
+            LabelSelector::parse("env notin (prod)")
+                .unwrap()
+                .matches(&obj)
+        );
     }
 
     #[test]
     fn field_selector_reads_arbitrary_paths() {
         let obj = json!({"metadata":{"name":"a","namespace":"d"},"involvedObject":{"uid":"u"}});
-        assert!(FieldSelector::parse("metadata.name=a,involvedObject.uid=u").unwrap().matches(&obj));
-        assert!(!FieldSelector::parse("metadata.namespace!=d").unwrap().matches(&obj));
+        assert!(
+            FieldSelector::parse("metadata.name=a,involvedObject.uid=u")
+                .unwrap()
+                .matches(&obj)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.namespace!=d")
+                .unwrap()
+                .matches(&obj)
+        );
     }
 }

@@ -20,8 +20,8 @@ use crate::limits::{self, MAX_BODY};
 use crate::registry::{self, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::smp;
-use crate::table;
 use crate::store::{EventKind, Op, Precondition, Store, StoreError, WatchEnd};
+use crate::table;
 use crate::time::now_rfc3339;
 
 /// The root logical cluster's key segment.
@@ -57,7 +57,12 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { token: None, anonymous: true, bookmark_interval: Duration::from_secs(30), admission: None }
+        ServerOptions {
+            token: None,
+            anonymous: true,
+            bookmark_interval: Duration::from_secs(30),
+            admission: None,
+        }
     }
 }
 
@@ -93,7 +98,10 @@ impl Query {
         Query(out)
     }
     fn get(&self, k: &str) -> Option<&str> {
-        self.0.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(kk, _)| kk == k)
+            .map(|(_, v)| v.as_str())
     }
     fn flag(&self, k: &str) -> bool {
         matches!(self.get(k), Some("true" | "1"))
@@ -108,7 +116,9 @@ fn decode(s: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);
@@ -152,7 +162,9 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 fn rv_of(obj: &Value) -> u64 {
-    meta_str(obj, "resourceVersion").and_then(|s| s.parse().ok()).unwrap_or(0)
+    meta_str(obj, "resourceVersion")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Go `omitempty` normalization of the fields clients compare (see research note §8.3).
@@ -161,7 +173,13 @@ fn normalize(obj: &mut Value) {
         map.retain(|_, v| !v.is_null());
     }
     let m = meta_mut(obj);
-    for f in ["finalizers", "ownerReferences", "labels", "annotations", "managedFields"] {
+    for f in [
+        "finalizers",
+        "ownerReferences",
+        "labels",
+        "annotations",
+        "managedFields",
+    ] {
         let empty = match m.get(f) {
             Some(Value::Array(a)) => a.is_empty(),
             Some(Value::Object(o)) => o.is_empty(),
@@ -182,7 +200,10 @@ fn spec_differs(a: &Value, b: &Value, has_status: bool) -> bool {
     match (a.as_object(), b.as_object()) {
         (Some(x), Some(y)) => {
             let count = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| !skip(k)).count();
-            count(x) != count(y) || x.iter().filter(|(k, _)| !skip(k)).any(|(k, v)| y.get(k) != Some(v))
+            count(x) != count(y)
+                || x.iter()
+                    .filter(|(k, _)| !skip(k))
+                    .any(|(k, v)| y.get(k) != Some(v))
         }
         _ => a != b,
     }
@@ -191,26 +212,42 @@ fn spec_differs(a: &Value, b: &Value, has_status: bool) -> bool {
 /// Whether `a` and `b` are the same object for the no-op rule: managedFields timestamps do not
 /// count. Compared in place, not on copies.
 fn same_for_noop(a: &Value, b: &Value) -> bool {
-    fn eq_except<'a>(x: &'a serde_json::Map<String, Value>, y: &'a serde_json::Map<String, Value>, skip: &str, inner: impl Fn(&str, &Value, &Value) -> bool) -> bool {
+    fn eq_except<'a>(
+        x: &'a serde_json::Map<String, Value>,
+        y: &'a serde_json::Map<String, Value>,
+        skip: &str,
+        inner: impl Fn(&str, &Value, &Value) -> bool,
+    ) -> bool {
         x.keys().filter(|k| *k != skip).count() == y.keys().filter(|k| *k != skip).count()
-            && x.iter().filter(|(k, _)| *k != skip).all(|(k, v)| y.get(k).is_some_and(|w| inner(k, v, w)))
+            && x.iter()
+                .filter(|(k, _)| *k != skip)
+                .all(|(k, v)| y.get(k).is_some_and(|w| inner(k, v, w)))
     }
-    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else { return a == b };
+    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
     eq_except(x, y, "", |k, v, w| {
         if k != "metadata" {
             return v == w;
         }
-        let (Some(mv), Some(mw)) = (v.as_object(), w.as_object()) else { return v == w };
+        let (Some(mv), Some(mw)) = (v.as_object(), w.as_object()) else {
+            return v == w;
+        };
         eq_except(mv, mw, "", |k, v, w| {
             if k != "managedFields" {
                 return v == w;
             }
-            let (Some(ev), Some(ew)) = (v.as_array(), w.as_array()) else { return v == w };
+            let (Some(ev), Some(ew)) = (v.as_array(), w.as_array()) else {
+                return v == w;
+            };
             ev.len() == ew.len()
-                && ev.iter().zip(ew).all(|(e, f)| match (e.as_object(), f.as_object()) {
-                    (Some(e), Some(f)) => eq_except(e, f, "time", |_, v, w| v == w),
-                    _ => e == f,
-                })
+                && ev
+                    .iter()
+                    .zip(ew)
+                    .all(|(e, f)| match (e.as_object(), f.as_object()) {
+                        (Some(e), Some(f)) => eq_except(e, f, "time", |_, v, w| v == w),
+                        _ => e == f,
+                    })
         })
     })
 }
@@ -218,22 +255,32 @@ fn same_for_noop(a: &Value, b: &Value) -> bool {
 fn random_suffix(n: usize) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let bytes = uuid::Uuid::new_v4().into_bytes();
-    bytes.iter().take(n).map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char).collect()
+    bytes
+        .iter()
+        .take(n)
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
 }
 
 fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
         && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
 fn wants(headers: &HeaderMap, what: &str) -> bool {
-    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| {
-        // Honour `as=` only when it is the first (preferred) media type.
-        a.split(',').next().is_some_and(|first| first.contains(&format!("as={what}")))
-    })
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| {
+            // Honour `as=` only when it is the first (preferred) media type.
+            a.split(',')
+                .next()
+                .is_some_and(|first| first.contains(&format!("as={what}")))
+        })
 }
 
 fn partial_metadata(obj: &Value) -> Value {
@@ -249,14 +296,22 @@ fn decode_continue(token: &str) -> Result<String, ApiError> {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(token)
         .map_err(|_| ApiError::bad_request("continue key is not valid"))?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| ApiError::bad_request("continue key is not valid"))?;
-    v.get("start").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| ApiError::bad_request("continue key is not valid"))
+    let v: Value = serde_json::from_slice(&raw)
+        .map_err(|_| ApiError::bad_request("continue key is not valid"))?;
+    v.get("start")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| ApiError::bad_request("continue key is not valid"))
 }
 
 impl ApiServer {
     /// A server over `store`.
     pub fn new(store: Store, options: ServerOptions) -> Arc<Self> {
-        Arc::new(ApiServer { store, options, ready_clusters: Mutex::new(HashSet::new()) })
+        Arc::new(ApiServer {
+            store,
+            options,
+            ready_clusters: Mutex::new(HashSet::new()),
+        })
     }
 
     /// The underlying store.
@@ -274,7 +329,9 @@ impl ApiServer {
     }
 
     async fn dispatch(self: Arc<Self>, req: Request<Body>) -> Response {
-        if let Err(e) = check_origin(req.headers(), req.uri()).and_then(|()| self.authenticate(req.headers())) {
+        if let Err(e) =
+            check_origin(req.headers(), req.uri()).and_then(|()| self.authenticate(req.headers()))
+        {
             return e.into_response();
         }
         match self.route(req).await {
@@ -305,7 +362,9 @@ impl ApiServer {
         if segs.first() == Some(&"clusters") && segs.len() >= 2 {
             let name = segs[1];
             if !is_dns_subdomain(name) {
-                return Err(ApiError::bad_request(format!("invalid logical cluster name {name:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid logical cluster name {name:?}"
+                )));
             }
             cluster = name.to_owned();
             segs.drain(..2);
@@ -315,59 +374,105 @@ impl ApiServer {
         match segs.as_slice() {
             ["version"] if get => return Ok(json_response(StatusCode::OK, &discovery::version())),
             ["healthz" | "livez" | "readyz", ..] if get => {
-                return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
+                return Ok(
+                    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response(),
+                );
             }
-            ["api"] if get => return Ok(json_response(StatusCode::OK, &discovery::core_versions())),
+            ["api"] if get => {
+                return Ok(json_response(StatusCode::OK, &discovery::core_versions()));
+            }
             ["apis"] if get => return Ok(json_response(StatusCode::OK, &discovery::group_list())),
             ["api", v] if get => {
                 return discovery::resource_list("", v)
                     .map(|d| json_response(StatusCode::OK, &d))
-                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            404,
+                            "NotFound",
+                            "the server could not find the requested resource",
+                        )
+                    });
             }
             ["apis", g] if get => {
                 return discovery::group(g)
                     .map(|d| json_response(StatusCode::OK, &d))
-                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            404,
+                            "NotFound",
+                            "the server could not find the requested resource",
+                        )
+                    });
             }
             ["apis", g, v] if get => {
                 return discovery::resource_list(g, v)
                     .map(|d| json_response(StatusCode::OK, &d))
-                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            404,
+                            "NotFound",
+                            "the server could not find the requested resource",
+                        )
+                    });
             }
             ["openapi", "v2"] if get => {
                 return Ok((
                     StatusCode::OK,
-                    [(header::CONTENT_TYPE, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")],
+                    [(
+                        header::CONTENT_TYPE,
+                        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    )],
                     discovery::openapi_v2_protobuf(),
                 )
                     .into_response());
             }
-            ["openapi", "v3"] if get => return Ok(json_response(StatusCode::OK, &discovery::openapi_index())),
+            ["openapi", "v3"] if get => {
+                return Ok(json_response(StatusCode::OK, &discovery::openapi_index()));
+            }
             ["openapi", "v3", rest @ ..] if get => {
                 return discovery::openapi_doc(&rest.join("/"))
                     .map(|d| json_response(StatusCode::OK, &d))
-                    .ok_or_else(|| ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            404,
+                            "NotFound",
+                            "the server could not find the requested resource",
+                        )
+                    });
             }
             _ => {}
         }
         let target = parse_target(&cluster, &segs)?;
-        let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| limits::too_large(MAX_BODY))?;
+        let body = axum::body::to_bytes(body, MAX_BODY)
+            .await
+            .map_err(|_| limits::too_large(MAX_BODY))?;
         // Like kube-apiserver, a body without a Content-Type is JSON.
-        let ct = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_owned();
-        let writes_object =
-            parts.method == Method::POST || parts.method == Method::PUT || (parts.method == Method::DELETE && !body.is_empty());
+        let ct = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_owned();
+        let writes_object = parts.method == Method::POST
+            || parts.method == Method::PUT
+            || (parts.method == Method::DELETE && !body.is_empty());
         if writes_object && !BODY_MEDIA_TYPES.contains(&media_type(&ct).as_str()) {
             return Err(ApiError::unsupported_media_of(BODY_MEDIA_TYPES, &ct));
         }
         let headers = parts.headers;
         match (parts.method, &target.name) {
-            (Method::GET, None) if query.flag("watch") => self.watch(&target, &query, &headers).await,
+            (Method::GET, None) if query.flag("watch") => {
+                self.watch(&target, &query, &headers).await
+            }
             (Method::GET, None) => self.list(&target, &query, &headers),
             (Method::GET, Some(name)) if query.flag("watch") => {
                 // Legacy single-object watch: a watch with a name field selector.
                 let mut q = query;
                 q.0.push(("fieldSelector".into(), format!("metadata.name={name}")));
-                let t = Target { name: None, ..target };
+                let t = Target {
+                    name: None,
+                    ..target
+                };
                 self.watch(&t, &q, &headers).await
             }
             (Method::GET, Some(_)) => self.get(&target, &headers),
@@ -381,7 +486,12 @@ impl ApiServer {
     }
 
     async fn ensure_cluster(&self, cluster: &str) -> Result<(), ApiError> {
-        if self.ready_clusters.lock().map(|s| s.contains(cluster)).unwrap_or(false) {
+        if self
+            .ready_clusters
+            .lock()
+            .map(|s| s.contains(cluster))
+            .unwrap_or(false)
+        {
             return Ok(());
         }
         for ns in BOOTSTRAP_NAMESPACES {
@@ -396,12 +506,23 @@ impl ApiServer {
                 "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"},
             });
-            match self.store.write(key, Op::Put(obj), Precondition::Absent).await {
+            match self
+                .store
+                .write(key, Op::Put(obj), Precondition::Absent)
+                .await
+            {
                 Ok(_) | Err(StoreError::Conflict { .. }) => {}
                 Err(e) => return Err(store_err(e)),
             }
         }
-        let crds = self.store.list(&format!("/{cluster}/apiextensions.k8s.io/customresourcedefinitions/"), None, None).map_err(store_err)?;
+        let crds = self
+            .store
+            .list(
+                &format!("/{cluster}/apiextensions.k8s.io/customresourcedefinitions/"),
+                None,
+                None,
+            )
+            .map_err(store_err)?;
         for (_, crd) in crds.items {
             let _ = registry::register_crd(&crd);
         }
@@ -413,14 +534,29 @@ impl ApiServer {
 
     fn key(t: &Target, name: &str) -> String {
         match &t.namespace {
-            Some(ns) if t.res.namespaced => format!("/{}/{}/{}/{ns}/{name}", t.cluster, t.res.group_key(), t.res.plural),
-            _ => format!("/{}/{}/{}/{name}", t.cluster, t.res.group_key(), t.res.plural),
+            Some(ns) if t.res.namespaced => format!(
+                "/{}/{}/{}/{ns}/{name}",
+                t.cluster,
+                t.res.group_key(),
+                t.res.plural
+            ),
+            _ => format!(
+                "/{}/{}/{}/{name}",
+                t.cluster,
+                t.res.group_key(),
+                t.res.plural
+            ),
         }
     }
 
     fn prefix(t: &Target) -> String {
         match &t.namespace {
-            Some(ns) if t.res.namespaced => format!("/{}/{}/{}/{ns}/", t.cluster, t.res.group_key(), t.res.plural),
+            Some(ns) if t.res.namespaced => format!(
+                "/{}/{}/{}/{ns}/",
+                t.cluster,
+                t.res.group_key(),
+                t.res.plural
+            ),
             _ => format!("/{}/{}/{}/", t.cluster, t.res.group_key(), t.res.plural),
         }
     }
@@ -433,18 +569,33 @@ impl ApiServer {
     }
 
     fn render(obj: &Value, headers: &HeaderMap) -> Value {
-        if wants(headers, "PartialObjectMetadata") { partial_metadata(obj) } else { obj.clone() }
+        if wants(headers, "PartialObjectMetadata") {
+            partial_metadata(obj)
+        } else {
+            obj.clone()
+        }
     }
 
     /// kube-apiserver's own validation ([`crate::validation`]) of `obj` about to be stored.
     fn validate(t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
-        crate::validation::validate(t.res, obj, old).map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
+        crate::validation::validate(t.res, obj, old)
+            .map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
     }
 
     /// Run the registered admission on `obj` (the main resource only; status writes are not admitted).
-    fn admit(&self, t: &Target, op: Operation, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
-        let Some(admission) = &self.options.admission else { return Ok(()) };
-        admission.admit(op, t.res, obj, old).map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
+    fn admit(
+        &self,
+        t: &Target,
+        op: Operation,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let Some(admission) = &self.options.admission else {
+            return Ok(());
+        };
+        admission
+            .admit(op, t.res, obj, old)
+            .map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
     }
 
     fn get(&self, t: &Target, headers: &HeaderMap) -> Result<Response, ApiError> {
@@ -452,8 +603,12 @@ impl ApiServer {
         let name = t.name.as_deref().unwrap_or_default();
         let obj = self.load(t, name)?;
         if wants(headers, "Table") {
-            let meta = json!({"resourceVersion": meta_str(&obj, "resourceVersion").unwrap_or_default()});
-            return Ok(json_response(StatusCode::OK, &table::table(t.res.kind, &[&obj], meta, table::Include::parse(None))));
+            let meta =
+                json!({"resourceVersion": meta_str(&obj, "resourceVersion").unwrap_or_default()});
+            return Ok(json_response(
+                StatusCode::OK,
+                &table::table(t.res.kind, &[&obj], meta, table::Include::parse(None)),
+            ));
         }
         Ok(json_response(StatusCode::OK, &Self::render(&obj, headers)))
     }
@@ -462,36 +617,58 @@ impl ApiServer {
         let as_table = wants(headers, "Table");
         let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
         let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
-        let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|l| *l > 0);
         let start = match q.get("continue").filter(|c| !c.is_empty()) {
             Some(c) => Some(decode_continue(c)?),
             None => None,
         };
         let prefix = Self::prefix(t);
-        let page = self.store.list(&prefix, start.as_deref(), limit).map_err(store_err)?;
+        let page = self
+            .store
+            .list(&prefix, start.as_deref(), limit)
+            .map_err(store_err)?;
         if as_table {
             let mut list_meta = json!({"resourceVersion": page.rev.to_string()});
             if let Some(after) = &page.more_after {
                 list_meta["continue"] = json!(encode_continue(page.rev, after));
             }
-            let objs: Vec<&Value> =
-                page.items.iter().map(|(_, o)| &**o).filter(|o| labels.matches(o) && fields.matches(o)).collect();
+            let objs: Vec<&Value> = page
+                .items
+                .iter()
+                .map(|(_, o)| &**o)
+                .filter(|o| labels.matches(o) && fields.matches(o))
+                .collect();
             let include = table::Include::parse(q.get("includeObject"));
-            return Ok(json_response(StatusCode::OK, &table::table(t.res.kind, &objs, list_meta, include)));
+            return Ok(json_response(
+                StatusCode::OK,
+                &table::table(t.res.kind, &objs, list_meta, include),
+            ));
         }
         let partial = wants(headers, "PartialObjectMetadataList");
         let items: Vec<Value> = page
             .items
             .iter()
             .filter(|(_, o)| labels.matches(o) && fields.matches(o))
-            .map(|(_, o)| if partial { partial_metadata(o) } else { (**o).clone() })
+            .map(|(_, o)| {
+                if partial {
+                    partial_metadata(o)
+                } else {
+                    (**o).clone()
+                }
+            })
             .collect();
         let mut list_meta = json!({"resourceVersion": page.rev.to_string()});
         if let Some(after) = &page.more_after {
             list_meta["continue"] = json!(encode_continue(page.rev, after));
         }
         let (kind, api_version) = if partial {
-            ("PartialObjectMetadataList".to_owned(), "meta.k8s.io/v1".to_owned())
+            (
+                "PartialObjectMetadataList".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            )
         } else {
             (format!("{}List", t.res.kind), t.res.api_version())
         };
@@ -509,8 +686,11 @@ impl ApiServer {
             Ok(v) => v,
             Err(json_err) => {
                 yaml_prescan(body)?;
-                serde_yaml::from_slice(body)
-                    .map_err(|_| ApiError::bad_request(format!("the body of the request could not be decoded: {json_err}")))?
+                serde_yaml::from_slice(body).map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "the body of the request could not be decoded: {json_err}"
+                    ))
+                })?
             }
         };
         limits::check_body_depth(&obj)?;
@@ -533,7 +713,10 @@ impl ApiServer {
         }
         match obj.get("kind").and_then(Value::as_str) {
             Some(k) if k != t.res.kind => {
-                return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", t.res.kind)));
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    t.res.kind
+                )));
             }
             _ => obj["kind"] = json!(t.res.kind),
         }
@@ -563,11 +746,15 @@ impl ApiServer {
         let ns = t.namespace.as_deref().unwrap_or_default();
         let key = format!("/{}/core/namespaces/{ns}", t.cluster);
         match self.store.get(&key).map_err(store_err)? {
-            Some((_, obj)) if obj.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
-                403,
-                "Forbidden",
-                format!("unable to create new content in namespace {ns} because it is being terminated"),
-            )),
+            Some((_, obj)) if obj.pointer("/metadata/deletionTimestamp").is_some() => {
+                Err(ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "unable to create new content in namespace {ns} because it is being terminated"
+                    ),
+                ))
+            }
             Some(_) => Ok(()),
             None => Err(ApiError::not_found("namespaces", ns)),
         }
@@ -587,14 +774,20 @@ impl ApiServer {
     /// Server-set fields on create.
     fn prepare_create(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
         if obj.pointer("/metadata/deletionTimestamp").is_some() {
-            return Err(ApiError::invalid("metadata.deletionTimestamp: may not be set on create"));
+            return Err(ApiError::invalid(
+                "metadata.deletionTimestamp: may not be set on create",
+            ));
         }
-        if t.res.has_status && t.res.kind != "Namespace"
-            && let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
+        if t.res.has_status
+            && t.res.kind != "Namespace"
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
         if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
-            registry::register_crd(obj).map_err(|m| ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}")))?;
+            registry::register_crd(obj).map_err(|m| {
+                ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}"))
+            })?;
             let now = now_rfc3339();
             let cond = |ty: &str, reason: &str| json!({"type": ty, "status": "True", "reason": reason, "message": "", "lastTransitionTime": now});
             obj["status"] = json!({
@@ -624,18 +817,30 @@ impl ApiServer {
         Ok(())
     }
 
-    async fn create(&self, t: &Target, q: &Query, body: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn create(
+        &self,
+        t: &Target,
+        q: &Query,
+        body: &Bytes,
+        headers: &HeaderMap,
+    ) -> Result<Response, ApiError> {
         if t.sub.is_some() {
             return Err(ApiError::method_not_allowed());
         }
         if t.res.namespaced && t.namespace.is_none() {
-            return Err(ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
         }
         let mut obj = Self::decode_body(body)?;
         Self::check_body(t, &mut obj)?;
         self.namespace_exists(t).await?;
         let generate = meta_str(&obj, "generateName").map(str::to_owned);
-        let explicit = meta_str(&obj, "name").filter(|n| !n.is_empty()).map(str::to_owned);
+        let explicit = meta_str(&obj, "name")
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned);
         Self::prepare_create(t, &mut obj)?;
         let dry_run = q.get("dryRun") == Some("All");
         for attempt in 0..8 {
@@ -643,7 +848,9 @@ impl ApiServer {
                 (Some(n), _) => n.clone(),
                 (None, Some(g)) => format!("{g}{}", random_suffix(5)),
                 (None, None) => {
-                    return Err(ApiError::invalid("metadata.name: Required value: name or generateName is required"));
+                    return Err(ApiError::invalid(
+                        "metadata.name: Required value: name or generateName is required",
+                    ));
                 }
             };
             Self::validate_name(t, &name)?;
@@ -655,24 +862,57 @@ impl ApiServer {
                 limits::check_object(&obj)?;
             }
             if dry_run {
-                if self.store.get(&Self::key(t, &name)).map_err(store_err)?.is_some() {
+                if self
+                    .store
+                    .get(&Self::key(t, &name))
+                    .map_err(store_err)?
+                    .is_some()
+                {
                     return Err(ApiError::already_exists(&t.res.qualified(), &name));
                 }
-                return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    &Self::render(&obj, headers),
+                ));
             }
-            match self.store.write(Self::key(t, &name), Op::Put(obj.clone()), Precondition::Absent).await {
-                Ok(c) => return Ok(json_response(StatusCode::CREATED, &Self::render(&c.object, headers))),
+            match self
+                .store
+                .write(
+                    Self::key(t, &name),
+                    Op::Put(obj.clone()),
+                    Precondition::Absent,
+                )
+                .await
+            {
+                Ok(c) => {
+                    return Ok(json_response(
+                        StatusCode::CREATED,
+                        &Self::render(&c.object, headers),
+                    ));
+                }
                 Err(StoreError::Conflict { .. }) if explicit.is_none() => continue,
-                Err(StoreError::Conflict { .. }) => return Err(ApiError::already_exists(&t.res.qualified(), &name)),
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(ApiError::already_exists(&t.res.qualified(), &name));
+                }
                 Err(e) => return Err(store_err(e)),
             }
         }
-        Err(ApiError::new(504, "Timeout", "could not generate a unique name"))
+        Err(ApiError::new(
+            504,
+            "Timeout",
+            "could not generate a unique name",
+        ))
     }
 
     /// Merge a proposed object into the stored one following the update rules, then write it.
     /// Returns the stored object (unchanged on a no-op).
-    async fn commit_update(&self, t: &Target, old: &Value, mut new: Value, dry_run: bool) -> Result<(Value, bool), ApiError> {
+    async fn commit_update(
+        &self,
+        t: &Target,
+        old: &Value,
+        mut new: Value,
+        dry_run: bool,
+    ) -> Result<(Value, bool), ApiError> {
         let name = t.name.as_deref().unwrap_or_default();
         let status_sub = t.sub.as_deref() == Some("status");
         if status_sub {
@@ -705,20 +945,38 @@ impl ApiServer {
         let old_meta = meta(old).unwrap_or(&no_meta);
         {
             let m = meta_mut(&mut new);
-            for f in ["uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "name",
+                "namespace",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 match old_meta.get(f) {
                     Some(v) => m.insert(f.into(), v.clone()),
                     None => m.remove(f),
                 };
             }
-            m.insert("resourceVersion".into(), old_meta.get("resourceVersion").cloned().unwrap_or(Value::Null));
+            m.insert(
+                "resourceVersion".into(),
+                old_meta
+                    .get("resourceVersion")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
             if !m.contains_key("managedFields")
-                && let Some(mf) = old_meta.get("managedFields") {
-                    m.insert("managedFields".into(), mf.clone());
-                }
+                && let Some(mf) = old_meta.get("managedFields")
+            {
+                m.insert("managedFields".into(), mf.clone());
+            }
         }
         if t.res.kind == "Namespace" {
-            new["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
+            new["status"] = old
+                .get("status")
+                .cloned()
+                .unwrap_or(json!({"phase": "Active"}));
         }
         normalize(&mut new);
         if !status_sub && self.options.admission.is_some() {
@@ -737,14 +995,22 @@ impl ApiServer {
         }
         if spec_differs(old, &new, t.res.has_status) {
             if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
-                registry::register_crd(&new).map_err(|m| ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}")))?;
+                registry::register_crd(&new).map_err(|m| {
+                    ApiError::invalid(format!("CustomResourceDefinition is invalid: {m}"))
+                })?;
             }
-            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = old_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
         let terminating = old_meta.contains_key("deletionTimestamp");
         let fins = |o: &Value| -> Vec<Value> {
-            o.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default()
+            o.pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
         };
         if terminating {
             let before = fins(old);
@@ -752,7 +1018,10 @@ impl ApiServer {
                 return Err(ApiError::new(
                     422,
                     "Invalid",
-                    format!("{} \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted", t.res.kind),
+                    format!(
+                        "{} \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
+                        t.res.kind
+                    ),
                 ));
             }
         }
@@ -765,7 +1034,11 @@ impl ApiServer {
         }
         let key = Self::key(t, name);
         let pre = Precondition::ModRev(rv_of(old));
-        let op = if terminating && fins(&new).is_empty() { Op::Delete } else { Op::Put(new) };
+        let op = if terminating && fins(&new).is_empty() {
+            Op::Delete
+        } else {
+            Op::Put(new)
+        };
         match self.store.write(key, op, pre).await {
             Ok(c) => Ok(((*c.object).clone(), true)),
             Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&t.res.qualified(), name)),
@@ -773,29 +1046,45 @@ impl ApiServer {
         }
     }
 
-    async fn update(&self, t: &Target, q: &Query, body: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn update(
+        &self,
+        t: &Target,
+        q: &Query,
+        body: &Bytes,
+        headers: &HeaderMap,
+    ) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
         let mut obj = Self::decode_body(body)?;
         Self::check_body(t, &mut obj)?;
         match meta_str(&obj, "name") {
             Some(n) if n != name => {
-                return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
             }
             _ => {
                 meta_mut(&mut obj).insert("name".into(), json!(name));
             }
         }
-        let wanted_rv = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_owned);
+        let wanted_rv = meta_str(&obj, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         let dry_run = q.get("dryRun") == Some("All");
         for _ in 0..MAX_RETRIES {
             let old = self.load(t, &name)?;
             if let Some(rv) = &wanted_rv
-                && meta_str(&old, "resourceVersion") != Some(rv.as_str()) {
-                    return Err(ApiError::conflict(&t.res.qualified(), &name));
-                }
+                && meta_str(&old, "resourceVersion") != Some(rv.as_str())
+            {
+                return Err(ApiError::conflict(&t.res.qualified(), &name));
+            }
             match self.commit_update(t, &old, obj.clone(), dry_run).await {
-                Ok((stored, _)) => return Ok(json_response(StatusCode::OK, &Self::render(&stored, headers))),
+                Ok((stored, _)) => {
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        &Self::render(&stored, headers),
+                    ));
+                }
                 Err(e) if e.reason == "Conflict" && wanted_rv.is_none() => continue,
                 Err(e) => return Err(e),
             }
@@ -803,30 +1092,48 @@ impl ApiServer {
         Err(ApiError::conflict(&t.res.qualified(), &name))
     }
 
-    async fn patch(&self, t: &Target, q: &Query, body: &Bytes, ct: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn patch(
+        &self,
+        t: &Target,
+        q: &Query,
+        body: &Bytes,
+        ct: &str,
+        headers: &HeaderMap,
+    ) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
         let media = media_type(ct);
         let dry_run = q.get("dryRun") == Some("All");
-        let accepted: &[&str] = if t.res.strategic { PATCH_MEDIA_TYPES } else { &PATCH_MEDIA_TYPES[..PATCH_MEDIA_TYPES.len() - 1] };
+        let accepted: &[&str] = if t.res.strategic {
+            PATCH_MEDIA_TYPES
+        } else {
+            &PATCH_MEDIA_TYPES[..PATCH_MEDIA_TYPES.len() - 1]
+        };
         if !accepted.contains(&media.as_str()) {
             return Err(ApiError::unsupported_media_of(accepted, ct));
         }
         let patch_doc: Value = match media.as_str() {
-            "application/apply-patch+yaml" | "application/apply-patch+json" => match serde_json::from_slice(body) {
-                Ok(v) => v,
-                Err(_) => {
-                    yaml_prescan(body)?;
-                    serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                match serde_json::from_slice(body) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        yaml_prescan(body)?;
+                        serde_yaml::from_slice(body).map_err(|e| {
+                            ApiError::bad_request(format!("error decoding YAML: {e}"))
+                        })?
+                    }
                 }
-            },
-            _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+            }
+            _ => serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         };
         limits::check_body_depth(&patch_doc)?;
         let is_apply = media.starts_with("application/apply-patch");
         let manager = q.get("fieldManager").unwrap_or_default().to_owned();
         if is_apply && manager.is_empty() {
-            return Err(ApiError::invalid("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+            return Err(ApiError::invalid(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
         }
         let force = q.flag("force");
         for _ in 0..MAX_RETRIES {
@@ -840,13 +1147,23 @@ impl ApiServer {
                 let mut cfg = patch_doc.clone();
                 Self::check_body(t, &mut cfg)?;
                 if meta_str(&cfg, "name").is_some_and(|n| n != name) {
-                    return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+                    return Err(ApiError::bad_request(
+                        "the name of the object does not match the name on the URL",
+                    ));
                 }
                 meta_mut(&mut cfg).insert("name".into(), json!(name));
                 self.namespace_exists(t).await?;
                 let now = now_rfc3339();
                 let api_version = t.res.api_version();
-                let req = ApplyRequest { kind: t.res.kind, strategic: t.res.strategic, manager: &manager, force, subresource: "", api_version: &api_version, now: &now };
+                let req = ApplyRequest {
+                    kind: t.res.kind,
+                    strategic: t.res.strategic,
+                    manager: &manager,
+                    force,
+                    subresource: "",
+                    api_version: &api_version,
+                    now: &now,
+                };
                 let base = json!({"apiVersion": api_version, "kind": t.res.kind, "metadata": {"name": name}});
                 let mut obj = apply::apply(&req, &base, &cfg)?;
                 Self::check_body(t, &mut obj)?;
@@ -856,10 +1173,22 @@ impl ApiServer {
                 Self::validate(t, &obj, None)?;
                 limits::check_object(&obj)?;
                 if dry_run {
-                    return Ok(json_response(StatusCode::CREATED, &Self::render(&obj, headers)));
+                    return Ok(json_response(
+                        StatusCode::CREATED,
+                        &Self::render(&obj, headers),
+                    ));
                 }
-                match self.store.write(Self::key(t, &name), Op::Put(obj), Precondition::Absent).await {
-                    Ok(c) => return Ok(json_response(StatusCode::CREATED, &Self::render(&c.object, headers))),
+                match self
+                    .store
+                    .write(Self::key(t, &name), Op::Put(obj), Precondition::Absent)
+                    .await
+                {
+                    Ok(c) => {
+                        return Ok(json_response(
+                            StatusCode::CREATED,
+                            &Self::render(&c.object, headers),
+                        ));
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(store_err(e)),
                 }
@@ -871,59 +1200,104 @@ impl ApiServer {
                     json_patch::merge(&mut v, &patch_doc);
                     v
                 }
-                "application/strategic-merge-patch+json" => smp::apply(t.res.kind, &old, &patch_doc)?,
+                "application/strategic-merge-patch+json" => {
+                    smp::apply(t.res.kind, &old, &patch_doc)?
+                }
                 _ => {
                     let mut cfg = patch_doc.clone();
                     Self::check_body(t, &mut cfg)?;
                     let now = now_rfc3339();
                     let api_version = t.res.api_version();
                     let sub = t.sub.clone().unwrap_or_default();
-                    let req = ApplyRequest { kind: t.res.kind, strategic: t.res.strategic, manager: &manager, force, subresource: &sub, api_version: &api_version, now: &now };
+                    let req = ApplyRequest {
+                        kind: t.res.kind,
+                        strategic: t.res.strategic,
+                        manager: &manager,
+                        force,
+                        subresource: &sub,
+                        api_version: &api_version,
+                        now: &now,
+                    };
                     apply::apply(&req, &old, &cfg)?
                 }
             };
             Self::check_body(t, &mut new)?;
             // A patch that sets resourceVersion is a precondition.
             if let Some(rv) = meta_str(&new, "resourceVersion")
-                && !rv.is_empty() && meta_str(&old, "resourceVersion") != Some(rv) {
-                    return Err(ApiError::conflict(&t.res.qualified(), &name));
-                }
+                && !rv.is_empty()
+                && meta_str(&old, "resourceVersion") != Some(rv)
+            {
+                return Err(ApiError::conflict(&t.res.qualified(), &name));
+            }
             match self.commit_update(t, &old, new, dry_run).await {
-                Ok((stored, _)) => return Ok(json_response(StatusCode::OK, &Self::render(&stored, headers))),
-                Err(e) if e.reason == "Conflict" && e.details.as_ref().and_then(|d| d.get("causes")).is_none() => continue,
+                Ok((stored, _)) => {
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        &Self::render(&stored, headers),
+                    ));
+                }
+                Err(e)
+                    if e.reason == "Conflict"
+                        && e.details.as_ref().and_then(|d| d.get("causes")).is_none() =>
+                {
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
         }
         Err(ApiError::conflict(&t.res.qualified(), &name))
     }
 
-    async fn delete(&self, t: &Target, q: &Query, body: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn delete(
+        &self,
+        t: &Target,
+        q: &Query,
+        body: &Bytes,
+        headers: &HeaderMap,
+    ) -> Result<Response, ApiError> {
         if t.sub.is_some() {
             return Err(ApiError::method_not_allowed());
         }
         let name = t.name.clone().unwrap_or_default();
-        let opts: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+        let opts: Value = if body.is_empty() {
+            json!({})
+        } else {
+            serde_json::from_slice(body).unwrap_or(json!({}))
+        };
         let dry_run = q.get("dryRun") == Some("All")
-            || opts.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
+            || opts
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|v| v == "All"));
         for _ in 0..MAX_RETRIES {
             let old = self.load(t, &name)?;
             if let Some(pre) = opts.get("preconditions") {
-                let uid_ok = pre.get("uid").and_then(Value::as_str).is_none_or(|u| meta_str(&old, "uid") == Some(u));
-                let rv_ok =
-                    pre.get("resourceVersion").and_then(Value::as_str).is_none_or(|r| meta_str(&old, "resourceVersion") == Some(r));
+                let uid_ok = pre
+                    .get("uid")
+                    .and_then(Value::as_str)
+                    .is_none_or(|u| meta_str(&old, "uid") == Some(u));
+                let rv_ok = pre
+                    .get("resourceVersion")
+                    .and_then(Value::as_str)
+                    .is_none_or(|r| meta_str(&old, "resourceVersion") == Some(r));
                 if !uid_ok || !rv_ok {
                     return Err(ApiError::new(
                         409,
                         "Conflict",
-                        format!("Operation cannot be fulfilled on {} \"{name}\": Precondition failed", t.res.qualified()),
+                        format!(
+                            "Operation cannot be fulfilled on {} \"{name}\": Precondition failed",
+                            t.res.qualified()
+                        ),
                     ));
                 }
             }
             if dry_run {
                 return Ok(json_response(StatusCode::OK, &Self::render(&old, headers)));
             }
-            let has_finalizers =
-                old.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+            let has_finalizers = old
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
             let key = Self::key(t, &name);
             let pre = Precondition::ModRev(rv_of(&old));
             if has_finalizers {
@@ -935,7 +1309,12 @@ impl ApiServer {
                 m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
                 m.insert("deletionGracePeriodSeconds".into(), json!(0));
                 match self.store.write(key, Op::Put(new), pre).await {
-                    Ok(c) => return Ok(json_response(StatusCode::OK, &Self::render(&c.object, headers))),
+                    Ok(c) => {
+                        return Ok(json_response(
+                            StatusCode::OK,
+                            &Self::render(&c.object, headers),
+                        ));
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(store_err(e)),
                 }
@@ -945,7 +1324,10 @@ impl ApiServer {
                     if t.res.kind == "Namespace" && t.res.group.is_empty() {
                         self.purge_namespace(&t.cluster, &name).await?;
                     }
-                    return Ok(json_response(StatusCode::OK, &Self::render(&c.object, headers)));
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        &Self::render(&c.object, headers),
+                    ));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_err(e)),
@@ -957,8 +1339,17 @@ impl ApiServer {
     /// The namespace controller's job, done inline: delete everything in a deleted namespace.
     async fn purge_namespace(&self, cluster: &str, ns: &str) -> Result<(), ApiError> {
         for res in registry::all().into_iter().filter(|r| r.namespaced) {
-            let t = Target { cluster: cluster.to_owned(), res, namespace: Some(ns.to_owned()), name: None, sub: None };
-            let page = self.store.list(&Self::prefix(&t), None, None).map_err(store_err)?;
+            let t = Target {
+                cluster: cluster.to_owned(),
+                res,
+                namespace: Some(ns.to_owned()),
+                name: None,
+                sub: None,
+            };
+            let page = self
+                .store
+                .list(&Self::prefix(&t), None, None)
+                .map_err(store_err)?;
             for (key, obj) in page.items {
                 let op = if obj.pointer("/metadata/finalizers").is_some() {
                     let mut new = (*obj).clone();
@@ -967,7 +1358,11 @@ impl ApiServer {
                 } else {
                     Op::Delete
                 };
-                match self.store.write(key, op, Precondition::ModRev(rv_of(&obj))).await {
+                match self
+                    .store
+                    .write(key, op, Precondition::ModRev(rv_of(&obj)))
+                    .await
+                {
                     Ok(_) | Err(StoreError::Conflict { .. }) => {}
                     Err(e) => return Err(store_err(e)),
                 }
@@ -979,14 +1374,30 @@ impl ApiServer {
     async fn delete_collection(&self, t: &Target, q: &Query) -> Result<Response, ApiError> {
         let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
         let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
-        let page = self.store.list(&Self::prefix(t), None, None).map_err(store_err)?;
+        let page = self
+            .store
+            .list(&Self::prefix(t), None, None)
+            .map_err(store_err)?;
         let mut deleted = Vec::new();
-        for (_, obj) in page.items.iter().filter(|(_, o)| labels.matches(o) && fields.matches(o)) {
+        for (_, obj) in page
+            .items
+            .iter()
+            .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+        {
             let name = meta_str(obj, "name").unwrap_or_default().to_owned();
             let ns = meta_str(obj, "namespace").map(str::to_owned);
-            let one = Target { cluster: t.cluster.clone(), res: t.res, namespace: ns, name: Some(name), sub: None };
-            if let Ok(resp) = Box::pin(self.delete(&one, q, &Bytes::new(), &HeaderMap::new())).await {
-                let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap_or_default();
+            let one = Target {
+                cluster: t.cluster.clone(),
+                res: t.res,
+                namespace: ns,
+                name: Some(name),
+                sub: None,
+            };
+            if let Ok(resp) = Box::pin(self.delete(&one, q, &Bytes::new(), &HeaderMap::new())).await
+            {
+                let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .unwrap_or_default();
                 if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
                     deleted.push(v);
                 }
@@ -999,19 +1410,32 @@ impl ApiServer {
         ))
     }
 
-    async fn watch(&self, t: &Target, q: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
+    async fn watch(
+        &self,
+        t: &Target,
+        q: &Query,
+        headers: &HeaderMap,
+    ) -> Result<Response, ApiError> {
         let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
         let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
         let rv_param = q.get("resourceVersion").unwrap_or_default();
         let send_initial = q.flag("sendInitialEvents");
         let bookmarks = q.flag("allowWatchBookmarks");
         if send_initial && !bookmarks {
-            return Err(ApiError::invalid("sendInitialEvents requires allowWatchBookmarks=true"));
+            return Err(ApiError::invalid(
+                "sendInitialEvents requires allowWatchBookmarks=true",
+            ));
         }
-        let timeout = q.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(1800);
+        let timeout = q
+            .get("timeoutSeconds")
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(1800);
         let from: Option<u64> = match rv_param {
             "" | "0" => None,
-            s => Some(s.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?),
+            s => Some(
+                s.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
+            ),
         };
         let prefix = Self::prefix(t);
         let partial = wants(headers, "PartialObjectMetadata");
@@ -1032,8 +1456,12 @@ impl ApiServer {
                     out.extend_from_slice(&serde_json::to_vec(&t).unwrap_or_default());
                 }
                 (false, Some(j)) => out.extend_from_slice(j),
-                (true, _) => out.extend_from_slice(&serde_json::to_vec(&partial_metadata(obj)).unwrap_or_default()),
-                (false, None) => out.extend_from_slice(&serde_json::to_vec(obj).unwrap_or_default()),
+                (true, _) => out.extend_from_slice(
+                    &serde_json::to_vec(&partial_metadata(obj)).unwrap_or_default(),
+                ),
+                (false, None) => {
+                    out.extend_from_slice(&serde_json::to_vec(obj).unwrap_or_default())
+                }
             }
             out.extend_from_slice(b"}\n");
             Bytes::from(out)
@@ -1059,7 +1487,11 @@ impl ApiServer {
         let mut initial: Vec<Bytes> = Vec::new();
         let start_rev = if from.is_none() || send_initial {
             let page = store.list(&prefix, None, None).map_err(store_err)?;
-            for (_, obj) in page.items.iter().filter(|(_, o)| labels.matches(o) && fields.matches(o)) {
+            for (_, obj) in page
+                .items
+                .iter()
+                .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+            {
                 initial.push(line("ADDED", obj, None));
             }
             if send_initial {
@@ -1079,7 +1511,11 @@ impl ApiServer {
             let mut watch = match watch {
                 Ok(w) => w,
                 Err(e) => {
-                    let _ = tx.send(Ok(expired(format!("too old resource version: {start_rev} ({e})")))).await;
+                    let _ = tx
+                        .send(Ok(expired(format!(
+                            "too old resource version: {start_rev} ({e})"
+                        ))))
+                        .await;
                     return;
                 }
             };
@@ -1138,13 +1574,21 @@ fn check_sub(t: &Target) -> Result<(), ApiError> {
     match t.sub.as_deref() {
         None => Ok(()),
         Some("status") if t.res.has_status => Ok(()),
-        Some(_) => Err(ApiError::new(404, "NotFound", "the server could not find the requested resource")),
+        Some(_) => Err(ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )),
     }
 }
 
 /// A `Content-Type` without its parameters, lower-cased.
 fn media_type(ct: &str) -> String {
-    ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()
+    ct.split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// Refuse browser requests from other origins (CSRF, and reading through a victim's browser): an
@@ -1152,18 +1596,38 @@ fn media_type(ct: &str) -> String {
 /// other than `same-origin` or `none` (typed by the user). Other clients send neither header;
 /// this server serves no pages, so no legitimate browser request comes from elsewhere.
 fn check_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), ApiError> {
-    let refuse = |what: String| Err(ApiError::new(403, "Forbidden", format!("forbidden: cross-origin requests are not allowed ({what})")));
+    let refuse = |what: String| {
+        Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!("forbidden: cross-origin requests are not allowed ({what})"),
+        ))
+    };
     if let Some(site) = headers.get("sec-fetch-site")
         && !matches!(site.to_str(), Ok("same-origin" | "none"))
     {
-        return refuse(format!("Sec-Fetch-Site: {}", String::from_utf8_lossy(site.as_bytes())));
+        return refuse(format!(
+            "Sec-Fetch-Site: {}",
+            String::from_utf8_lossy(site.as_bytes())
+        ));
     }
-    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| uri.authority().map(|a| a.as_str()));
-    let origin_host = origin.to_str().ok().and_then(|o| o.strip_prefix("https://").or_else(|| o.strip_prefix("http://")));
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()));
+    let origin_host = origin.to_str().ok().and_then(|o| {
+        o.strip_prefix("https://")
+            .or_else(|| o.strip_prefix("http://"))
+    });
     match (origin_host, host) {
         (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
-        _ => refuse(format!("Origin: {}", String::from_utf8_lossy(origin.as_bytes()))),
+        _ => refuse(format!(
+            "Origin: {}",
+            String::from_utf8_lossy(origin.as_bytes())
+        )),
     }
 }
 
@@ -1172,14 +1636,22 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
-    let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
+    let not_found = || {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
     let (group, version, rest) = match segs {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(not_found()),
     };
     let (namespace, rest): (Option<String>, &[&str]) = match rest {
-        ["namespaces", ns, plural, more @ ..] if !matches!(*plural, "status" | "finalize") || !more.is_empty() => {
+        ["namespaces", ns, plural, more @ ..]
+            if !matches!(*plural, "status" | "finalize") || !more.is_empty() =>
+        {
             (Some((*ns).to_owned()), &rest[2..])
         }
         _ => (None, rest),
@@ -1194,7 +1666,13 @@ fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
     if !res.namespaced && namespace.is_some() {
         return Err(not_found());
     }
-    Ok(Target { cluster: cluster.to_owned(), res, namespace, name, sub })
+    Ok(Target {
+        cluster: cluster.to_owned(),
+        res,
+        namespace,
+        name,
+        sub,
+    })
 }
 
 /// Refuse a YAML body whose flow collections may nest deeper than [`limits::MAX_BODY_DEPTH`]
@@ -1221,17 +1699,28 @@ fn json_patch_k8s(doc: &Value, patch: &Value) -> Result<Value, ApiError> {
     use json_patch::PatchOperation;
     use serde::Deserialize as _;
     let Value::Array(ops) = patch else {
-        return Err(ApiError::bad_request("json patch must be an array of operations"));
+        return Err(ApiError::bad_request(
+            "json patch must be an array of operations",
+        ));
     };
     if ops.len() > limits::MAX_JSON_PATCH_OPS {
         return Err(ApiError::new(
             413,
             "RequestEntityTooLarge",
-            format!("The allowed maximum operations in a JSON patch is {}, got {}", limits::MAX_JSON_PATCH_OPS, ops.len()),
+            format!(
+                "The allowed maximum operations in a JSON patch is {}, got {}",
+                limits::MAX_JSON_PATCH_OPS,
+                ops.len()
+            ),
         ));
     }
-    let ops = json_patch::Patch::deserialize(patch).map_err(|e| ApiError::bad_request(format!("invalid json patch: {e}")))?;
-    let rejected = |detail: String| ApiError::invalid(format!("the server rejected our request due to an error in our request: {detail}"));
+    let ops = json_patch::Patch::deserialize(patch)
+        .map_err(|e| ApiError::bad_request(format!("invalid json patch: {e}")))?;
+    let rejected = |detail: String| {
+        ApiError::invalid(format!(
+            "the server rejected our request due to an error in our request: {detail}"
+        ))
+    };
     let tokens = |p: &str| p.matches('/').count();
     let mut out = doc.clone();
     let mut depth = limits::measure(&out, usize::MAX).1;
@@ -1265,12 +1754,16 @@ fn json_patch_k8s(doc: &Value, patch: &Value) -> Result<Value, ApiError> {
             }
             PatchOperation::Move(m) => {
                 // The moved value is at most as deep as the document below `from`.
-                depth = depth.max(tokens(m.path.as_str()) + depth.saturating_sub(tokens(m.from.as_str())));
+                depth = depth
+                    .max(tokens(m.path.as_str()) + depth.saturating_sub(tokens(m.from.as_str())));
             }
             PatchOperation::Remove(_) | PatchOperation::Test(_) => {}
         }
         if depth > limits::MAX_OBJECT_DEPTH {
-            return Err(rejected(format!("operation {i} would nest the object deeper than {} levels", limits::MAX_OBJECT_DEPTH)));
+            return Err(rejected(format!(
+                "operation {i} would nest the object deeper than {} levels",
+                limits::MAX_OBJECT_DEPTH
+            )));
         }
         json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|mut e| {
             e.operation = i;
@@ -1288,8 +1781,14 @@ mod tests {
     fn generation_moves_with_spec_like_content_only() {
         let a = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"r": 1}, "status": {"s": 1}});
         let relabelled = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "2"}}, "spec": {"r": 1}, "status": {"s": 2}});
-        assert!(!spec_differs(&a, &relabelled, true), "metadata and status do not count");
-        assert!(spec_differs(&a, &relabelled, false), "status counts without a status subresource");
+        assert!(
+            !spec_differs(&a, &relabelled, true),
+            "metadata and status do not count"
+        );
+        assert!(
+            spec_differs(&a, &relabelled, false),
+            "status counts without a status subresource"
+        );
         let respec = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}, "spec": {"r": 2}, "status": {"s": 1}});
         assert!(spec_differs(&a, &respec, true));
         let extra = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a"}, "spec": {"r": 1}, "data": {}, "status": {"s": 1}});
@@ -1301,12 +1800,27 @@ mod tests {
     fn the_noop_rule_ignores_managed_fields_times_only() {
         let mf = |time: &str, op: &str| json!([{"manager": "m", "operation": op, "time": time, "fieldsV1": {"f:spec": {}}}]);
         let obj = |time: &str, op: &str, r: i64| json!({"metadata": {"name": "a", "managedFields": mf(time, op)}, "spec": {"r": r}});
-        assert!(same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &obj("2026-01-02T00:00:00Z", "Apply", 1)));
-        assert!(!same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &obj("2026-01-01T00:00:00Z", "Update", 1)));
-        assert!(!same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &obj("2026-01-01T00:00:00Z", "Apply", 2)));
+        assert!(same_for_noop(
+            &obj("2026-01-01T00:00:00Z", "Apply", 1),
+            &obj("2026-01-02T00:00:00Z", "Apply", 1)
+        ));
+        assert!(!same_for_noop(
+            &obj("2026-01-01T00:00:00Z", "Apply", 1),
+            &obj("2026-01-01T00:00:00Z", "Update", 1)
+        ));
+        assert!(!same_for_noop(
+            &obj("2026-01-01T00:00:00Z", "Apply", 1),
+            &obj("2026-01-01T00:00:00Z", "Apply", 2)
+        ));
         let without = json!({"metadata": {"name": "a"}, "spec": {"r": 1}});
-        assert!(!same_for_noop(&obj("2026-01-01T00:00:00Z", "Apply", 1), &without));
-        assert!(!same_for_noop(&without, &obj("2026-01-01T00:00:00Z", "Apply", 1)));
+        assert!(!same_for_noop(
+            &obj("2026-01-01T00:00:00Z", "Apply", 1),
+            &without
+        ));
+        assert!(!same_for_noop(
+            &without,
+            &obj("2026-01-01T00:00:00Z", "Apply", 1)
+        ));
     }
 
     #[test]
@@ -1320,13 +1834,45 @@ mod tests {
 
     #[test]
     fn paths_parse_into_namespaced_cluster_scoped_and_subresource_targets() {
-        let t = parse_target("@", &["apis", "apps", "v1", "namespaces", "d", "deployments", "w", "status"]).unwrap();
-        assert_eq!((t.namespace.as_deref(), t.name.as_deref(), t.sub.as_deref()), (Some("d"), Some("w"), Some("status")));
+        let t = parse_target(
+            "@",
+            &[
+                "apis",
+                "apps",
+                "v1",
+                "namespaces",
+                "d",
+                "deployments",
+                "w",
+                "status",
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            (t.namespace.as_deref(), t.name.as_deref(), t.sub.as_deref()),
+            (Some("d"), Some("w"), Some("status"))
+        );
         let t = parse_target("@", &["api", "v1", "namespaces", "d", "status"]).unwrap();
-        assert_eq!((t.res.plural, t.name.as_deref(), t.sub.as_deref()), ("namespaces", Some("d"), Some("status")));
+        assert_eq!(
+            (t.res.plural, t.name.as_deref(), t.sub.as_deref()),
+            ("namespaces", Some("d"), Some("status"))
+        );
         let t = parse_target("@", &["api", "v1", "namespaces", "d"]).unwrap();
         assert_eq!((t.res.plural, t.name.as_deref()), ("namespaces", Some("d")));
-        assert!(parse_target("@", &["apis", "cluster.karmada.io", "v1alpha1", "namespaces", "x", "clusters"]).is_err());
+        assert!(
+            parse_target(
+                "@",
+                &[
+                    "apis",
+                    "cluster.karmada.io",
+                    "v1alpha1",
+                    "namespaces",
+                    "x",
+                    "clusters"
+                ]
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -22,14 +22,29 @@ pub enum ListStrategy {
 
 /// The merge strategy of the list at `path` (field names from the object root) in `kind`.
 pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
-    let Some(last) = path.last().map(String::as_str) else { return ListStrategy::Replace };
-    let parent = path.len().checked_sub(2).and_then(|i| path.get(i)).map(String::as_str);
+    let Some(last) = path.last().map(String::as_str) else {
+        return ListStrategy::Replace;
+    };
+    let parent = path
+        .len()
+        .checked_sub(2)
+        .and_then(|i| path.get(i))
+        .map(String::as_str);
     match last {
-        "containers" | "initContainers" | "ephemeralContainers" | "imagePullSecrets" | "volumes"
-        | "resourceClaims" | "schedulingGates" | "env" | "resourceClaimStatuses" => ListStrategy::MergeKey("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "imagePullSecrets"
+        | "volumes"
+        | "resourceClaims"
+        | "schedulingGates"
+        | "env"
+        | "resourceClaimStatuses" => ListStrategy::MergeKey("name"),
         "secrets" if kind == "ServiceAccount" => ListStrategy::MergeKey("name"),
         "ports" if kind == "Service" && path.len() == 2 => ListStrategy::MergeKey("port"),
-        "ports" if parent != Some("spec") || path.len() > 2 => ListStrategy::MergeKey("containerPort"),
+        "ports" if parent != Some("spec") || path.len() > 2 => {
+            ListStrategy::MergeKey("containerPort")
+        }
         "volumeMounts" => ListStrategy::MergeKey("mountPath"),
         "volumeDevices" => ListStrategy::MergeKey("devicePath"),
         "conditions" => ListStrategy::MergeKey("type"),
@@ -49,7 +64,9 @@ pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
 /// A 400/422 for malformed patches (non-object patch, missing merge key, bad directive).
 pub fn apply(kind: &str, original: &Value, patch: &Value) -> Result<Value, ApiError> {
     let (Value::Object(orig), Value::Object(p)) = (original, patch) else {
-        return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "strategic merge patch must be a JSON object",
+        ));
     };
     let mut path = Vec::new();
     match merge_map(kind, &mut path, orig, p, Mode::Strategic)? {
@@ -60,11 +77,24 @@ pub fn apply(kind: &str, original: &Value, patch: &Value) -> Result<Value, ApiEr
 
 /// Deep-merge `config` into `live` (maps merge, keyed lists merge by key, other lists replace);
 /// used by server-side apply. For non-strategic kinds every list is atomic.
-pub fn merge_config(kind: &str, strategic: bool, live: &Value, config: &Value) -> Result<Value, ApiError> {
-    let (Value::Object(l), Value::Object(c)) = (live, config) else { return Ok(config.clone()) };
-    let mode = if strategic { Mode::Strategic } else { Mode::Atomic };
+pub fn merge_config(
+    kind: &str,
+    strategic: bool,
+    live: &Value,
+    config: &Value,
+) -> Result<Value, ApiError> {
+    let (Value::Object(l), Value::Object(c)) = (live, config) else {
+        return Ok(config.clone());
+    };
+    let mode = if strategic {
+        Mode::Strategic
+    } else {
+        Mode::Atomic
+    };
     let mut path = Vec::new();
-    Ok(Value::Object(merge_map(kind, &mut path, l, c, mode)?.unwrap_or_default()))
+    Ok(Value::Object(
+        merge_map(kind, &mut path, l, c, mode)?.unwrap_or_default(),
+    ))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +127,11 @@ fn merge_map(
             return merge_map(kind, path, &empty, &stripped, mode);
         }
         Some("merge") | None => {}
-        Some(other) => return Err(ApiError::bad_request(format!("unknown patch type: {other}"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown patch type: {other}"
+            )));
+        }
     }
     let mut out = orig.clone();
     let mut orders: Vec<(String, Vec<Value>)> = Vec::new();
@@ -120,9 +154,15 @@ fn merge_map(
         path.push(key.clone());
         let merged = match (orig.get(key), pv) {
             (_, Value::Null) => None,
-            (Some(Value::Object(o)), Value::Object(p)) => merge_map(kind, path, o, p, mode)?.map(Value::Object),
-            (None | Some(Value::Null), Value::Object(p)) => merge_map(kind, path, &Map::new(), p, mode)?.map(Value::Object),
-            (Some(Value::Array(o)), Value::Array(p)) => Some(Value::Array(merge_list(kind, path, o, p, mode)?)),
+            (Some(Value::Object(o)), Value::Object(p)) => {
+                merge_map(kind, path, o, p, mode)?.map(Value::Object)
+            }
+            (None | Some(Value::Null), Value::Object(p)) => {
+                merge_map(kind, path, &Map::new(), p, mode)?.map(Value::Object)
+            }
+            (Some(Value::Array(o)), Value::Array(p)) => {
+                Some(Value::Array(merge_list(kind, path, o, p, mode)?))
+            }
             (_, Value::Array(p)) => Some(Value::Array(merge_list(kind, path, &[], p, mode)?)),
             (_, other) => Some(other.clone()),
         };
@@ -155,12 +195,26 @@ fn key_of<'a>(item: &'a Value, key: &str) -> Option<&'a Value> {
     item.as_object().and_then(|m| m.get(key))
 }
 
-fn merge_list(kind: &str, path: &mut Vec<String>, orig: &[Value], patch: &[Value], mode: Mode) -> Result<Vec<Value>, ApiError> {
+fn merge_list(
+    kind: &str,
+    path: &mut Vec<String>,
+    orig: &[Value],
+    patch: &[Value],
+    mode: Mode,
+) -> Result<Vec<Value>, ApiError> {
     let strat = strategy(kind, path, mode);
-    let replace_all = patch.iter().any(|v| key_of(v, "$patch").and_then(Value::as_str) == Some("replace"));
-    let (base, strat): (&[Value], ListStrategy) = if replace_all { (&[], strat) } else { (orig, strat) };
-    let patch: Vec<&Value> =
-        patch.iter().filter(|v| key_of(v, "$patch").and_then(Value::as_str) != Some("replace")).collect();
+    let replace_all = patch
+        .iter()
+        .any(|v| key_of(v, "$patch").and_then(Value::as_str) == Some("replace"));
+    let (base, strat): (&[Value], ListStrategy) = if replace_all {
+        (&[], strat)
+    } else {
+        (orig, strat)
+    };
+    let patch: Vec<&Value> = patch
+        .iter()
+        .filter(|v| key_of(v, "$patch").and_then(Value::as_str) != Some("replace"))
+        .collect();
     match strat {
         ListStrategy::Replace => {
             let mut out = Vec::with_capacity(patch.len());
@@ -190,7 +244,9 @@ fn merge_list(kind: &str, path: &mut Vec<String>, orig: &[Value], patch: &[Value
                     return Ok(all);
                 };
                 let Some(k) = pm.get(key) else {
-                    return Err(ApiError::bad_request(format!("map: {pm:?} does not contain declared merge key: {key}")));
+                    return Err(ApiError::bad_request(format!(
+                        "map: {pm:?} does not contain declared merge key: {key}"
+                    )));
                 };
                 let pos = out.iter().position(|o| key_of(o, key) == Some(k));
                 if pm.get("$patch").and_then(Value::as_str) == Some("delete") {
@@ -227,7 +283,9 @@ fn merge_list(kind: &str, path: &mut Vec<String>, orig: &[Value], patch: &[Value
 /// A patch value with its directives resolved against nothing.
 fn clean(kind: &str, path: &mut Vec<String>, v: &Value, mode: Mode) -> Result<Value, ApiError> {
     Ok(match v {
-        Value::Object(m) => Value::Object(merge_map(kind, path, &Map::new(), m, mode)?.unwrap_or_default()),
+        Value::Object(m) => {
+            Value::Object(merge_map(kind, path, &Map::new(), m, mode)?.unwrap_or_default())
+        }
         Value::Array(a) => Value::Array(merge_list(kind, path, &[], a, mode)?),
         other => other.clone(),
     })
@@ -240,8 +298,11 @@ fn reorder(list: &mut Vec<Value>, order: &[Value], strat: ListStrategy) {
             _ => o == item,
         })
     };
-    let mut ranked: Vec<(Option<usize>, usize, Value)> =
-        list.drain(..).enumerate().map(|(i, v)| (rank(&v), i, v)).collect();
+    let mut ranked: Vec<(Option<usize>, usize, Value)> = list
+        .drain(..)
+        .enumerate()
+        .map(|(i, v)| (rank(&v), i, v))
+        .collect();
     // Ordered items first, in the given order; the rest keep their relative order after them.
     ranked.sort_by_key(|(r, i, _)| (r.is_none(), r.unwrap_or(0), *i));
     list.extend(ranked.into_iter().map(|(_, _, v)| v));
@@ -283,13 +344,21 @@ mod tests {
             "template":{"spec":{"$setElementOrder/containers":[{"name":"b"},{"name":"a"}]}}}});
         let out = apply("Deployment", &orig, &patch).unwrap();
         assert_eq!(out["spec"]["strategy"], json!({"type":"Recreate"}));
-        assert_eq!(out["spec"]["template"]["spec"]["containers"], json!([{"name":"b"},{"name":"a"}]));
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"],
+            json!([{"name":"b"},{"name":"a"}])
+        );
     }
 
     #[test]
     fn finalizers_union_and_delete_from_primitive_list() {
         let orig = json!({"metadata":{"finalizers":["a","b"]}});
-        let out = apply("ConfigMap", &orig, &json!({"metadata":{"finalizers":["c"],"$deleteFromPrimitiveList/finalizers":["a"]}})).unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["b","c"]));
+        let out = apply(
+            "ConfigMap",
+            &orig,
+            &json!({"metadata":{"finalizers":["c"],"$deleteFromPrimitiveList/finalizers":["a"]}}),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["b", "c"]));
     }
 }

@@ -165,8 +165,16 @@ pub struct Committed {
 }
 
 enum Request {
-    Write { key: String, op: Op, pre: Precondition, reply: oneshot::Sender<Result<Committed, StoreError>> },
-    Compact { retain: u64, reply: oneshot::Sender<Result<u64, StoreError>> },
+    Write {
+        key: String,
+        op: Op,
+        pre: Precondition,
+        reply: oneshot::Sender<Result<Committed, StoreError>>,
+    },
+    Compact {
+        retain: u64,
+        reply: oneshot::Sender<Result<u64, StoreError>>,
+    },
     Shutdown,
 }
 
@@ -211,14 +219,18 @@ impl Drop for Inner {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("rev", &self.current_rev()).finish()
+        f.debug_struct("Store")
+            .field("rev", &self.current_rev())
+            .finish()
     }
 }
 
 /// Stamp `metadata.resourceVersion` on an object.
 fn stamp(obj: &mut Value, rev: u64) {
     if let Some(map) = obj.as_object_mut() {
-        let meta = map.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
         if let Some(meta) = meta.as_object_mut() {
             meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
         }
@@ -236,7 +248,10 @@ fn decode_kv(key: &str, raw: &[u8]) -> Result<(u64, Value), StoreError> {
     let (head, body) = raw.split_at(raw.len().min(8));
     let mut rev = [0u8; 8];
     rev[..head.len()].copy_from_slice(head);
-    let value = serde_json::from_slice(body).map_err(|source| StoreError::Corrupt { key: key.to_owned(), source })?;
+    let value = serde_json::from_slice(body).map_err(|source| StoreError::Corrupt {
+        key: key.to_owned(),
+        source,
+    })?;
     Ok((u64::from_be_bytes(rev), value))
 }
 
@@ -250,7 +265,9 @@ impl Store {
         let io = |e| StoreError::Storage(Box::new(redb::Error::Io(e)));
         crate::fs::private_dir(dir).map_err(io)?;
         let file = dir.join("flotilla.redb");
-        let db = Database::builder().set_cache_size(CACHE_BYTES).create(&file)?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&file)?;
         crate::fs::private_file(&file).map_err(io)?;
         let txn = db.begin_write()?;
         let (current, compacted) = {
@@ -275,7 +292,13 @@ impl Store {
             .name("flotilla-store-writer".into())
             .spawn(move || writer_loop(&writer_shared, &rx))
             .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
-        Ok(Store { inner: Arc::new(Inner { shared, writer: tx, thread: std::sync::Mutex::new(Some(thread)) }) })
+        Ok(Store {
+            inner: Arc::new(Inner {
+                shared,
+                writer: tx,
+                thread: std::sync::Mutex::new(Some(thread)),
+            }),
+        })
     }
 
     /// The newest committed revision.
@@ -292,9 +315,22 @@ impl Store {
     ///
     /// # Errors
     /// `Conflict` when `pre` does not hold, `Storage` when the commit fails.
-    pub async fn write(&self, key: String, op: Op, pre: Precondition) -> Result<Committed, StoreError> {
+    pub async fn write(
+        &self,
+        key: String,
+        op: Op,
+        pre: Precondition,
+    ) -> Result<Committed, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.inner.writer.send(Request::Write { key, op, pre, reply }).map_err(|_| StoreError::Closed)?;
+        self.inner
+            .writer
+            .send(Request::Write {
+                key,
+                op,
+                pre,
+                reply,
+            })
+            .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -304,7 +340,10 @@ impl Store {
     /// Fails when the commit fails.
     pub async fn compact(&self, retain: u64) -> Result<u64, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.inner.writer.send(Request::Compact { retain, reply }).map_err(|_| StoreError::Closed)?;
+        self.inner
+            .writer
+            .send(Request::Compact { retain, reply })
+            .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -325,14 +364,25 @@ impl Store {
     ///
     /// # Errors
     /// Fails on storage or decoding errors.
-    pub fn list(&self, prefix: &str, start_after: Option<&str>, limit: Option<usize>) -> Result<Page, StoreError> {
+    pub fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Page, StoreError> {
         let txn = self.inner.shared.db.begin_read()?;
-        let rev = txn.open_table(META)?.get(META_REV)?.map(|v| v.value()).unwrap_or(0);
+        let rev = txn
+            .open_table(META)?
+            .get(META_REV)?
+            .map(|v| v.value())
+            .unwrap_or(0);
         let kv = txn.open_table(KV)?;
         let mut items = Vec::new();
         let mut more_after = None;
         let range = match start_after {
-            Some(after) => kv.range::<&str>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded))?,
+            Some(after) => {
+                kv.range::<&str>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded))?
+            }
             None => kv.range::<&str>(prefix..)?,
         };
         for entry in range {
@@ -349,10 +399,16 @@ impl Store {
             // it the start-up of every controller that lists it).
             match decode_kv(key, v.value()) {
                 Ok((_, value)) => items.push((key.to_owned(), Arc::new(value))),
-                Err(error) => tracing::warn!(key, %error, "skipping a stored object that cannot be decoded"),
+                Err(error) => {
+                    tracing::warn!(key, %error, "skipping a stored object that cannot be decoded")
+                }
             }
         }
-        Ok(Page { items, rev, more_after })
+        Ok(Page {
+            items,
+            rev,
+            more_after,
+        })
     }
 
     /// Watch keys under `prefix` for changes after revision `after`.
@@ -368,10 +424,16 @@ impl Store {
         let current = meta.get(META_REV)?.map(|v| v.value()).unwrap_or(0);
         let compacted = meta.get(META_COMPACTED)?.map(|v| v.value()).unwrap_or(0);
         if after < compacted {
-            return Err(StoreError::Compacted { requested: after, compacted });
+            return Err(StoreError::Compacted {
+                requested: after,
+                compacted,
+            });
         }
         if after > current {
-            return Err(StoreError::FutureRevision { requested: after, current });
+            return Err(StoreError::FutureRevision {
+                requested: after,
+                current,
+            });
         }
         let log = txn.open_table(LOG)?;
         let mut backlog = VecDeque::new();
@@ -382,7 +444,11 @@ impl Store {
             // after a lag reads every kind's events since its revision, and most are not its own.
             // A record that no longer decodes is skipped, as lists skip objects.
             let record = serde_json::from_slice::<LogKey>(raw.value()).and_then(|key| {
-                if key.k.starts_with(prefix) { serde_json::from_slice::<LogRecord>(raw.value()).map(Some) } else { Ok(None) }
+                if key.k.starts_with(prefix) {
+                    serde_json::from_slice::<LogRecord>(raw.value()).map(Some)
+                } else {
+                    Ok(None)
+                }
             });
             let record = match record {
                 Ok(Some(record)) => record,
@@ -402,7 +468,12 @@ impl Store {
                 prev: record.p.map(Arc::new),
             }));
         }
-        Ok(Watch { prefix: prefix.to_owned(), backlog, rx, progress: current })
+        Ok(Watch {
+            prefix: prefix.to_owned(),
+            backlog,
+            rx,
+            progress: current,
+        })
     }
 }
 
@@ -471,7 +542,12 @@ fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
         let mut writes = Vec::new();
         for req in batch {
             match req {
-                Request::Write { key, op, pre, reply } => writes.push((key, op, pre, reply)),
+                Request::Write {
+                    key,
+                    op,
+                    pre,
+                    reply,
+                } => writes.push((key, op, pre, reply)),
                 Request::Compact { retain, reply } => {
                     let _ = reply.send(compact(shared, retain));
                 }
@@ -503,16 +579,21 @@ fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
             Err(err) => {
                 let msg = err.to_string();
                 for (_, _, _, reply) in writes {
-                    let _ = reply.send(Err(StoreError::Storage(Box::new(redb::Error::Io(std::io::Error::other(
-                        msg.clone(),
-                    ))))));
+                    let _ = reply.send(Err(StoreError::Storage(Box::new(redb::Error::Io(
+                        std::io::Error::other(msg.clone()),
+                    )))));
                 }
             }
         }
     }
 }
 
-type WriteItem = (String, Op, Precondition, oneshot::Sender<Result<Committed, StoreError>>);
+type WriteItem = (
+    String,
+    Op,
+    Precondition,
+    oneshot::Sender<Result<Committed, StoreError>>,
+);
 
 #[allow(clippy::type_complexity)]
 fn commit_batch(
@@ -539,20 +620,30 @@ fn commit_batch(
                 (Precondition::ModRev(_), None) => false,
             };
             if !ok || (matches!(op, Op::Delete) && current.is_none()) {
-                results.push(Err(StoreError::Conflict { key: key.clone(), current: current.map(|(r, _)| r) }));
+                results.push(Err(StoreError::Conflict {
+                    key: key.clone(),
+                    current: current.map(|(r, _)| r),
+                }));
                 continue;
             }
             rev += 1;
             let prev = current.map(|(_, v)| v);
             let (kind, mut object) = match op {
                 Op::Put(value) => {
-                    let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
+                    let kind = if prev.is_some() {
+                        EventKind::Modified
+                    } else {
+                        EventKind::Added
+                    };
                     (kind, std::mem::take(value))
                 }
                 Op::Delete => (EventKind::Deleted, prev.clone().unwrap_or(Value::Null)),
             };
             stamp(&mut object, rev);
-            let json = serde_json::to_vec(&object).map_err(|source| StoreError::Corrupt { key: key.clone(), source })?;
+            let json = serde_json::to_vec(&object).map_err(|source| StoreError::Corrupt {
+                key: key.clone(),
+                source,
+            })?;
             match kind {
                 EventKind::Deleted => {
                     kv.remove(key.as_str())?;
@@ -561,8 +652,16 @@ fn commit_batch(
                     kv.insert(key.as_str(), encode_kv(rev, &json).as_slice())?;
                 }
             }
-            let record = LogRecord { k: key.clone(), t: kind, v: object, p: prev };
-            let raw = serde_json::to_vec(&record).map_err(|source| StoreError::Corrupt { key: key.clone(), source })?;
+            let record = LogRecord {
+                k: key.clone(),
+                t: kind,
+                v: object,
+                p: prev,
+            };
+            let raw = serde_json::to_vec(&record).map_err(|source| StoreError::Corrupt {
+                key: key.clone(),
+                source,
+            })?;
             log.insert(rev, raw.as_slice())?;
             let object = Arc::new(record.v);
             let event = Arc::new(Event {
@@ -610,10 +709,27 @@ mod tests {
     async fn writes_get_increasing_revisions_and_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let a = store.write("/a".into(), Op::Put(json!({"metadata":{}})), Precondition::Absent).await.unwrap();
-        let b = store.write("/b".into(), Op::Put(json!({"metadata":{}})), Precondition::Absent).await.unwrap();
+        let a = store
+            .write(
+                "/a".into(),
+                Op::Put(json!({"metadata":{}})),
+                Precondition::Absent,
+            )
+            .await
+            .unwrap();
+        let b = store
+            .write(
+                "/b".into(),
+                Op::Put(json!({"metadata":{}})),
+                Precondition::Absent,
+            )
+            .await
+            .unwrap();
         assert!(b.rev > a.rev);
-        assert_eq!(a.object["metadata"]["resourceVersion"], json!(a.rev.to_string()));
+        assert_eq!(
+            a.object["metadata"]["resourceVersion"],
+            json!(a.rev.to_string())
+        );
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.current_rev(), b.rev);
@@ -624,9 +740,25 @@ mod tests {
     async fn stale_mod_revision_is_a_conflict() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let a = store.write("/a".into(), Op::Put(json!({})), Precondition::Absent).await.unwrap();
-        store.write("/a".into(), Op::Put(json!({"x":1})), Precondition::ModRev(a.rev)).await.unwrap();
-        let err = store.write("/a".into(), Op::Put(json!({"x":2})), Precondition::ModRev(a.rev)).await;
+        let a = store
+            .write("/a".into(), Op::Put(json!({})), Precondition::Absent)
+            .await
+            .unwrap();
+        store
+            .write(
+                "/a".into(),
+                Op::Put(json!({"x":1})),
+                Precondition::ModRev(a.rev),
+            )
+            .await
+            .unwrap();
+        let err = store
+            .write(
+                "/a".into(),
+                Op::Put(json!({"x":2})),
+                Precondition::ModRev(a.rev),
+            )
+            .await;
         assert!(matches!(err, Err(StoreError::Conflict { .. })));
     }
 
@@ -634,16 +766,31 @@ mod tests {
     async fn watch_replays_the_log_then_follows_live_writes_and_compaction_expires_old_revisions() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let first = store.write("/p/a".into(), Op::Put(json!({})), Precondition::Absent).await.unwrap();
-        store.write("/q/b".into(), Op::Put(json!({})), Precondition::Absent).await.unwrap();
-        store.write("/p/a".into(), Op::Delete, Precondition::Exists).await.unwrap();
+        let first = store
+            .write("/p/a".into(), Op::Put(json!({})), Precondition::Absent)
+            .await
+            .unwrap();
+        store
+            .write("/q/b".into(), Op::Put(json!({})), Precondition::Absent)
+            .await
+            .unwrap();
+        store
+            .write("/p/a".into(), Op::Delete, Precondition::Exists)
+            .await
+            .unwrap();
         let mut w = store.watch("/p/", 0).unwrap();
         assert_eq!(w.next().await.unwrap().kind, EventKind::Added);
         assert_eq!(w.next().await.unwrap().kind, EventKind::Deleted);
-        store.write("/p/c".into(), Op::Put(json!({})), Precondition::Absent).await.unwrap();
+        store
+            .write("/p/c".into(), Op::Put(json!({})), Precondition::Absent)
+            .await
+            .unwrap();
         let live = w.next().await.unwrap();
         assert_eq!(live.key, "/p/c");
         store.compact(1).await.unwrap();
-        assert!(matches!(store.watch("/p/", first.rev), Err(StoreError::Compacted { .. })));
+        assert!(matches!(
+            store.watch("/p/", first.rev),
+            Err(StoreError::Compacted { .. })
+        ));
     }
 }

@@ -56,9 +56,14 @@ fn age(o: &Value) -> Value {
 }
 
 fn condition(o: &Value, ty: &str) -> Value {
-    let found = o.pointer("/status/conditions").and_then(Value::as_array).and_then(|cs| {
-        cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(ty)).and_then(|c| c.get("status").cloned())
-    });
+    let found = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
+                .and_then(|c| c.get("status").cloned())
+        });
     found.map_or(json!("Unknown"), |v| s(Some(&v)))
 }
 
@@ -66,16 +71,31 @@ fn containers(o: &Value, field: &str) -> Value {
     let names: Vec<String> = o
         .pointer("/spec/template/spec/containers")
         .and_then(Value::as_array)
-        .map(|cs| cs.iter().filter_map(|c| c.get(field).and_then(Value::as_str).map(str::to_owned)).collect())
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.get(field).and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     json!(names.join(","))
 }
 
 fn selector(o: &Value) -> Value {
-    let labels = o.pointer("/spec/selector/matchLabels").and_then(Value::as_object);
-    let parts: Vec<String> =
-        labels.map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect()).unwrap_or_default();
-    json!(if parts.is_empty() { "<none>".to_owned() } else { parts.join(",") })
+    let labels = o
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object);
+    let parts: Vec<String> = labels
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!(if parts.is_empty() {
+        "<none>".to_owned()
+    } else {
+        parts.join(",")
+    })
 }
 
 fn ports(o: &Value) -> Value {
@@ -84,55 +104,117 @@ fn ports(o: &Value) -> Value {
         .and_then(Value::as_array)
         .map(|ps| {
             ps.iter()
-                .map(|p| format!("{}/{}", int(p.get("port")), p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")))
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        int(p.get("port")),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
-    json!(if parts.is_empty() { "<none>".to_owned() } else { parts.join(",") })
+    json!(if parts.is_empty() {
+        "<none>".to_owned()
+    } else {
+        parts.join(",")
+    })
 }
 
-const NAME: Column = Column { name: "Name", ty: "string", priority: 0, cell: name };
-const AGE: Column = Column { name: "Age", ty: "date", priority: 0, cell: age };
+const NAME: Column = Column {
+    name: "Name",
+    ty: "string",
+    priority: 0,
+    cell: name,
+};
+const AGE: Column = Column {
+    name: "Age",
+    ty: "date",
+    priority: 0,
+    cell: age,
+};
 
 fn columns(kind: &str) -> Vec<Column> {
-    let c = |name, ty, priority, cell| Column { name, ty, priority, cell };
+    let c = |name, ty, priority, cell| Column {
+        name,
+        ty,
+        priority,
+        cell,
+    };
     match kind {
         "Deployment" | "StatefulSet" | "ReplicaSet" => vec![
             NAME,
-            c("Ready", "string", 0, |o| json!(format!("{}/{}", int(o.pointer("/status/readyReplicas")), int(o.pointer("/spec/replicas"))))),
-            c("Up-to-date", "integer", 0, |o| json!(int(o.pointer("/status/updatedReplicas")))),
-            c("Available", "integer", 0, |o| json!(int(o.pointer("/status/availableReplicas")))),
+            c("Ready", "string", 0, |o| {
+                json!(format!(
+                    "{}/{}",
+                    int(o.pointer("/status/readyReplicas")),
+                    int(o.pointer("/spec/replicas"))
+                ))
+            }),
+            c("Up-to-date", "integer", 0, |o| {
+                json!(int(o.pointer("/status/updatedReplicas")))
+            }),
+            c("Available", "integer", 0, |o| {
+                json!(int(o.pointer("/status/availableReplicas")))
+            }),
             AGE,
             c("Containers", "string", 1, |o| containers(o, "name")),
             c("Images", "string", 1, |o| containers(o, "image")),
             c("Selector", "string", 1, selector),
         ],
-        "Namespace" => vec![NAME, c("Status", "string", 0, |o| s(o.pointer("/status/phase"))), AGE],
+        "Namespace" => vec![
+            NAME,
+            c("Status", "string", 0, |o| s(o.pointer("/status/phase"))),
+            AGE,
+        ],
         "ConfigMap" => vec![
             NAME,
-            c("Data", "integer", 0, |o| json!(o.get("data").and_then(Value::as_object).map_or(0, |m| m.len()))),
+            c("Data", "integer", 0, |o| {
+                json!(
+                    o.get("data")
+                        .and_then(Value::as_object)
+                        .map_or(0, |m| m.len())
+                )
+            }),
             AGE,
         ],
         "Secret" => vec![
             NAME,
             c("Type", "string", 0, |o| s(o.get("type"))),
-            c("Data", "integer", 0, |o| json!(o.get("data").and_then(Value::as_object).map_or(0, |m| m.len()))),
+            c("Data", "integer", 0, |o| {
+                json!(
+                    o.get("data")
+                        .and_then(Value::as_object)
+                        .map_or(0, |m| m.len())
+                )
+            }),
             AGE,
         ],
         "Service" => vec![
             NAME,
             c("Type", "string", 0, |o| s(o.pointer("/spec/type"))),
-            c("Cluster-IP", "string", 0, |o| s(o.pointer("/spec/clusterIP"))),
+            c("Cluster-IP", "string", 0, |o| {
+                s(o.pointer("/spec/clusterIP"))
+            }),
             c("Port(s)", "string", 0, ports),
             AGE,
             c("Selector", "string", 1, |o| {
                 let m = o.pointer("/spec/selector").and_then(Value::as_object);
-                json!(m.map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")).unwrap_or_default())
+                json!(
+                    m.map(|m| m
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(","))
+                        .unwrap_or_default()
+                )
             }),
         ],
         "Cluster" => vec![
             NAME,
-            c("Version", "string", 0, |o| s(o.pointer("/status/kubernetesVersion"))),
+            c("Version", "string", 0, |o| {
+                s(o.pointer("/status/kubernetesVersion"))
+            }),
             c("Mode", "string", 0, |o| s(o.pointer("/spec/syncMode"))),
             c("Ready", "string", 0, |o| condition(o, "Ready")),
             AGE,
@@ -140,13 +222,19 @@ fn columns(kind: &str) -> Vec<Column> {
         "ResourceBinding" | "ClusterResourceBinding" => vec![
             NAME,
             c("Scheduled", "string", 0, |o| condition(o, "Scheduled")),
-            c("FullyApplied", "string", 0, |o| condition(o, "FullyApplied")),
+            c("FullyApplied", "string", 0, |o| {
+                condition(o, "FullyApplied")
+            }),
             AGE,
         ],
         "PropagationPolicy" | "ClusterPropagationPolicy" => vec![
             NAME,
-            c("Conflict-Resolution", "string", 0, |o| s(o.pointer("/spec/conflictResolution"))),
-            c("Priority", "integer", 0, |o| json!(int(o.pointer("/spec/priority")))),
+            c("Conflict-Resolution", "string", 0, |o| {
+                s(o.pointer("/spec/conflictResolution"))
+            }),
+            c("Priority", "integer", 0, |o| {
+                json!(int(o.pointer("/spec/priority")))
+            }),
             AGE,
         ],
         _ => vec![NAME, AGE],

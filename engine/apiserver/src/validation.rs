@@ -14,12 +14,16 @@ use crate::registry::Resource;
 const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 
 /// apimachinery's `RegexError`.
 fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
-    format!("{msg} (e.g. {}regex used for validation is '{fmt}')", examples.join(" or "))
+    format!(
+        "{msg} (e.g. {}regex used for validation is '{fmt}')",
+        examples.join(" or ")
+    )
 }
 
 fn max_len_error(n: usize) -> String {
@@ -31,7 +35,8 @@ fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     b.first().is_some_and(u8::is_ascii_alphanumeric)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// apimachinery's `IsDNS1123Subdomain`.
@@ -43,7 +48,9 @@ fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
     let label_ok = |l: &str| {
         let b = l.as_bytes();
         let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        b.first().is_some_and(ok) && b.last().is_some_and(ok) && b.iter().all(|c| ok(c) || *c == b'-')
+        b.first().is_some_and(ok)
+            && b.last().is_some_and(ok)
+            && b.iter().all(|c| ok(c) || *c == b'-')
     };
     if !s.split('.').all(label_ok) {
         errs.push(regex_error(
@@ -67,7 +74,11 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_owned());
             } else {
-                errs.extend(dns1123_subdomain_errors(prefix).into_iter().map(|m| format!("prefix part {m}")));
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
             }
             *name
         }
@@ -84,7 +95,10 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
         errs.push(format!("name part {}", max_len_error(63)));
     }
     if !is_qualified_name_part(name) {
-        errs.push(format!("name part {}", regex_error(name_msg, QUALIFIED_NAME_FMT, &examples)));
+        errs.push(format!(
+            "name part {}",
+            regex_error(name_msg, QUALIFIED_NAME_FMT, &examples)
+        ));
     }
     errs
 }
@@ -107,14 +121,25 @@ fn label_value_errors(v: &str) -> Vec<String> {
 
 /// A `field.Invalid` error: `Invalid value: <value>: <detail>`.
 fn invalid(field: &str, value: &Value, detail: &str) -> FieldError {
-    FieldError { field: field.to_owned(), message: format!("Invalid value: {value}: {detail}") }
+    FieldError {
+        field: field.to_owned(),
+        message: format!("Invalid value: {value}: {detail}"),
+    }
 }
 
 /// The string map at `field` (`metadata.labels`, `metadata.annotations`), or the errors that it
 /// is not one.
-fn string_map<'a>(field: &str, v: &'a Value, errs: &mut Vec<FieldError>) -> Vec<(&'a str, &'a str)> {
+fn string_map<'a>(
+    field: &str,
+    v: &'a Value,
+    errs: &mut Vec<FieldError>,
+) -> Vec<(&'a str, &'a str)> {
     let Value::Object(m) = v else {
-        errs.push(invalid(field, v, "must be a map of string keys to string values"));
+        errs.push(invalid(
+            field,
+            v,
+            "must be a map of string keys to string values",
+        ));
         return Vec::new();
     };
     let mut out = Vec::with_capacity(m.len());
@@ -130,8 +155,16 @@ fn string_map<'a>(field: &str, v: &'a Value, errs: &mut Vec<FieldError>) -> Vec<
 fn labels(v: &Value, errs: &mut Vec<FieldError>) {
     let field = "metadata.labels";
     for (k, val) in string_map(field, v, errs) {
-        errs.extend(qualified_name_errors(k).iter().map(|m| invalid(field, &Value::from(k), m)));
-        errs.extend(label_value_errors(val).iter().map(|m| invalid(field, &Value::from(val), m)));
+        errs.extend(
+            qualified_name_errors(k)
+                .iter()
+                .map(|m| invalid(field, &Value::from(k), m)),
+        );
+        errs.extend(
+            label_value_errors(val)
+                .iter()
+                .map(|m| invalid(field, &Value::from(val), m)),
+        );
     }
 }
 
@@ -139,11 +172,18 @@ fn annotations(v: &Value, errs: &mut Vec<FieldError>) {
     let field = "metadata.annotations";
     let mut total = 0usize;
     for (k, val) in string_map(field, v, errs) {
-        errs.extend(qualified_name_errors(&k.to_lowercase()).iter().map(|m| invalid(field, &Value::from(k), m)));
+        errs.extend(
+            qualified_name_errors(&k.to_lowercase())
+                .iter()
+                .map(|m| invalid(field, &Value::from(k), m)),
+        );
         total += k.len() + val.len();
     }
     if total > MAX_ANNOTATIONS_BYTES {
-        errs.push(FieldError { field: field.to_owned(), message: format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes") });
+        errs.push(FieldError {
+            field: field.to_owned(),
+            message: format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+        });
     }
 }
 
@@ -152,9 +192,17 @@ fn count(field: &str, v: &Value, errs: &mut Vec<FieldError>) {
     match v.as_i64() {
         _ if v.is_null() => {}
         Some(n) if n < 0 => errs.push(invalid(field, v, "must be greater than or equal to 0")),
-        Some(n) if n > i64::from(i32::MAX) => errs.push(invalid(field, v, &format!("must be no more than {}", i32::MAX))),
+        Some(n) if n > i64::from(i32::MAX) => errs.push(invalid(
+            field,
+            v,
+            &format!("must be no more than {}", i32::MAX),
+        )),
         Some(_) => {}
-        None if v.as_u64().is_some() => errs.push(invalid(field, v, &format!("must be no more than {}", i32::MAX))),
+        None if v.as_u64().is_some() => errs.push(invalid(
+            field,
+            v,
+            &format!("must be no more than {}", i32::MAX),
+        )),
         None => errs.push(invalid(field, v, "must be a 32-bit integer")),
     }
 }
@@ -162,8 +210,13 @@ fn count(field: &str, v: &Value, errs: &mut Vec<FieldError>) {
 /// The replica counts of a kind: `(JSON pointer, field path)`.
 fn counts(res: &Resource) -> &'static [(&'static str, &'static str)] {
     match (res.group, res.kind) {
-        ("apps", "Deployment" | "StatefulSet" | "ReplicaSet") | ("", "ReplicationController") => &[("/spec/replicas", "spec.replicas")],
-        ("batch", "Job") => &[("/spec/parallelism", "spec.parallelism"), ("/spec/completions", "spec.completions")],
+        ("apps", "Deployment" | "StatefulSet" | "ReplicaSet") | ("", "ReplicationController") => {
+            &[("/spec/replicas", "spec.replicas")]
+        }
+        ("batch", "Job") => &[
+            ("/spec/parallelism", "spec.parallelism"),
+            ("/spec/completions", "spec.completions"),
+        ],
         _ => &[],
     }
 }
@@ -172,9 +225,16 @@ fn counts(res: &Resource) -> &'static [(&'static str, &'static str)] {
 ///
 /// # Errors
 /// The invalid fields.
-pub(crate) fn validate(res: &Resource, obj: &Value, old: Option<&Value>) -> Result<(), AdmissionError> {
+pub(crate) fn validate(
+    res: &Resource,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), AdmissionError> {
     // Checked when set and, on an update, changed.
-    let changed = |ptr: &str| obj.pointer(ptr).filter(|v| old.is_none_or(|o| o.pointer(ptr) != Some(*v)));
+    let changed = |ptr: &str| {
+        obj.pointer(ptr)
+            .filter(|v| old.is_none_or(|o| o.pointer(ptr) != Some(*v)))
+    };
     let mut errs = Vec::new();
     if let Some(v) = changed("/metadata/labels") {
         labels(v, &mut errs);
@@ -187,7 +247,11 @@ pub(crate) fn validate(res: &Resource, obj: &Value, old: Option<&Value>) -> Resu
             count(field, v, &mut errs);
         }
     }
-    if errs.is_empty() { Ok(()) } else { Err(AdmissionError::new(errs)) }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(AdmissionError::new(errs))
+    }
 }
 
 #[cfg(test)]
@@ -201,16 +265,24 @@ mod tests {
     }
 
     fn messages(obj: Value) -> Vec<String> {
-        validate(deployment(), &obj, None).err().map(|e| e.causes.iter().map(ToString::to_string).collect()).unwrap_or_default()
+        validate(deployment(), &obj, None)
+            .err()
+            .map(|e| e.causes.iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
     }
 
     #[test]
     fn label_keys_and_values_follow_apimachinery() {
         assert!(messages(json!({"metadata": {"labels": {"app": "web", "example.com/tier": "", "a_b.c-d": "A_1.b-2"}}})).is_empty());
-        assert_eq!(messages(json!({"metadata": {"labels": {"a": 5}}})), ["metadata.labels[a]: Invalid value: 5: must be a string"]);
+        assert_eq!(
+            messages(json!({"metadata": {"labels": {"a": 5}}})),
+            ["metadata.labels[a]: Invalid value: 5: must be a string"]
+        );
         assert_eq!(
             messages(json!({"metadata": {"labels": ["a"]}})),
-            ["metadata.labels: Invalid value: [\"a\"]: must be a map of string keys to string values"]
+            [
+                "metadata.labels: Invalid value: [\"a\"]: must be a map of string keys to string values"
+            ]
         );
         assert_eq!(
             messages(json!({"metadata": {"labels": {"a": "-x"}}})),
@@ -220,7 +292,10 @@ mod tests {
         );
         assert_eq!(
             messages(json!({"metadata": {"labels": {"a": "x".repeat(64)}}})),
-            [format!("metadata.labels: Invalid value: \"{}\": must be no more than 63 characters", "x".repeat(64))]
+            [format!(
+                "metadata.labels: Invalid value: \"{}\": must be no more than 63 characters",
+                "x".repeat(64)
+            )]
         );
         assert_eq!(
             messages(json!({"metadata": {"labels": {"Example.com/a": "x"}}})),
@@ -228,8 +303,15 @@ mod tests {
                 "metadata.labels: Invalid value: \"Example.com/a\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
             ]
         );
-        assert_eq!(messages(json!({"metadata": {"labels": {"a/b/c": "x", "/b": "x"}}})).len(), 2);
-        assert_eq!(messages(json!({"metadata": {"labels": {"": "x"}}})).len(), 2, "empty, and not matching");
+        assert_eq!(
+            messages(json!({"metadata": {"labels": {"a/b/c": "x", "/b": "x"}}})).len(),
+            2
+        );
+        assert_eq!(
+            messages(json!({"metadata": {"labels": {"": "x"}}})).len(),
+            2,
+            "empty, and not matching"
+        );
     }
 
     #[test]
@@ -238,7 +320,10 @@ mod tests {
             messages(json!({"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{ anything }", "A": "x"}}}))
                 .is_empty()
         );
-        assert_eq!(messages(json!({"metadata": {"annotations": {"a b": "x", "n": 1}}})).len(), 2);
+        assert_eq!(
+            messages(json!({"metadata": {"annotations": {"a b": "x", "n": 1}}})).len(),
+            2
+        );
         let big = "x".repeat(200 * 1024);
         assert_eq!(
             messages(json!({"metadata": {"annotations": {"a": big, "b": big}}})),
@@ -250,17 +335,39 @@ mod tests {
     fn replica_counts_are_non_negative_int32() {
         assert!(messages(json!({"spec": {"replicas": 3}})).is_empty());
         assert!(messages(json!({"spec": {"replicas": null}})).is_empty());
-        assert_eq!(messages(json!({"spec": {"replicas": -5}})), ["spec.replicas: Invalid value: -5: must be greater than or equal to 0"]);
+        assert_eq!(
+            messages(json!({"spec": {"replicas": -5}})),
+            ["spec.replicas: Invalid value: -5: must be greater than or equal to 0"]
+        );
         assert_eq!(
             messages(json!({"spec": {"replicas": 9_223_372_036_854_775_808u64}})),
             ["spec.replicas: Invalid value: 9223372036854775808: must be no more than 2147483647"]
         );
-        assert_eq!(messages(json!({"spec": {"replicas": "3"}})), ["spec.replicas: Invalid value: \"3\": must be a 32-bit integer"]);
-        assert_eq!(messages(json!({"spec": {"replicas": 1.5}})), ["spec.replicas: Invalid value: 1.5: must be a 32-bit integer"]);
+        assert_eq!(
+            messages(json!({"spec": {"replicas": "3"}})),
+            ["spec.replicas: Invalid value: \"3\": must be a 32-bit integer"]
+        );
+        assert_eq!(
+            messages(json!({"spec": {"replicas": 1.5}})),
+            ["spec.replicas: Invalid value: 1.5: must be a 32-bit integer"]
+        );
         let job = crate::registry::lookup("batch", "v1", "jobs").unwrap();
-        assert_eq!(validate(job, &json!({"spec": {"parallelism": -1, "completions": -1}}), None).unwrap_err().causes.len(), 2);
+        assert_eq!(
+            validate(
+                job,
+                &json!({"spec": {"parallelism": -1, "completions": -1}}),
+                None
+            )
+            .unwrap_err()
+            .causes
+            .len(),
+            2
+        );
         let cm = crate::registry::lookup("", "v1", "configmaps").unwrap();
-        assert!(validate(cm, &json!({"spec": {"replicas": -1}}), None).is_ok(), "not a workload");
+        assert!(
+            validate(cm, &json!({"spec": {"replicas": -1}}), None).is_ok(),
+            "not a workload"
+        );
     }
 
     #[test]
@@ -270,6 +377,12 @@ mod tests {
         new["metadata"]["finalizers"] = json!([]);
         assert!(validate(deployment(), &new, Some(&old)).is_ok());
         new["spec"]["replicas"] = json!(-6);
-        assert_eq!(validate(deployment(), &new, Some(&old)).unwrap_err().causes.len(), 1);
+        assert_eq!(
+            validate(deployment(), &new, Some(&old))
+                .unwrap_err()
+                .causes
+                .len(),
+            1
+        );
     }
 }

@@ -23,13 +23,21 @@ const KILL_AFTER: usize = 400;
 /// Not a test on its own: the server half of the crash test, run in a child process.
 #[test]
 fn crash_child_server() {
-    let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async move {
         let mut config = flotilla_apiserver::Config::new(std::path::PathBuf::from(dir));
         config.tls = false;
         config.anonymous = true;
-        let running = flotilla_apiserver::start(config, std::future::pending()).await.expect("server starts");
+        let running = flotilla_apiserver::start(config, std::future::pending())
+            .await
+            .expect("server starts");
         println!("FLOTILLA_CHILD_URL={}", running.url);
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
@@ -40,7 +48,12 @@ fn crash_child_server() {
 fn spawn_child(dir: &std::path::Path) -> (Child, String) {
     let exe = std::env::current_exe().expect("current exe");
     let mut child = Command::new(exe)
-        .args(["--exact", "crash_child_server", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child_server",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -49,7 +62,10 @@ fn spawn_child(dir: &std::path::Path) -> (Child, String) {
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
     let url = loop {
-        let line = lines.next().expect("child printed its URL").expect("read line");
+        let line = lines
+            .next()
+            .expect("child printed its URL")
+            .expect("read line");
         // libtest prints "test crash_child_server ... " on the same line first.
         if let Some(at) = line.find("FLOTILLA_CHILD_URL=") {
             break line[at + "FLOTILLA_CHILD_URL=".len()..].trim().to_owned();
@@ -79,14 +95,27 @@ async fn kill_9_during_an_apply_storm_loses_no_acknowledged_object_and_watches_r
     let api: Api<ConfigMap> = Api::default_namespaced(client(&url));
 
     // A watch from "now" records every event and the last revision it saw.
-    let start_rv = api.list(&ListParams::default()).await.expect("list").metadata.resource_version.expect("list rv");
+    let start_rv = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("list rv");
     let seen: Arc<Mutex<(BTreeSet<String>, u64)>> = Arc::default();
     let watch_seen = Arc::clone(&seen);
-    let mut events = api.watch(&WatchParams::default(), &start_rv).await.expect("watch").boxed();
+    let mut events = api
+        .watch(&WatchParams::default(), &start_rv)
+        .await
+        .expect("watch")
+        .boxed();
     let watcher = tokio::spawn(async move {
         while let Ok(Some(ev)) = events.try_next().await {
             if let WatchEvent::Added(o) | WatchEvent::Modified(o) = ev {
-                let rv: u64 = o.resource_version().and_then(|r| r.parse().ok()).expect("numeric rv");
+                let rv: u64 = o
+                    .resource_version()
+                    .and_then(|r| r.parse().ok())
+                    .expect("numeric rv");
                 let mut s = watch_seen.lock().expect("lock");
                 s.0.insert(o.name_any());
                 s.1 = s.1.max(rv);
@@ -105,7 +134,11 @@ async fn kill_9_during_an_apply_storm_loses_no_acknowledged_object_and_watches_r
                 let acked = Arc::clone(&storm_acked);
                 async move {
                     let name = format!("storm-{i:04}");
-                    if api.patch(&name, &PatchParams::apply("storm"), &Patch::Apply(cm(i))).await.is_ok() {
+                    if api
+                        .patch(&name, &PatchParams::apply("storm"), &Patch::Apply(cm(i)))
+                        .await
+                        .is_ok()
+                    {
                         acked.lock().expect("lock").insert(name);
                     }
                 }
@@ -126,20 +159,42 @@ async fn kill_9_during_an_apply_storm_loses_no_acknowledged_object_and_watches_r
     let _ = watcher.await;
     let acked: BTreeSet<String> = acked.lock().expect("lock").clone();
     let (seen_before, last_rv) = seen.lock().expect("lock").clone();
-    eprintln!("killed with {} of {TOTAL} applies acknowledged; watch saw up to revision {last_rv}", acked.len());
-    assert!(acked.len() >= KILL_AFTER && acked.len() < TOTAL, "killed mid-storm ({} acknowledged)", acked.len());
+    eprintln!(
+        "killed with {} of {TOTAL} applies acknowledged; watch saw up to revision {last_rv}",
+        acked.len()
+    );
+    assert!(
+        acked.len() >= KILL_AFTER && acked.len() < TOTAL,
+        "killed mid-storm ({} acknowledged)",
+        acked.len()
+    );
 
     // Restart on the same data directory.
     let (mut child, url) = spawn_child(dir.path());
     let api: Api<ConfigMap> = Api::default_namespaced(client(&url));
-    let present: BTreeSet<String> =
-        api.list(&ListParams::default()).await.expect("list after restart").items.iter().map(ResourceExt::name_any).collect();
+    let present: BTreeSet<String> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list after restart")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
     let lost: Vec<&String> = acked.difference(&present).collect();
-    assert!(lost.is_empty(), "{} acknowledged objects lost: {:?}", lost.len(), lost.iter().take(5).collect::<Vec<_>>());
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged objects lost: {:?}",
+        lost.len(),
+        lost.iter().take(5).collect::<Vec<_>>()
+    );
 
     // Resume the watch from the last revision seen before the crash: nothing acknowledged is missed.
     let mut resumed = seen_before.clone();
-    let mut events = api.watch(&WatchParams::default(), &last_rv.to_string()).await.expect("resume watch").boxed();
+    let mut events = api
+        .watch(&WatchParams::default(), &last_rv.to_string())
+        .await
+        .expect("resume watch")
+        .boxed();
     while !acked.is_subset(&resumed) {
         match tokio::time::timeout(Duration::from_secs(10), events.try_next()).await {
             Ok(Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o)))) => {
@@ -155,10 +210,19 @@ async fn kill_9_during_an_apply_storm_loses_no_acknowledged_object_and_watches_r
     for i in 0..TOTAL {
         let name = format!("storm-{i:04}");
         if !present.contains(&name) {
-            api.patch(&name, &PatchParams::apply("storm"), &Patch::Apply(cm(i))).await.expect("apply after restart");
+            api.patch(&name, &PatchParams::apply("storm"), &Patch::Apply(cm(i)))
+                .await
+                .expect("apply after restart");
         }
     }
-    assert_eq!(api.list(&ListParams::default()).await.expect("list").items.len(), TOTAL);
+    assert_eq!(
+        api.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        TOTAL
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

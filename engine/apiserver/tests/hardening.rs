@@ -24,12 +24,25 @@ impl Server {
     }
 
     /// Send one request; the status code and the JSON body (`Value::Null` when not JSON).
-    async fn send(&self, method: &str, path: &str, content_type: &str, body: impl Into<Body>) -> (u16, Value) {
-        self.send_with(method, path, &[("content-type", content_type)], body).await
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Body>,
+    ) -> (u16, Value) {
+        self.send_with(method, path, &[("content-type", content_type)], body)
+            .await
     }
 
     /// [`Server::send`] with these headers.
-    async fn send_with(&self, method: &str, path: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> (u16, Value) {
+    async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Body>,
+    ) -> (u16, Value) {
         let mut req = Request::builder().method(method).uri(path);
         for (k, v) in headers {
             req = req.header(*k, *v);
@@ -37,13 +50,22 @@ impl Server {
         let req = req.body(body.into()).expect("request");
         let resp = self.router.clone().oneshot(req).await.expect("infallible");
         let code = resp.status().as_u16();
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("body");
         (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
     async fn create_configmap(&self, name: &str) {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "x".repeat(100)}});
-        let (code, body) = self.send("POST", "/api/v1/namespaces/default/configmaps", "application/json", cm.to_string()).await;
+        let (code, body) = self
+            .send(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                "application/json",
+                cm.to_string(),
+            )
+            .await;
         assert_eq!(code, 201, "{body}");
     }
 }
@@ -73,14 +95,33 @@ async fn json_patch_copy_bomb_is_refused_quickly() {
     let s = Server::new();
     s.create_configmap("bomb").await;
     let body = copy_bomb(20);
-    assert!(body.len() < 2048, "the attack is a 2 KB request ({} bytes)", body.len());
+    assert!(
+        body.len() < 2048,
+        "the attack is a 2 KB request ({} bytes)",
+        body.len()
+    );
     let started = Instant::now();
-    let got = s.send("PATCH", CM, "application/json-patch+json", body).await;
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    let got = s
+        .send("PATCH", CM, "application/json-patch+json", body)
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_status(&got, 422, "Invalid");
-    assert!(got.1["message"].as_str().unwrap_or_default().contains("accumulated size increase of copy"), "{}", got.1);
+    assert!(
+        got.1["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("accumulated size increase of copy"),
+        "{}",
+        got.1
+    );
     // Nothing was stored; a small copy still works.
-    let got = s.send("PATCH", CM, "application/json-patch+json", copy_bomb(3)).await;
+    let got = s
+        .send("PATCH", CM, "application/json-patch+json", copy_bomb(3))
+        .await;
     assert_eq!(got.0, 200, "{}", got.1);
 }
 
@@ -88,12 +129,33 @@ async fn json_patch_copy_bomb_is_refused_quickly() {
 async fn json_patch_with_too_many_operations_is_413() {
     let s = Server::new();
     s.create_configmap("bomb").await;
-    let ops: Vec<Value> = (0..10_001).map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"})).collect();
-    let got = s.send("PATCH", CM, "application/json-patch+json", Value::Array(ops).to_string()).await;
+    let ops: Vec<Value> = (0..10_001)
+        .map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"}))
+        .collect();
+    let got = s
+        .send(
+            "PATCH",
+            CM,
+            "application/json-patch+json",
+            Value::Array(ops).to_string(),
+        )
+        .await;
     assert_status(&got, 413, "RequestEntityTooLarge");
-    assert_eq!(got.1["message"], "The allowed maximum operations in a JSON patch is 10000, got 10001");
-    let ops: Vec<Value> = (0..10_000).map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"})).collect();
-    let got = s.send("PATCH", CM, "application/json-patch+json", Value::Array(ops).to_string()).await;
+    assert_eq!(
+        got.1["message"],
+        "The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    let ops: Vec<Value> = (0..10_000)
+        .map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"}))
+        .collect();
+    let got = s
+        .send(
+            "PATCH",
+            CM,
+            "application/json-patch+json",
+            Value::Array(ops).to_string(),
+        )
+        .await;
     assert_eq!(got.0, 200, "{}", got.1);
 }
 
@@ -108,7 +170,14 @@ async fn json_patch_moves_cannot_build_a_document_too_deep_to_drop() {
         ops.push(json!({"op": "move", "from": "/data/n", "path": "/data/w/n"}));
         ops.push(json!({"op": "move", "from": "/data/w", "path": "/data/n"}));
     }
-    let got = s.send("PATCH", CM, "application/json-patch+json", Value::Array(ops).to_string()).await;
+    let got = s
+        .send(
+            "PATCH",
+            CM,
+            "application/json-patch+json",
+            Value::Array(ops).to_string(),
+        )
+        .await;
     assert_status(&got, 422, "Invalid");
 }
 
@@ -116,9 +185,19 @@ async fn json_patch_moves_cannot_build_a_document_too_deep_to_drop() {
 async fn request_body_over_3_mib_is_413() {
     let s = Server::new();
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x".repeat(3 * 1024 * 1024)}});
-    let got = s.send("POST", "/api/v1/namespaces/default/configmaps", "application/json", cm.to_string()).await;
+    let got = s
+        .send(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            cm.to_string(),
+        )
+        .await;
     assert_status(&got, 413, "RequestEntityTooLarge");
-    assert_eq!(got.1["message"], "Request entity too large: limit is 3145728");
+    assert_eq!(
+        got.1["message"],
+        "Request entity too large: limit is 3145728"
+    );
 }
 
 #[tokio::test]
@@ -128,18 +207,52 @@ async fn patches_cannot_grow_an_object_past_the_object_limit() {
     let chunk = "z".repeat(1024 * 1024);
     // Each merge patch is under the body limit; together they would pass the object limit.
     for i in 0..2 {
-        let got = s.send("PATCH", CM, "application/merge-patch+json", json!({"data": {format!("m{i}"): chunk}}).to_string()).await;
+        let got = s
+            .send(
+                "PATCH",
+                CM,
+                "application/merge-patch+json",
+                json!({"data": {format!("m{i}"): chunk}}).to_string(),
+            )
+            .await;
         assert_eq!(got.0, 200, "{}", got.1);
     }
-    let got = s.send("PATCH", CM, "application/merge-patch+json", json!({"data": {"m2": chunk}}).to_string()).await;
+    let got = s
+        .send(
+            "PATCH",
+            CM,
+            "application/merge-patch+json",
+            json!({"data": {"m2": chunk}}).to_string(),
+        )
+        .await;
     assert_status(&got, 413, "RequestEntityTooLarge");
-    let got = s.send("PATCH", CM, "application/strategic-merge-patch+json", json!({"data": {"s": chunk}}).to_string()).await;
+    let got = s
+        .send(
+            "PATCH",
+            CM,
+            "application/strategic-merge-patch+json",
+            json!({"data": {"s": chunk}}).to_string(),
+        )
+        .await;
     assert_status(&got, 413, "RequestEntityTooLarge");
     let apply = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bomb"}, "data": {"s": chunk}});
-    let got = s.send("PATCH", &format!("{CM}?fieldManager=t"), "application/apply-patch+yaml", apply.to_string()).await;
+    let got = s
+        .send(
+            "PATCH",
+            &format!("{CM}?fieldManager=t"),
+            "application/apply-patch+yaml",
+            apply.to_string(),
+        )
+        .await;
     assert_status(&got, 413, "RequestEntityTooLarge");
-    let got =
-        s.send("PATCH", CM, "application/json-patch+json", json!([{"op": "add", "path": "/data/j", "value": chunk}]).to_string()).await;
+    let got = s
+        .send(
+            "PATCH",
+            CM,
+            "application/json-patch+json",
+            json!([{"op": "add", "path": "/data/j", "value": chunk}]).to_string(),
+        )
+        .await;
     assert_status(&got, 413, "RequestEntityTooLarge");
 }
 
@@ -160,14 +273,36 @@ async fn deeply_nested_yaml_is_refused_before_parsing() {
     for attack in attacks {
         let got = attack.await.expect("task");
         assert_status(&got, 400, "BadRequest");
-        assert!(got.1["message"].as_str().unwrap_or_default().contains("nest deeper than 100"), "{}", got.1);
+        assert!(
+            got.1["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("nest deeper than 100"),
+            "{}",
+            got.1
+        );
     }
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     // Closing brackets inside quoted scalars close nothing.
     let hidden = format!("a: {}", "[ \"]\", ".repeat(200));
-    assert_status(&s.send("POST", CMS, "application/yaml", hidden).await, 400, "BadRequest");
+    assert_status(
+        &s.send("POST", CMS, "application/yaml", hidden).await,
+        400,
+        "BadRequest",
+    );
     // Apply patches take the same path.
-    let got = s.send("PATCH", &format!("{CM}?fieldManager=t"), "application/apply-patch+yaml", bomb).await;
+    let got = s
+        .send(
+            "PATCH",
+            &format!("{CM}?fieldManager=t"),
+            "application/apply-patch+yaml",
+            bomb,
+        )
+        .await;
     assert_status(&got, 400, "BadRequest");
 }
 
@@ -175,8 +310,17 @@ async fn deeply_nested_yaml_is_refused_before_parsing() {
 async fn bodies_nested_deeper_than_100_levels_are_400() {
     let s = Server::new();
     let nested = |d: usize| format!("{}{}", "[".repeat(d), "]".repeat(d));
-    let cm = |d: usize| format!(r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "deep"}}, "x": {}}}"#, nested(d));
-    assert_status(&s.send("POST", CMS, "application/json", cm(100)).await, 400, "BadRequest");
+    let cm = |d: usize| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "deep"}}, "x": {}}}"#,
+            nested(d)
+        )
+    };
+    assert_status(
+        &s.send("POST", CMS, "application/json", cm(100)).await,
+        400,
+        "BadRequest",
+    );
     let got = s.send("POST", CMS, "application/json", cm(90)).await;
     assert_eq!(got.0, 201, "{}", got.1);
 }
@@ -195,7 +339,9 @@ async fn ordinary_yaml_still_decodes() {
 #[tokio::test]
 async fn writes_accept_only_kubernetes_media_types() {
     let s = Server::new();
-    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string();
+    let cm = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()
+    };
     for ct in [
         "text/plain",
         "text/plain;charset=UTF-8",
@@ -206,30 +352,82 @@ async fn writes_accept_only_kubernetes_media_types() {
         let got = s.send("POST", CMS, ct, cm("a")).await;
         assert_status(&got, 415, "UnsupportedMediaType");
     }
-    for (i, ct) in ["application/json", "application/json; charset=utf-8", "application/yaml"].into_iter().enumerate() {
-        assert_eq!(s.send("POST", CMS, ct, cm(&format!("ok-{i}"))).await.0, 201, "{ct}");
+    for (i, ct) in [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/yaml",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(
+            s.send("POST", CMS, ct, cm(&format!("ok-{i}"))).await.0,
+            201,
+            "{ct}"
+        );
     }
     // No Content-Type is JSON, as in kube-apiserver.
     assert_eq!(s.send_with("POST", CMS, &[], cm("none")).await.0, 201);
     let one = format!("{CMS}/none");
-    assert_status(&s.send("PUT", &one, "text/plain", cm("none")).await, 415, "UnsupportedMediaType");
-    assert_status(&s.send("PATCH", &one, "text/plain", "{}").await, 415, "UnsupportedMediaType");
-    assert_status(&s.send("PATCH", &one, "application/json", "{}").await, 415, "UnsupportedMediaType");
-    assert_status(&s.send("DELETE", &one, "text/plain", r#"{"propagationPolicy":"Background"}"#).await, 415, "UnsupportedMediaType");
+    assert_status(
+        &s.send("PUT", &one, "text/plain", cm("none")).await,
+        415,
+        "UnsupportedMediaType",
+    );
+    assert_status(
+        &s.send("PATCH", &one, "text/plain", "{}").await,
+        415,
+        "UnsupportedMediaType",
+    );
+    assert_status(
+        &s.send("PATCH", &one, "application/json", "{}").await,
+        415,
+        "UnsupportedMediaType",
+    );
+    assert_status(
+        &s.send(
+            "DELETE",
+            &one,
+            "text/plain",
+            r#"{"propagationPolicy":"Background"}"#,
+        )
+        .await,
+        415,
+        "UnsupportedMediaType",
+    );
     // Strategic merge patch is for built-in kinds only.
     let pp = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/p";
-    let got = s.send("PATCH", pp, "application/strategic-merge-patch+json", "{}").await;
+    let got = s
+        .send("PATCH", pp, "application/strategic-merge-patch+json", "{}")
+        .await;
     assert_status(&got, 415, "UnsupportedMediaType");
-    let accepted =
-        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/apply-patch+json (got";
-    assert!(got.1["message"].as_str().unwrap_or_default().contains(accepted), "{}", got.1);
-    assert_eq!(s.send("DELETE", &one, "application/json", r#"{"propagationPolicy":"Background"}"#).await.0, 200);
+    let accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/apply-patch+json (got";
+    assert!(
+        got.1["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(accepted),
+        "{}",
+        got.1
+    );
+    assert_eq!(
+        s.send(
+            "DELETE",
+            &one,
+            "application/json",
+            r#"{"propagationPolicy":"Background"}"#
+        )
+        .await
+        .0,
+        200
+    );
 }
 
 #[tokio::test]
 async fn cross_origin_browser_requests_are_403() {
     let s = Server::new();
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "csrf"}}).to_string();
+    let cm =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "csrf"}}).to_string();
     let json = ("content-type", "application/json");
     let host = ("host", "127.0.0.1:6443");
     for extra in [
@@ -240,19 +438,41 @@ async fn cross_origin_browser_requests_are_403() {
         [("sec-fetch-site", "same-site"), host],
     ] {
         let headers = [json, extra[0], extra[1]];
-        assert_status(&s.send_with("POST", CMS, &headers, cm.clone()).await, 403, "Forbidden");
-        assert_status(&s.send_with("GET", CMS, &headers, Body::empty()).await, 403, "Forbidden");
+        assert_status(
+            &s.send_with("POST", CMS, &headers, cm.clone()).await,
+            403,
+            "Forbidden",
+        );
+        assert_status(
+            &s.send_with("GET", CMS, &headers, Body::empty()).await,
+            403,
+            "Forbidden",
+        );
     }
     // The server's own origin, and a navigation the user typed, pass.
-    let own = [json, ("origin", "http://127.0.0.1:6443"), host, ("sec-fetch-site", "same-origin")];
+    let own = [
+        json,
+        ("origin", "http://127.0.0.1:6443"),
+        host,
+        ("sec-fetch-site", "same-origin"),
+    ];
     assert_eq!(s.send_with("POST", CMS, &own, cm).await.0, 201);
-    assert_eq!(s.send_with("GET", CMS, &[("sec-fetch-site", "none")], Body::empty()).await.0, 200);
+    assert_eq!(
+        s.send_with("GET", CMS, &[("sec-fetch-site", "none")], Body::empty())
+            .await
+            .0,
+        200
+    );
 }
 
 #[cfg(unix)]
 fn mode(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    std::fs::metadata(path)
+        .expect("metadata")
+        .permissions()
+        .mode()
+        & 0o777
 }
 
 #[cfg(unix)]
@@ -289,7 +509,11 @@ async fn the_store_credentials_and_kubeconfig_are_owner_only() {
         for d in [data.clone(), data.join("store"), data.join("pki")] {
             assert_eq!(mode(&d), 0o700, "{}", d.display());
         }
-        for f in [data.join("store/flotilla.redb"), data.join("pki/server.key"), data.join("pki/token")] {
+        for f in [
+            data.join("store/flotilla.redb"),
+            data.join("pki/server.key"),
+            data.join("pki/token"),
+        ] {
             assert_eq!(mode(&f), 0o600, "{}", f.display());
         }
     };
@@ -307,14 +531,24 @@ async fn the_store_credentials_and_kubeconfig_are_owner_only() {
     check();
 
     let existing = dir.path().join("kubeconfig");
-    std::fs::write(&existing, "old contents that are longer than the new ones ".repeat(200)).expect("write");
+    std::fs::write(
+        &existing,
+        "old contents that are longer than the new ones ".repeat(200),
+    )
+    .expect("write");
     chmod(&existing, 0o644);
     flotilla_apiserver::tls::write_kubeconfig(&existing, &running.kubeconfig).expect("kubeconfig");
     assert_eq!(mode(&existing), 0o600);
-    assert_eq!(std::fs::read_to_string(&existing).expect("read"), running.kubeconfig);
+    assert_eq!(
+        std::fs::read_to_string(&existing).expect("read"),
+        running.kubeconfig
+    );
     let fresh = dir.path().join("new/dir/kubeconfig");
     flotilla_apiserver::tls::write_kubeconfig(&fresh, &running.kubeconfig).expect("kubeconfig");
-    assert_eq!((mode(&fresh), mode(fresh.parent().expect("parent"))), (0o600, 0o700));
+    assert_eq!(
+        (mode(&fresh), mode(fresh.parent().expect("parent"))),
+        (0o600, 0o700)
+    );
     let _ = stop.send(());
     let _ = running.task.await;
 }
@@ -332,36 +566,86 @@ fn deployment(name: &str, replicas: Value, labels: Value) -> String {
 async fn invalid_replicas_and_labels_are_422() {
     let s = Server::new();
     for (replicas, labels, field) in [
-        (json!(9_223_372_036_854_775_808u64), json!({}), "spec.replicas"),
+        (
+            json!(9_223_372_036_854_775_808u64),
+            json!({}),
+            "spec.replicas",
+        ),
         (json!(-5), json!({}), "spec.replicas"),
         (json!(1), json!({"a": 5}), "metadata.labels[a]"),
         (json!(1), json!({"a": ["x"]}), "metadata.labels[a]"),
         (json!(1), json!({"bad key": "x"}), "metadata.labels"),
     ] {
-        let got = s.send("POST", DEPLOYS, "application/json", deployment("w", replicas, labels)).await;
+        let got = s
+            .send(
+                "POST",
+                DEPLOYS,
+                "application/json",
+                deployment("w", replicas, labels),
+            )
+            .await;
         assert_status(&got, 422, "Invalid");
         assert_eq!(got.1["details"]["causes"][0]["field"], field, "{}", got.1);
         assert!(
             got.1["message"]
                 .as_str()
                 .unwrap_or_default()
-                .starts_with(&format!("Deployment.apps \"w\" is invalid: {field}: Invalid value: "))
+                .starts_with(&format!(
+                    "Deployment.apps \"w\" is invalid: {field}: Invalid value: "
+                ))
         );
     }
-    let got = s.send("POST", CMS, "application/json", json!({"metadata": {"name": "c", "labels": {"a": 5}}}).to_string()).await;
+    let got = s
+        .send(
+            "POST",
+            CMS,
+            "application/json",
+            json!({"metadata": {"name": "c", "labels": {"a": 5}}}).to_string(),
+        )
+        .await;
     assert_status(&got, 422, "Invalid");
-    let got = s.send("POST", DEPLOYS, "application/json", deployment("w", json!(2), json!({"app": "w"}))).await;
+    let got = s
+        .send(
+            "POST",
+            DEPLOYS,
+            "application/json",
+            deployment("w", json!(2), json!({"app": "w"})),
+        )
+        .await;
     assert_eq!(got.0, 201, "{}", got.1);
     let w = format!("{DEPLOYS}/w");
     for (ct, patch) in [
-        ("application/merge-patch+json", json!({"spec": {"replicas": -1}})),
-        ("application/json-patch+json", json!([{"op": "replace", "path": "/spec/replicas", "value": 4_294_967_296u64}])),
-        ("application/strategic-merge-patch+json", json!({"metadata": {"labels": {"app": 1}}})),
+        (
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": -1}}),
+        ),
+        (
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/spec/replicas", "value": 4_294_967_296u64}]),
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            json!({"metadata": {"labels": {"app": 1}}}),
+        ),
     ] {
-        assert_status(&s.send("PATCH", &w, ct, patch.to_string()).await, 422, "Invalid");
+        assert_status(
+            &s.send("PATCH", &w, ct, patch.to_string()).await,
+            422,
+            "Invalid",
+        );
     }
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"parallelism": -1, "template": {}}});
-    assert_status(&s.send("POST", "/apis/batch/v1/namespaces/default/jobs", "application/json", job.to_string()).await, 422, "Invalid");
+    assert_status(
+        &s.send(
+            "POST",
+            "/apis/batch/v1/namespaces/default/jobs",
+            "application/json",
+            job.to_string(),
+        )
+        .await,
+        422,
+        "Invalid",
+    );
 }
 
 #[tokio::test]
@@ -377,14 +661,39 @@ async fn crds_cannot_take_over_built_in_groups() {
     for (name, group, plural) in [
         ("deployments.apps", "apps", "deployments"),
         ("things.apps", "apps", "things"),
-        ("ingresses.networking.k8s.io", "networking.k8s.io", "ingresses"),
+        (
+            "ingresses.networking.k8s.io",
+            "networking.k8s.io",
+            "ingresses",
+        ),
         ("pods", "", "pods"),
         ("things.example.com", "example.com", "others"),
     ] {
-        assert_status(&s.send("POST", crds, "application/json", crd(name, group, plural)).await, 422, "Invalid");
+        assert_status(
+            &s.send("POST", crds, "application/json", crd(name, group, plural))
+                .await,
+            422,
+            "Invalid",
+        );
     }
-    assert_eq!(s.send("GET", "/apis/apps/v2", "application/json", Body::empty()).await.0, 404, "apps/v2 is not served");
-    assert_eq!(s.send("POST", crds, "application/json", crd("things.example.com", "example.com", "things")).await.0, 201);
+    assert_eq!(
+        s.send("GET", "/apis/apps/v2", "application/json", Body::empty())
+            .await
+            .0,
+        404,
+        "apps/v2 is not served"
+    );
+    assert_eq!(
+        s.send(
+            "POST",
+            crds,
+            "application/json",
+            crd("things.example.com", "example.com", "things")
+        )
+        .await
+        .0,
+        201
+    );
 }
 
 #[tokio::test]
@@ -398,21 +707,66 @@ async fn records_that_no_longer_decode_are_skipped_not_fatal() {
         deep = json!([deep]);
     }
     let bad = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad", "namespace": "default"}, "data": deep});
-    for key in ["/@/core/configmaps/default/bad", "/@/apiextensions.k8s.io/customresourcedefinitions/bad.example.com"] {
-        store.write(key.into(), Op::Put(bad.clone()), Precondition::Absent).await.expect("write");
+    for key in [
+        "/@/core/configmaps/default/bad",
+        "/@/apiextensions.k8s.io/customresourcedefinitions/bad.example.com",
+    ] {
+        store
+            .write(key.into(), Op::Put(bad.clone()), Precondition::Absent)
+            .await
+            .expect("write");
     }
     let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "good", "namespace": "default"}});
-    store.write("/@/core/configmaps/default/good".into(), Op::Put(good), Precondition::Absent).await.expect("write");
+    store
+        .write(
+            "/@/core/configmaps/default/good".into(),
+            Op::Put(good),
+            Precondition::Absent,
+        )
+        .await
+        .expect("write");
     // A fresh server (start-up lists every CRD) serves lists and watches without the bad record.
-    let s = Server { router: ApiServer::new(store, ServerOptions::default()).router(), _dir: dir };
+    let s = Server {
+        router: ApiServer::new(store, ServerOptions::default()).router(),
+        _dir: dir,
+    };
     let got = s.send("GET", CMS, "application/json", Body::empty()).await;
     assert_eq!(got.0, 200, "{}", got.1);
-    let names: Vec<&str> = got.1["items"].as_array().expect("items").iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    let names: Vec<&str> = got.1["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
     assert_eq!(names, ["good"]);
-    assert_eq!(s.send("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "", Body::empty()).await.0, 200);
-    let req = Request::builder().uri(format!("{CMS}?watch=true&resourceVersion=1&timeoutSeconds=1")).body(Body::empty()).expect("request");
+    assert_eq!(
+        s.send(
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "",
+            Body::empty()
+        )
+        .await
+        .0,
+        200
+    );
+    let req = Request::builder()
+        .uri(format!(
+            "{CMS}?watch=true&resourceVersion=1&timeoutSeconds=1"
+        ))
+        .body(Body::empty())
+        .expect("request");
     let resp = s.router.clone().oneshot(req).await.expect("infallible");
     assert_eq!(resp.status().as_u16(), 200);
-    let text = String::from_utf8(axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
-    assert!(text.contains("\"good\"") && !text.contains("\"bad\""), "{text}");
+    let text = String::from_utf8(
+        axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("body")
+            .to_vec(),
+    )
+    .expect("utf-8");
+    assert!(
+        text.contains("\"good\"") && !text.contains("\"bad\""),
+        "{text}"
+    );
 }

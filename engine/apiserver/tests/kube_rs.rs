@@ -19,45 +19,80 @@ use flotilla_apiserver::{ApiServer, ServerOptions, Store};
 fn in_process() -> (Client, Arc<ApiServer>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store opens");
-    let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
+    let server = ApiServer::new(
+        store,
+        ServerOptions {
+            bookmark_interval: Duration::from_millis(200),
+            ..ServerOptions::default()
+        },
+    );
     (Client::new(server.router(), "default"), server, dir)
 }
 
 fn cm(name: &str, data: &str) -> ConfigMap {
     ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
         data: Some(BTreeMap::from([("k".to_owned(), data.to_owned())])),
         ..Default::default()
     }
 }
 
-async fn next_event(stream: &mut (impl futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin)) -> watcher::Event<ConfigMap> {
-    tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.expect("event in time").expect("no error").expect("stream open")
+async fn next_event(
+    stream: &mut (
+             impl futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin
+         ),
+) -> watcher::Event<ConfigMap> {
+    tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .expect("event in time")
+        .expect("no error")
+        .expect("stream open")
 }
 
 #[tokio::test]
 async fn watcher_lists_then_follows_creates_updates_and_deletes_in_process() {
     let (client, _server, _dir) = in_process();
     let api: Api<ConfigMap> = Api::default_namespaced(client);
-    api.create(&PostParams::default(), &cm("a", "1")).await.expect("create a");
+    api.create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .expect("create a");
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    assert!(matches!(next_event(&mut stream).await, watcher::Event::Init));
+    assert!(matches!(
+        next_event(&mut stream).await,
+        watcher::Event::Init
+    ));
     match next_event(&mut stream).await {
         watcher::Event::InitApply(o) => assert_eq!(o.name_any(), "a"),
         other => panic!("expected InitApply(a), got {other:?}"),
     }
-    assert!(matches!(next_event(&mut stream).await, watcher::Event::InitDone));
-    api.create(&PostParams::default(), &cm("b", "1")).await.expect("create b");
+    assert!(matches!(
+        next_event(&mut stream).await,
+        watcher::Event::InitDone
+    ));
+    api.create(&PostParams::default(), &cm("b", "1"))
+        .await
+        .expect("create b");
     match next_event(&mut stream).await {
         watcher::Event::Apply(o) => assert_eq!(o.name_any(), "b"),
         other => panic!("expected Apply(b), got {other:?}"),
     }
-    api.patch("b", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": "2"}}))).await.expect("patch b");
+    api.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {"k": "2"}})),
+    )
+    .await
+    .expect("patch b");
     match next_event(&mut stream).await {
         watcher::Event::Apply(o) => assert_eq!(o.data.expect("data")["k"], "2"),
         other => panic!("expected Apply(b'), got {other:?}"),
     }
-    api.delete("a", &DeleteParams::default()).await.expect("delete a");
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete a");
     match next_event(&mut stream).await {
         watcher::Event::Delete(o) => assert_eq!(o.name_any(), "a"),
         other => panic!("expected Delete(a), got {other:?}"),
@@ -68,19 +103,53 @@ async fn watcher_lists_then_follows_creates_updates_and_deletes_in_process() {
 async fn no_op_writes_keep_the_resource_version_and_status_writes_keep_generation() {
     let (client, _server, _dir) = in_process();
     let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let created = api.create(&PostParams::default(), &cm("same", "1")).await.expect("create");
-    let replaced = api.replace("same", &PostParams::default(), &created).await.expect("replace");
+    let created = api
+        .create(&PostParams::default(), &cm("same", "1"))
+        .await
+        .expect("create");
+    let replaced = api
+        .replace("same", &PostParams::default(), &created)
+        .await
+        .expect("replace");
     assert_eq!(created.resource_version(), replaced.resource_version());
-    let patched = api.patch("same", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": "1"}}))).await.expect("patch");
+    let patched = api
+        .patch(
+            "same",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"k": "1"}})),
+        )
+        .await
+        .expect("patch");
     assert_eq!(created.resource_version(), patched.resource_version());
     // Stale resourceVersion on replace is a 409 Conflict.
-    api.patch("same", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": "2"}}))).await.expect("patch");
-    let err = api.replace("same", &PostParams::default(), &created).await.expect_err("stale replace fails");
-    assert!(matches!(err, kube::Error::Api(ref s) if s.is_conflict()), "{err:?}");
-    let err = api.create(&PostParams::default(), &cm("same", "1")).await.expect_err("duplicate create fails");
-    assert!(matches!(err, kube::Error::Api(ref s) if s.is_already_exists()), "{err:?}");
+    api.patch(
+        "same",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {"k": "2"}})),
+    )
+    .await
+    .expect("patch");
+    let err = api
+        .replace("same", &PostParams::default(), &created)
+        .await
+        .expect_err("stale replace fails");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.is_conflict()),
+        "{err:?}"
+    );
+    let err = api
+        .create(&PostParams::default(), &cm("same", "1"))
+        .await
+        .expect_err("duplicate create fails");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.is_already_exists()),
+        "{err:?}"
+    );
     let err = api.get("missing").await.expect_err("missing");
-    assert!(matches!(err, kube::Error::Api(ref s) if s.is_not_found()), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.is_not_found()),
+        "{err:?}"
+    );
 
     use k8s_openapi::api::apps::v1::Deployment;
     let deploys: Api<Deployment> = Api::default_namespaced(client);
@@ -88,14 +157,35 @@ async fn no_op_writes_keep_the_resource_version_and_status_writes_keep_generatio
         "metadata": {"name": "d"},
         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
     })).expect("deployment");
-    let d = deploys.create(&PostParams::default(), &d).await.expect("create deployment");
+    let d = deploys
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create deployment");
     assert_eq!(d.metadata.generation, Some(1));
-    let s = deploys.patch_status("d", &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": {"replicas": 1}}))).await.expect("status");
+    let s = deploys
+        .patch_status(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"replicas": 1}})),
+        )
+        .await
+        .expect("status");
     assert_eq!(s.metadata.generation, Some(1));
     assert_eq!(s.status.and_then(|st| st.replicas), Some(1));
-    let spec = deploys.patch("d", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 3}, "status": {"replicas": 9}}))).await.expect("spec");
+    let spec = deploys
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 3}, "status": {"replicas": 9}})),
+        )
+        .await
+        .expect("spec");
     assert_eq!(spec.metadata.generation, Some(2));
-    assert_eq!(spec.status.and_then(|st| st.replicas), Some(1), "the main resource ignores status");
+    assert_eq!(
+        spec.status.and_then(|st| st.replicas),
+        Some(1),
+        "the main resource ignores status"
+    );
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,13 +202,22 @@ async fn controller_with_finalizer_reconciles_and_cleans_up_in_process() {
 async fn controller_with_finalizer_reconciles_and_cleans_up_over_tls() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = flotilla_apiserver::start(flotilla_apiserver::Config::new(dir.path().join("data")), async move {
-        let _ = stopped.await;
-    })
+    let running = flotilla_apiserver::start(
+        flotilla_apiserver::Config::new(dir.path().join("data")),
+        async move {
+            let _ = stopped.await;
+        },
+    )
     .await
     .expect("starts");
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&running.kubeconfig).expect("kubeconfig parses");
-    let cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&running.kubeconfig).expect("kubeconfig parses");
+    let cfg = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
     controller_with_finalizer(Client::try_from(cfg).expect("client")).await;
     let _ = stop.send(());
 }
@@ -149,13 +248,20 @@ async fn controller_with_finalizer(client: Client) {
             .for_each(|_| async {})
             .await;
     });
-    api.create(&PostParams::default(), &cm("ctl", "1")).await.expect("create");
+    api.create(&PostParams::default(), &cm("ctl", "1"))
+        .await
+        .expect("create");
     let reconciled = wait_for(&api, "ctl", |o| {
-        o.as_ref().is_some_and(|o| o.labels().get("reconciled").is_some_and(|v| v == "true") && o.finalizers().iter().any(|f| f == "flotilla.test/cleanup"))
+        o.as_ref().is_some_and(|o| {
+            o.labels().get("reconciled").is_some_and(|v| v == "true")
+                && o.finalizers().iter().any(|f| f == "flotilla.test/cleanup")
+        })
     })
     .await;
     assert!(reconciled, "controller added its finalizer and label");
-    api.delete("ctl", &DeleteParams::default()).await.expect("delete");
+    api.delete("ctl", &DeleteParams::default())
+        .await
+        .expect("delete");
     let gone = wait_for(&api, "ctl", |o| o.is_none()).await;
     assert!(gone, "the finalizer was removed and the object deleted");
     handle.abort();
@@ -165,7 +271,11 @@ fn api_for_ctx(client: &Client) -> Api<ConfigMap> {
     Api::default_namespaced(client.clone())
 }
 
-async fn wait_for(api: &Api<ConfigMap>, name: &str, pred: impl Fn(&Option<ConfigMap>) -> bool) -> bool {
+async fn wait_for(
+    api: &Api<ConfigMap>,
+    name: &str,
+    pred: impl Fn(&Option<ConfigMap>) -> bool,
+) -> bool {
     for _ in 0..100 {
         let cur = api.get_opt(name).await.expect("get");
         if pred(&cur) {
@@ -180,13 +290,33 @@ async fn wait_for(api: &Api<ConfigMap>, name: &str, pred: impl Fn(&Option<Config
 async fn watch_from_a_compacted_revision_gets_an_in_stream_410() {
     let (client, server, _dir) = in_process();
     let api: Api<ConfigMap> = Api::default_namespaced(client);
-    let first = api.create(&PostParams::default(), &cm("c1", "1")).await.expect("create");
+    let first = api
+        .create(&PostParams::default(), &cm("c1", "1"))
+        .await
+        .expect("create");
     for i in 0..5 {
-        api.patch("c1", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": i.to_string()}}))).await.expect("patch");
+        api.patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"k": i.to_string()}})),
+        )
+        .await
+        .expect("patch");
     }
     server.store().compact(1).await.expect("compact");
-    let mut events = api.watch(&WatchParams::default(), &first.resource_version().expect("rv")).await.expect("watch starts").boxed();
-    let ev = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("in time").expect("an event").expect("decodes");
+    let mut events = api
+        .watch(
+            &WatchParams::default(),
+            &first.resource_version().expect("rv"),
+        )
+        .await
+        .expect("watch starts")
+        .boxed();
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("in time")
+        .expect("an event")
+        .expect("decodes");
     match ev {
         WatchEvent::Error(status) => assert_eq!(status.code, 410),
         other => panic!("expected ERROR 410, got {other:?}"),
@@ -197,19 +327,35 @@ async fn watch_from_a_compacted_revision_gets_an_in_stream_410() {
 async fn watch_resumes_from_a_resource_version_and_gets_bookmarks() {
     let (client, _server, _dir) = in_process();
     let api: Api<ConfigMap> = Api::default_namespaced(client);
-    let a = api.create(&PostParams::default(), &cm("r1", "1")).await.expect("create");
-    api.create(&PostParams::default(), &cm("r2", "1")).await.expect("create");
-    let mut events = api.watch(&WatchParams::default(), &a.resource_version().expect("rv")).await.expect("watch").boxed();
+    let a = api
+        .create(&PostParams::default(), &cm("r1", "1"))
+        .await
+        .expect("create");
+    api.create(&PostParams::default(), &cm("r2", "1"))
+        .await
+        .expect("create");
+    let mut events = api
+        .watch(&WatchParams::default(), &a.resource_version().expect("rv"))
+        .await
+        .expect("watch")
+        .boxed();
     match events.next().await.expect("event").expect("ok") {
-        WatchEvent::Added(o) => assert_eq!(o.name_any(), "r2", "only changes after the RV are replayed"),
+        WatchEvent::Added(o) => {
+            assert_eq!(o.name_any(), "r2", "only changes after the RV are replayed")
+        }
         other => panic!("expected ADDED r2, got {other:?}"),
     }
-    let bookmark = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("bookmark in time").expect("event").expect("ok");
+    let bookmark = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("bookmark in time")
+        .expect("event")
+        .expect("ok");
     assert!(matches!(bookmark, WatchEvent::Bookmark(_)), "{bookmark:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kube_client_works_over_tls_with_the_generated_kubeconfig_and_logical_clusters_are_isolated() {
+async fn kube_client_works_over_tls_with_the_generated_kubeconfig_and_logical_clusters_are_isolated()
+ {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = flotilla_apiserver::Config::new(dir.path().join("data"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -219,33 +365,75 @@ async fn kube_client_works_over_tls_with_the_generated_kubeconfig_and_logical_cl
     .await
     .expect("starts");
     assert!(running.url.starts_with("https://127.0.0.1:"));
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&running.kubeconfig).expect("kubeconfig parses");
-    let cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&running.kubeconfig).expect("kubeconfig parses");
+    let cfg = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
     let client = Client::try_from(cfg.clone()).expect("client");
     let root: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    root.create(&PostParams::default(), &cm("shared-name", "root")).await.expect("create over TLS");
+    root.create(&PostParams::default(), &cm("shared-name", "root"))
+        .await
+        .expect("create over TLS");
 
     let mut member_cfg = cfg.clone();
-    member_cfg.cluster_url = format!("{}/clusters/member1", running.url).parse().expect("url");
-    let member: Api<ConfigMap> = Api::default_namespaced(Client::try_from(member_cfg).expect("member client"));
-    assert!(member.get_opt("shared-name").await.expect("get").is_none(), "member1 has its own keyspace");
-    member.create(&PostParams::default(), &cm("shared-name", "member")).await.expect("create in member1");
-    assert_eq!(root.get("shared-name").await.expect("get").data.expect("data")["k"], "root");
+    member_cfg.cluster_url = format!("{}/clusters/member1", running.url)
+        .parse()
+        .expect("url");
+    let member: Api<ConfigMap> =
+        Api::default_namespaced(Client::try_from(member_cfg).expect("member client"));
+    assert!(
+        member.get_opt("shared-name").await.expect("get").is_none(),
+        "member1 has its own keyspace"
+    );
+    member
+        .create(&PostParams::default(), &cm("shared-name", "member"))
+        .await
+        .expect("create in member1");
+    assert_eq!(
+        root.get("shared-name")
+            .await
+            .expect("get")
+            .data
+            .expect("data")["k"],
+        "root"
+    );
 
     // A watcher over TLS sees a change.
-    let mut stream = watcher(root.clone(), watcher::Config::default()).applied_objects().boxed();
-    let first = tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.expect("in time").expect("ok").expect("item");
+    let mut stream = watcher(root.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .expect("in time")
+        .expect("ok")
+        .expect("item");
     assert_eq!(first.name_any(), "shared-name");
-    root.create(&PostParams::default(), &cm("later", "1")).await.expect("create");
-    let next = tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.expect("in time").expect("ok").expect("item");
+    root.create(&PostParams::default(), &cm("later", "1"))
+        .await
+        .expect("create");
+    let next = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .expect("in time")
+        .expect("ok")
+        .expect("item");
     assert_eq!(next.name_any(), "later");
 
     // Without the token: 401.
     let mut anon = cfg;
     anon.auth_info = Default::default();
     let anon: Api<ConfigMap> = Api::default_namespaced(Client::try_from(anon).expect("client"));
-    let err = anon.list(&Default::default()).await.expect_err("unauthenticated");
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 401), "{err:?}");
+    let err = anon
+        .list(&Default::default())
+        .await
+        .expect_err("unauthenticated");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 401),
+        "{err:?}"
+    );
     let _ = stop.send(());
 }
 
@@ -266,41 +454,89 @@ async fn custom_resource_definitions_become_established_and_serve_their_kind() {
                                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     }))
     .expect("crd");
-    crds.create(&PostParams::default(), &crd).await.expect("create crd");
-    tokio::time::timeout(Duration::from_secs(10), await_condition(crds, "schedulerplugins.flotilla.dev", conditions::is_crd_established()))
+    crds.create(&PostParams::default(), &crd)
         .await
-        .expect("in time")
-        .expect("established");
+        .expect("create crd");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        await_condition(
+            crds,
+            "schedulerplugins.flotilla.dev",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("in time")
+    .expect("established");
 
-    let discovery = kube::Discovery::new(client.clone()).run().await.expect("discovery");
-    let (ar, caps) = discovery.resolve_gvk(&GroupVersionKind::gvk("flotilla.dev", "v1alpha1", "SchedulerPlugin")).expect("discovered");
+    let discovery = kube::Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let (ar, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk(
+            "flotilla.dev",
+            "v1alpha1",
+            "SchedulerPlugin",
+        ))
+        .expect("discovered");
     assert_eq!(ar.plural, "schedulerplugins");
-    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "status"), "status subresource advertised");
+    assert!(
+        caps.subresources.iter().any(|(s, _)| s.plural == "status"),
+        "status subresource advertised"
+    );
 
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ApiResource::from_gvk(&GroupVersionKind::gvk("flotilla.dev", "v1alpha1", "SchedulerPlugin")));
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        "default",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "flotilla.dev",
+            "v1alpha1",
+            "SchedulerPlugin",
+        )),
+    );
     let obj: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerPlugin", "metadata": {"name": "spread"}, "spec": {"weight": 3}
     }))
     .expect("object");
-    api.create(&PostParams::default(), &obj).await.expect("create custom object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create custom object");
     let got = api.get("spread").await.expect("get custom object");
     assert_eq!(got.data["spec"]["weight"], 3);
-    assert_eq!(api.list(&Default::default()).await.expect("list").items.len(), 1);
+    assert_eq!(
+        api.list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
 async fn streaming_list_watcher_gets_initial_events_and_the_end_bookmark() {
     let (client, _server, _dir) = in_process();
     let api: Api<ConfigMap> = Api::default_namespaced(client);
-    api.create(&PostParams::default(), &cm("s1", "1")).await.expect("create");
+    api.create(&PostParams::default(), &cm("s1", "1"))
+        .await
+        .expect("create");
     let mut stream = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
-    assert!(matches!(next_event(&mut stream).await, watcher::Event::Init));
+    assert!(matches!(
+        next_event(&mut stream).await,
+        watcher::Event::Init
+    ));
     match next_event(&mut stream).await {
         watcher::Event::InitApply(o) => assert_eq!(o.name_any(), "s1"),
         other => panic!("expected InitApply(s1), got {other:?}"),
     }
-    assert!(matches!(next_event(&mut stream).await, watcher::Event::InitDone));
-    api.create(&PostParams::default(), &cm("s2", "1")).await.expect("create");
+    assert!(matches!(
+        next_event(&mut stream).await,
+        watcher::Event::InitDone
+    ));
+    api.create(&PostParams::default(), &cm("s2", "1"))
+        .await
+        .expect("create");
     match next_event(&mut stream).await {
         watcher::Event::Apply(o) => assert_eq!(o.name_any(), "s2"),
         other => panic!("expected Apply(s2), got {other:?}"),

@@ -55,7 +55,11 @@ fn bench(c: &mut Criterion) {
             ExpressionKind::ClusterSelector,
             "quantity(cluster.status.resourceSummary.allocatable.cpu).isGreaterThan(quantity('4')) && cluster.spec.region in ['eu-west', 'us-east']",
         ),
-        ("score", ExpressionKind::Score, "int(clusterLabels[?'example.com/priority'].orValue('0'))"),
+        (
+            "score",
+            ExpressionKind::Score,
+            "int(clusterLabels[?'example.com/priority'].orValue('0'))",
+        ),
         (
             "override_value",
             ExpressionKind::Value,
@@ -66,15 +70,27 @@ fn bench(c: &mut Criterion) {
             ExpressionKind::MergePatch,
             "{'spec': {'replicas': cluster.spec.region == 'us-east' ? object.spec.replicas + 1 : object.spec.replicas}}",
         ),
-        ("override_field", ExpressionKind::Value, "object.spec.replicas"),
+        (
+            "override_field",
+            ExpressionKind::Value,
+            "object.spec.replicas",
+        ),
     ];
     let bound = engine.bind(Some(&object)).expect("bind");
     for (name, kind, src) in cases {
         engine.check(kind, src).expect("valid");
         bound.evaluate(kind, src, &cluster).expect("evaluates");
-        c.bench_function(&format!("cel/{name}"), |b| b.iter(|| bound.evaluate(kind, black_box(src), &cluster).expect("eval")));
+        c.bench_function(&format!("cel/{name}"), |b| {
+            b.iter(|| {
+                bound
+                    .evaluate(kind, black_box(src), &cluster)
+                    .expect("eval")
+            })
+        });
     }
-    c.bench_function("cel/bind_3kb_deployment", |b| b.iter(|| engine.bind(Some(black_box(&object))).expect("bind")));
+    c.bench_function("cel/bind_3kb_deployment", |b| {
+        b.iter(|| engine.bind(Some(black_box(&object))).expect("bind"))
+    });
 }
 
 criterion_group!(benches, bench);

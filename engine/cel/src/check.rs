@@ -24,7 +24,11 @@ const MAX_DEGREE: u8 = 12;
 impl Poly {
     /// The constant `c`.
     pub fn constant(c: f64) -> Poly {
-        if c == 0.0 { Poly::default() } else { Poly(vec![([0, 0, 0], c)]) }
+        if c == 0.0 {
+            Poly::default()
+        } else {
+            Poly(vec![([0, 0, 0], c)])
+        }
     }
 
     fn var(i: usize) -> Poly {
@@ -111,8 +115,17 @@ impl Poly {
 
     /// The value at `sizes` (each size at least 1).
     pub fn eval(&self, sizes: Sizes) -> f64 {
-        let v = [sizes.list.max(1) as f64, sizes.string.max(1) as f64, sizes.nodes.max(1) as f64];
-        self.0.iter().map(|(e, c)| c * v[0].powi(e[0].into()) * v[1].powi(e[1].into()) * v[2].powi(e[2].into())).sum()
+        let v = [
+            sizes.list.max(1) as f64,
+            sizes.string.max(1) as f64,
+            sizes.nodes.max(1) as f64,
+        ];
+        self.0
+            .iter()
+            .map(|(e, c)| {
+                c * v[0].powi(e[0].into()) * v[1].powi(e[1].into()) * v[2].powi(e[2].into())
+            })
+            .sum()
     }
 }
 
@@ -185,7 +198,15 @@ impl Ty {
     }
 
     fn join(a: &Ty, b: &Ty) -> Ty {
-        if a == b { a.clone() } else if *a == Ty::Null { b.clone() } else if *b == Ty::Null { a.clone() } else { Ty::Dyn }
+        if a == b {
+            a.clone()
+        } else if *a == Ty::Null {
+            b.clone()
+        } else if *b == Ty::Null {
+            a.clone()
+        } else {
+            Ty::Dyn
+        }
     }
 }
 
@@ -211,15 +232,30 @@ struct Size {
 
 impl Size {
     fn input() -> Size {
-        Size { len: Poly::l(), bytes: Poly::s(), deep: Poly::n(), elem: None }
+        Size {
+            len: Poly::l(),
+            bytes: Poly::s(),
+            deep: Poly::n(),
+            elem: None,
+        }
     }
 
     fn scalar() -> Size {
-        Size { len: Poly::default(), bytes: Poly::default(), deep: Poly::constant(1.0), elem: None }
+        Size {
+            len: Poly::default(),
+            bytes: Poly::default(),
+            deep: Poly::constant(1.0),
+            elem: None,
+        }
     }
 
     fn string(bytes: Poly) -> Size {
-        Size { len: Poly::default(), bytes, deep: Poly::constant(1.0), elem: None }
+        Size {
+            len: Poly::default(),
+            bytes,
+            deep: Poly::constant(1.0),
+            elem: None,
+        }
     }
 
     fn elem(&self) -> Size {
@@ -234,12 +270,22 @@ impl Size {
             (Some(a), Some(b)) => Some(Box::new(a.max(b))),
             _ => None,
         };
-        Size { len: self.len.max(&o.len), bytes: self.bytes.max(&o.bytes), deep: self.deep.max(&o.deep), elem }
+        Size {
+            len: self.len.max(&o.len),
+            bytes: self.bytes.max(&o.bytes),
+            deep: self.deep.max(&o.deep),
+            elem,
+        }
     }
 
     fn list_of(len: Poly, elem: Size) -> Size {
         let deep = Poly::constant(1.0).add(&len.mul(&elem.deep));
-        Size { len, bytes: Poly::default(), deep, elem: Some(Box::new(elem)) }
+        Size {
+            len,
+            bytes: Poly::default(),
+            deep,
+            elem: Some(Box::new(elem)),
+        }
     }
 }
 
@@ -267,26 +313,52 @@ pub fn check(expr: &Expression, offset: &dyn Fn(u64) -> Option<u32>) -> Result<I
         (
             "clusterLabels".into(),
             Ty::Map(Box::new(Ty::String), Box::new(Ty::String)),
-            Size { len: Poly::l(), bytes: Poly::default(), deep: Poly::n(), elem: Some(Box::new(Size::string(Poly::s()))) },
+            Size {
+                len: Poly::l(),
+                bytes: Poly::default(),
+                deep: Poly::n(),
+                elem: Some(Box::new(Size::string(Poly::s()))),
+            },
         ),
     ]);
     walk(expr, &mut scope, offset)
 }
 
 fn err(e: &Expression, offset: &dyn Fn(u64) -> Option<u32>, message: String) -> CheckError {
-    CheckError { offset: offset(e.id), message }
+    CheckError {
+        offset: offset(e.id),
+        message,
+    }
 }
 
 const TYPE_NAMES: &[&str] = &[
-    "bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type", "dyn",
-    "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL", "net.IP", "net.CIDR",
+    "bool",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+    "kubernetes.Quantity",
+    "kubernetes.Semver",
+    "kubernetes.URL",
+    "net.IP",
+    "net.CIDR",
 ];
 
 fn info(ty: Ty, cost: Poly, size: Size) -> Info {
     Info { ty, cost, size }
 }
 
-fn walk(e: &Expression, scope: &mut Scope, off: &dyn Fn(u64) -> Option<u32>) -> Result<Info, CheckError> {
+fn walk(
+    e: &Expression,
+    scope: &mut Scope,
+    off: &dyn Fn(u64) -> Option<u32>,
+) -> Result<Info, CheckError> {
     let one = Poly::constant(1.0);
     match &e.expr {
         Expr::Literal(l) => Ok(match l {
@@ -295,8 +367,16 @@ fn walk(e: &Expression, scope: &mut Scope, off: &dyn Fn(u64) -> Option<u32>) -> 
             LiteralValue::UInt(_) => info(Ty::Uint, Poly::default(), Size::scalar()),
             LiteralValue::Double(_) => info(Ty::Double, Poly::default(), Size::scalar()),
             LiteralValue::Null => info(Ty::Null, Poly::default(), Size::scalar()),
-            LiteralValue::String(s) => info(Ty::String, Poly::default(), Size::string(Poly::constant(s.inner().len() as f64))),
-            LiteralValue::Bytes(_) => info(Ty::Bytes, Poly::default(), Size::string(Poly::constant(64.0))),
+            LiteralValue::String(s) => info(
+                Ty::String,
+                Poly::default(),
+                Size::string(Poly::constant(s.inner().len() as f64)),
+            ),
+            LiteralValue::Bytes(_) => info(
+                Ty::Bytes,
+                Poly::default(),
+                Size::string(Poly::constant(64.0)),
+            ),
         }),
         Expr::Ident(name) => {
             if let Some((_, ty, size)) = scope.0.iter().rev().find(|(n, _, _)| n == name) {
@@ -319,8 +399,20 @@ fn walk(e: &Expression, scope: &mut Scope, off: &dyn Fn(u64) -> Option<u32>) -> 
             let ty = match &o.ty {
                 Ty::Dyn => Ty::Dyn,
                 Ty::Map(_, v) => (**v).clone(),
-                other if s.test => return Err(err(e, off, format!("has() cannot test a field of type '{}'", other.name()))),
-                other => return Err(err(e, off, format!("type '{}' does not support field selection", other.name()))),
+                other if s.test => {
+                    return Err(err(
+                        e,
+                        off,
+                        format!("has() cannot test a field of type '{}'", other.name()),
+                    ));
+                }
+                other => {
+                    return Err(err(
+                        e,
+                        off,
+                        format!("type '{}' does not support field selection", other.name()),
+                    ));
+                }
             };
             let ty = if s.test { Ty::Bool } else { ty };
             Ok(info(ty, o.cost.add(&one), o.size.elem()))
@@ -350,26 +442,52 @@ fn walk(e: &Expression, scope: &mut Scope, off: &dyn Fn(u64) -> Option<u32>) -> 
                 let k = walk(&me.key, scope, off)?;
                 let v = walk(&me.value, scope, off)?;
                 if !matches!(k.ty, Ty::String | Ty::Int | Ty::Uint | Ty::Bool | Ty::Dyn) {
-                    return Err(err(&me.key, off, format!("unsupported map key type '{}'", k.ty.name())));
+                    return Err(err(
+                        &me.key,
+                        off,
+                        format!("unsupported map key type '{}'", k.ty.name()),
+                    ));
                 }
                 cost = cost.add(&k.cost).add(&v.cost).add(&v.size.deep).add(&one);
                 kv = Some(match kv {
                     None => (k.ty, v.ty, v.size),
-                    Some((kt, vt, s)) => (Ty::join(&kt, &k.ty), Ty::join(&vt, &v.ty), s.max(&v.size)),
+                    Some((kt, vt, s)) => {
+                        (Ty::join(&kt, &k.ty), Ty::join(&vt, &v.ty), s.max(&v.size))
+                    }
                 });
             }
             let (kt, vt, s) = kv.unwrap_or((Ty::Dyn, Ty::Dyn, Size::scalar()));
             let len = Poly::constant(m.entries.len() as f64);
-            Ok(info(Ty::Map(Box::new(kt), Box::new(vt)), cost, Size::list_of(len, s)))
+            Ok(info(
+                Ty::Map(Box::new(kt), Box::new(vt)),
+                cost,
+                Size::list_of(len, s),
+            ))
         }
-        Expr::Struct(s) => Err(err(e, off, format!("unknown type '{}': message construction is not supported", s.type_name))),
+        Expr::Struct(s) => Err(err(
+            e,
+            off,
+            format!(
+                "unknown type '{}': message construction is not supported",
+                s.type_name
+            ),
+        )),
         Expr::Comprehension(c) => {
             let range = walk(&c.iter_range, scope, off)?;
             let (iter_ty, iter_ty2) = match &range.ty {
                 Ty::List(t) => (Ty::Int, (**t).clone()),
                 Ty::Map(k, v) => ((**k).clone(), (**v).clone()),
                 Ty::Dyn => (Ty::Dyn, Ty::Dyn),
-                other => return Err(err(&c.iter_range, off, format!("expression of type '{}' cannot be the range of a comprehension (must be list, map, or dynamic)", other.name()))),
+                other => {
+                    return Err(err(
+                        &c.iter_range,
+                        off,
+                        format!(
+                            "expression of type '{}' cannot be the range of a comprehension (must be list, map, or dynamic)",
+                            other.name()
+                        ),
+                    ));
+                }
             };
             let n = range.size.len.clone();
             let elem = range.size.elem();
@@ -386,7 +504,9 @@ fn walk(e: &Expression, scope: &mut Scope, off: &dyn Fn(u64) -> Option<u32>) -> 
                 init.size.clone()
             };
             let depth = scope.0.len();
-            scope.0.push((c.accu_var.clone(), init.ty.clone(), accu_size.clone()));
+            scope
+                .0
+                .push((c.accu_var.clone(), init.ty.clone(), accu_size.clone()));
             scope.0.push((c.iter_var.clone(), first, elem.clone()));
             if let Some(v2) = &c.iter_var2 {
                 scope.0.push((v2.clone(), second, elem.clone()));
@@ -400,13 +520,30 @@ fn walk(e: &Expression, scope: &mut Scope, off: &dyn Fn(u64) -> Option<u32>) -> 
             // Per iteration the condition and the step run; every item is cloned once, which
             // costs at most the range's size in total (items are disjoint parts of it).
             let per = one.add(&cond.cost).add(&step.cost);
-            let cost = range.cost.add(&init.cost).add(&range.size.deep).add(&n.mul(&per)).add(&result.cost);
-            let ty = if result.ty.is_dyn() { step.ty.clone() } else { result.ty.clone() };
+            let cost = range
+                .cost
+                .add(&init.cost)
+                .add(&range.size.deep)
+                .add(&n.mul(&per))
+                .add(&result.cost);
+            let ty = if result.ty.is_dyn() {
+                step.ty.clone()
+            } else {
+                result.ty.clone()
+            };
             let ty = match (&ty, &step.ty) {
                 (Ty::List(a), Ty::List(b)) if a.is_dyn() => Ty::List(b.clone()),
                 _ => ty,
             };
-            Ok(info(ty, cost, if matches!(result.ty, Ty::List(_)) { accu_size } else { result.size }))
+            Ok(info(
+                ty,
+                cost,
+                if matches!(result.ty, Ty::List(_)) {
+                    accu_size
+                } else {
+                    result.size
+                },
+            ))
         }
         Expr::Call(call) => call_info(e, call, scope, off),
         Expr::Unspecified => Err(err(e, off, "empty expression".into())),
@@ -429,7 +566,9 @@ fn call_info(
     // unless a variable of that name is in scope.
     let qualified;
     let (name, target) = match call.target.as_deref().map(|t| &t.expr) {
-        Some(Expr::Ident(ns)) if NAMESPACES.contains(&ns.as_str()) && !scope.0.iter().any(|(n, _, _)| n == ns) => {
+        Some(Expr::Ident(ns))
+            if NAMESPACES.contains(&ns.as_str()) && !scope.0.iter().any(|(n, _, _)| n == ns) =>
+        {
             qualified = format!("{ns}.{}", call.func_name);
             (qualified.as_str(), None)
         }
@@ -455,21 +594,44 @@ fn call_info(
     let tys: Vec<&Ty> = args.iter().map(|a| &a.ty).collect();
     let no_overload = || {
         let list = tys.iter().map(|t| t.name()).collect::<Vec<_>>();
-        let sig = if member { format!("{}.({})", list[0], list[1..].join(", ")) } else { format!("({})", list.join(", ")) };
-        err(e, off, format!("found no matching overload for '{}' applied to '{sig}'", display_name(name)))
+        let sig = if member {
+            format!("{}.({})", list[0], list[1..].join(", "))
+        } else {
+            format!("({})", list.join(", "))
+        };
+        err(
+            e,
+            off,
+            format!(
+                "found no matching overload for '{}' applied to '{sig}'",
+                display_name(name)
+            ),
+        )
     };
     let a0 = args.first();
-    let bytes = |i: usize| args.get(i).map(|a| a.size.bytes.clone()).unwrap_or_default();
+    let bytes = |i: usize| {
+        args.get(i)
+            .map(|a| a.size.bytes.clone())
+            .unwrap_or_default()
+    };
     let len = |i: usize| args.get(i).map(|a| a.size.len.clone()).unwrap_or_default();
     let deep = |i: usize| args.get(i).map(|a| a.size.deep.clone()).unwrap_or_default();
     let scalar = |ty: Ty, extra: Poly| Ok(info(ty, cost.add(&extra), Size::scalar()));
-    let string_out = |extra: Poly, out: Poly| Ok(info(Ty::String, cost.add(&extra), Size::string(out)));
+    let string_out =
+        |extra: Poly, out: Poly| Ok(info(Ty::String, cost.add(&extra), Size::string(out)));
     let opaque = |t: &Ty, n: &str| matches!(t, Ty::Opaque(x) if *x == n) || t.is_dyn();
     let is = |t: &Ty, want: &Ty| t == want || t.is_dyn();
-    let all_args = |want: &[Ty]| tys.len() == want.len() && tys.iter().zip(want).all(|(t, w)| is(t, w));
+    let all_args =
+        |want: &[Ty]| tys.len() == want.len() && tys.iter().zip(want).all(|(t, w)| is(t, w));
     match (name, member, args.len()) {
-        (operators::LOGICAL_AND | operators::LOGICAL_OR, false, 2) | (operators::LOGICAL_NOT, false, 1) | (operators::NOT_STRICTLY_FALSE, false, 1) => {
-            if tys.iter().all(|t| is(t, &Ty::Bool)) { scalar(Ty::Bool, Poly::default()) } else { Err(no_overload()) }
+        (operators::LOGICAL_AND | operators::LOGICAL_OR, false, 2)
+        | (operators::LOGICAL_NOT, false, 1)
+        | (operators::NOT_STRICTLY_FALSE, false, 1) => {
+            if tys.iter().all(|t| is(t, &Ty::Bool)) {
+                scalar(Ty::Bool, Poly::default())
+            } else {
+                Err(no_overload())
+            }
         }
         (operators::CONDITIONAL, false, 3) => {
             if !is(tys[0], &Ty::Bool) {
@@ -480,23 +642,60 @@ fn call_info(
             Ok(info(Ty::join(&t.ty, &f.ty), cost, t.size.max(&f.size)))
         }
         (operators::EQUALS | operators::NOT_EQUALS, false, 2) => {
-            let comparable = tys[0].is_dyn() || tys[1].is_dyn() || tys[0] == tys[1] || (numeric(tys[0]) && numeric(tys[1])) || *tys[0] == Ty::Null || *tys[1] == Ty::Null
-                || matches!((tys[0], tys[1]), (Ty::List(_), Ty::List(_)) | (Ty::Map(..), Ty::Map(..)));
+            let comparable = tys[0].is_dyn()
+                || tys[1].is_dyn()
+                || tys[0] == tys[1]
+                || (numeric(tys[0]) && numeric(tys[1]))
+                || *tys[0] == Ty::Null
+                || *tys[1] == Ty::Null
+                || matches!(
+                    (tys[0], tys[1]),
+                    (Ty::List(_), Ty::List(_)) | (Ty::Map(..), Ty::Map(..))
+                );
             if !comparable {
                 return Err(no_overload());
             }
-            scalar(Ty::Bool, deep(0).max(&deep(1)).add(&tenth(&bytes(0).max(&bytes(1)))))
+            scalar(
+                Ty::Bool,
+                deep(0).max(&deep(1)).add(&tenth(&bytes(0).max(&bytes(1)))),
+            )
         }
-        (operators::LESS | operators::LESS_EQUALS | operators::GREATER | operators::GREATER_EQUALS, false, 2) => {
+        (
+            operators::LESS
+            | operators::LESS_EQUALS
+            | operators::GREATER
+            | operators::GREATER_EQUALS,
+            false,
+            2,
+        ) => {
             let ok = (numeric(tys[0]) && numeric(tys[1]))
-                || matches!((tys[0], tys[1]), (Ty::String | Ty::Dyn, Ty::String | Ty::Dyn) | (Ty::Bytes, Ty::Bytes) | (Ty::Bool, Ty::Bool) | (Ty::Timestamp, Ty::Timestamp) | (Ty::Duration, Ty::Duration));
-            if ok { scalar(Ty::Bool, tenth(&bytes(0).max(&bytes(1)))) } else { Err(no_overload()) }
+                || matches!(
+                    (tys[0], tys[1]),
+                    (Ty::String | Ty::Dyn, Ty::String | Ty::Dyn)
+                        | (Ty::Bytes, Ty::Bytes)
+                        | (Ty::Bool, Ty::Bool)
+                        | (Ty::Timestamp, Ty::Timestamp)
+                        | (Ty::Duration, Ty::Duration)
+                );
+            if ok {
+                scalar(Ty::Bool, tenth(&bytes(0).max(&bytes(1))))
+            } else {
+                Err(no_overload())
+            }
         }
         (operators::ADD, false, 2) => {
             let (x, y) = (tys[0], tys[1]);
             let ty = match (x, y) {
                 (Ty::Dyn, t) | (t, Ty::Dyn) => t.clone(),
-                (a, b) if a == b && matches!(a, Ty::Int | Ty::Uint | Ty::Double | Ty::String | Ty::Bytes | Ty::Duration) => a.clone(),
+                (a, b)
+                    if a == b
+                        && matches!(
+                            a,
+                            Ty::Int | Ty::Uint | Ty::Double | Ty::String | Ty::Bytes | Ty::Duration
+                        ) =>
+                {
+                    a.clone()
+                }
                 (Ty::List(a), Ty::List(b)) => Ty::List(Box::new(Ty::join(a, b))),
                 (Ty::Timestamp, Ty::Duration) | (Ty::Duration, Ty::Timestamp) => Ty::Timestamp,
                 _ => return Err(no_overload()),
@@ -510,21 +709,41 @@ fn call_info(
                     _ => None,
                 },
             };
-            let copy = if accu_append { deep(1) } else { deep(0).add(&deep(1)).add(&tenth(&bytes(0).add(&bytes(1)))) };
+            let copy = if accu_append {
+                deep(1)
+            } else {
+                deep(0).add(&deep(1)).add(&tenth(&bytes(0).add(&bytes(1))))
+            };
             Ok(info(ty, cost.add(&copy), size))
         }
-        (operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO, false, 2) => {
+        (
+            operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO,
+            false,
+            2,
+        ) => {
             let (x, y) = (tys[0], tys[1]);
             let ty = match (x, y) {
-                (Ty::Dyn, t) | (t, Ty::Dyn) if numeric(t) || matches!(t, Ty::Duration | Ty::Timestamp) => t.clone(),
-                (a, b) if a == b && numeric(a) && !(name == operators::MODULO && *a == Ty::Double) => a.clone(),
+                (Ty::Dyn, t) | (t, Ty::Dyn)
+                    if numeric(t) || matches!(t, Ty::Duration | Ty::Timestamp) =>
+                {
+                    t.clone()
+                }
+                (a, b)
+                    if a == b && numeric(a) && !(name == operators::MODULO && *a == Ty::Double) =>
+                {
+                    a.clone()
+                }
                 (Ty::Timestamp, Ty::Timestamp) if name == operators::SUBSTRACT => Ty::Duration,
-                (Ty::Timestamp | Ty::Duration, Ty::Duration) if name == operators::SUBSTRACT => x.clone(),
+                (Ty::Timestamp | Ty::Duration, Ty::Duration) if name == operators::SUBSTRACT => {
+                    x.clone()
+                }
                 _ => return Err(no_overload()),
             };
             scalar(ty, Poly::default())
         }
-        (operators::NEGATE, false, 1) if numeric(tys[0]) || *tys[0] == Ty::Duration => scalar(tys[0].clone(), Poly::default()),
+        (operators::NEGATE, false, 1) if numeric(tys[0]) || *tys[0] == Ty::Duration => {
+            scalar(tys[0].clone(), Poly::default())
+        }
         (operators::IN, false, 2) => match tys[1] {
             Ty::List(_) | Ty::Dyn => scalar(Ty::Bool, deep(1).add(&tenth(&bytes(0)))),
             Ty::Map(..) => scalar(Ty::Bool, tenth(&bytes(0))),
@@ -538,7 +757,11 @@ fn call_info(
                 (Ty::Opt(_), _) if name == operators::OPT_INDEX => Ty::Dyn,
                 _ => return Err(no_overload()),
             };
-            let ty = if name == operators::OPT_INDEX { Ty::Opt(Box::new(ty)) } else { ty };
+            let ty = if name == operators::OPT_INDEX {
+                Ty::Opt(Box::new(ty))
+            } else {
+                ty
+            };
             Ok(info(ty, cost, args[0].size.elem()))
         }
         (operators::OPT_SELECT, false, 2) => {
@@ -566,7 +789,10 @@ fn call_info(
                 _ => Ty::Dyn,
             };
             if name == "string" {
-                return string_out(tenth(&bytes(0)).add(&deep(0)), bytes(0).add(&Poly::constant(64.0)));
+                return string_out(
+                    tenth(&bytes(0)).add(&deep(0)),
+                    bytes(0).add(&Poly::constant(64.0)),
+                );
             }
             if matches!(name, "dyn") {
                 return Ok(info(Ty::Dyn, cost, args[0].size.clone()));
@@ -574,24 +800,55 @@ fn call_info(
             scalar(ty, tenth(&bytes(0)))
         }
         ("duration" | "timestamp", false, 1) if is(tys[0], &Ty::String) || *tys[0] == Ty::Int => {
-            scalar(if name == "duration" { Ty::Duration } else { Ty::Timestamp }, tenth(&bytes(0)))
+            scalar(
+                if name == "duration" {
+                    Ty::Duration
+                } else {
+                    Ty::Timestamp
+                },
+                tenth(&bytes(0)),
+            )
         }
-        ("contains" | "startsWith" | "endsWith" | "matches", true, 2) if all_args(&[Ty::String, Ty::String]) => {
-            let work = if name == "matches" || name == "contains" { bytes(0).add(&bytes(1)) } else { bytes(1) };
+        ("contains" | "startsWith" | "endsWith" | "matches", true, 2)
+            if all_args(&[Ty::String, Ty::String]) =>
+        {
+            let work = if name == "matches" || name == "contains" {
+                bytes(0).add(&bytes(1))
+            } else {
+                bytes(1)
+            };
             scalar(Ty::Bool, tenth(&work).add(&bytes(1)))
         }
-        ("matches", false, 2) if all_args(&[Ty::String, Ty::String]) => scalar(Ty::Bool, tenth(&bytes(0)).add(&bytes(1))),
-        ("lowerAscii" | "upperAscii" | "trim" | "reverse" | "quote" | "strings.quote", _, 1) if is(tys[0], &Ty::String) => {
-            string_out(tenth(&bytes(0)), bytes(0).scale(2.0).add(&Poly::constant(2.0)))
+        ("matches", false, 2) if all_args(&[Ty::String, Ty::String]) => {
+            scalar(Ty::Bool, tenth(&bytes(0)).add(&bytes(1)))
         }
-        ("charAt", true, 2) if all_args(&[Ty::String, Ty::Int]) => string_out(tenth(&bytes(0)), Poly::constant(4.0)),
-        ("indexOf" | "lastIndexOf", true, 2 | 3) if is(tys[0], &Ty::String) && is(tys[1], &Ty::String) => {
+        ("lowerAscii" | "upperAscii" | "trim" | "reverse" | "quote" | "strings.quote", _, 1)
+            if is(tys[0], &Ty::String) =>
+        {
+            string_out(
+                tenth(&bytes(0)),
+                bytes(0).scale(2.0).add(&Poly::constant(2.0)),
+            )
+        }
+        ("charAt", true, 2) if all_args(&[Ty::String, Ty::Int]) => {
+            string_out(tenth(&bytes(0)), Poly::constant(4.0))
+        }
+        ("indexOf" | "lastIndexOf", true, 2 | 3)
+            if is(tys[0], &Ty::String) && is(tys[1], &Ty::String) =>
+        {
             scalar(Ty::Int, tenth(&bytes(0).mul(&bytes(1).add(&one))))
         }
-        ("substring", true, 2 | 3) if is(tys[0], &Ty::String) => string_out(tenth(&bytes(0)), bytes(0)),
-        ("replace", true, 3 | 4) if is(tys[0], &Ty::String) && is(tys[1], &Ty::String) && is(tys[2], &Ty::String) => {
+        ("substring", true, 2 | 3) if is(tys[0], &Ty::String) => {
+            string_out(tenth(&bytes(0)), bytes(0))
+        }
+        ("replace", true, 3 | 4)
+            if is(tys[0], &Ty::String) && is(tys[1], &Ty::String) && is(tys[2], &Ty::String) =>
+        {
             let out = bytes(0).mul(&bytes(2).add(&one));
-            string_out(tenth(&bytes(0).mul(&bytes(1).add(&one))).add(&tenth(&out)), out)
+            string_out(
+                tenth(&bytes(0).mul(&bytes(1).add(&one))).add(&tenth(&out)),
+                out,
+            )
         }
         ("split", true, 2 | 3) if is(tys[0], &Ty::String) && is(tys[1], &Ty::String) => Ok(info(
             Ty::List(Box::new(Ty::String)),
@@ -603,23 +860,35 @@ fn call_info(
             let out = len(0).mul(&elem.bytes.add(&bytes(1)).add(&one));
             string_out(tenth(&out), out)
         }
-        ("format", true, 2) if is(tys[0], &Ty::String) && matches!(tys[1], Ty::List(_) | Ty::Dyn) => {
-            let out = bytes(0).add(&deep(1).scale(32.0)).add(&len(1).mul(&args[1].size.elem().bytes));
+        ("format", true, 2)
+            if is(tys[0], &Ty::String) && matches!(tys[1], Ty::List(_) | Ty::Dyn) =>
+        {
+            let out = bytes(0)
+                .add(&deep(1).scale(32.0))
+                .add(&len(1).mul(&args[1].size.elem().bytes));
             string_out(tenth(&out).add(&deep(1)), out)
         }
-        ("find", true, 2) if all_args(&[Ty::String, Ty::String]) => string_out(tenth(&bytes(0)).add(&bytes(1)), bytes(0)),
+        ("find", true, 2) if all_args(&[Ty::String, Ty::String]) => {
+            string_out(tenth(&bytes(0)).add(&bytes(1)), bytes(0))
+        }
         ("findAll", true, 2 | 3) if is(tys[0], &Ty::String) && is(tys[1], &Ty::String) => Ok(info(
             Ty::List(Box::new(Ty::String)),
             cost.add(&bytes(0)).add(&bytes(1)),
             Size::list_of(bytes(0).add(&one), Size::string(bytes(0))),
         )),
-        ("base64.encode" | "base64.decode", false, 1) => {
-            string_out(tenth(&bytes(0)), bytes(0).scale(2.0).add(&Poly::constant(4.0)))
+        ("base64.encode" | "base64.decode", false, 1) => string_out(
+            tenth(&bytes(0)),
+            bytes(0).scale(2.0).add(&Poly::constant(4.0)),
+        ),
+        ("jsonpatch.escapeKey", false, 1) if is(tys[0], &Ty::String) => {
+            string_out(tenth(&bytes(0)), bytes(0).scale(2.0))
         }
-        ("jsonpatch.escapeKey", false, 1) if is(tys[0], &Ty::String) => string_out(tenth(&bytes(0)), bytes(0).scale(2.0)),
-        ("quantity" | "isQuantity" | "semver" | "isSemver" | "ip" | "isIP" | "cidr" | "isCIDR" | "url" | "isURL" | "ip.isCanonical", false, 1 | 2)
-            if is(tys[0], &Ty::String) =>
-        {
+        (
+            "quantity" | "isQuantity" | "semver" | "isSemver" | "ip" | "isIP" | "cidr" | "isCIDR"
+            | "url" | "isURL" | "ip.isCanonical",
+            false,
+            1 | 2,
+        ) if is(tys[0], &Ty::String) => {
             let ty = match name {
                 "quantity" => Ty::Opaque("kubernetes.Quantity"),
                 "semver" => Ty::Opaque("kubernetes.Semver"),
@@ -630,51 +899,124 @@ fn call_info(
             };
             scalar(ty, tenth(&bytes(0)).add(&one))
         }
-        ("sign" | "asInteger", true, 1) if opaque(tys[0], "kubernetes.Quantity") => scalar(Ty::Int, Poly::default()),
-        ("isInteger", true, 1) if opaque(tys[0], "kubernetes.Quantity") => scalar(Ty::Bool, Poly::default()),
-        ("asApproximateFloat", true, 1) if opaque(tys[0], "kubernetes.Quantity") => scalar(Ty::Double, Poly::default()),
-        ("add" | "sub", true, 2) if opaque(tys[0], "kubernetes.Quantity") && (opaque(tys[1], "kubernetes.Quantity") || *tys[1] == Ty::Int) => {
+        ("sign" | "asInteger", true, 1) if opaque(tys[0], "kubernetes.Quantity") => {
+            scalar(Ty::Int, Poly::default())
+        }
+        ("isInteger", true, 1) if opaque(tys[0], "kubernetes.Quantity") => {
+            scalar(Ty::Bool, Poly::default())
+        }
+        ("asApproximateFloat", true, 1) if opaque(tys[0], "kubernetes.Quantity") => {
+            scalar(Ty::Double, Poly::default())
+        }
+        ("add" | "sub", true, 2)
+            if opaque(tys[0], "kubernetes.Quantity")
+                && (opaque(tys[1], "kubernetes.Quantity") || *tys[1] == Ty::Int) =>
+        {
             scalar(Ty::Opaque("kubernetes.Quantity"), Poly::default())
         }
         ("isGreaterThan" | "isLessThan" | "compareTo", true, 2)
-            if tys[0] == tys[1] && matches!(tys[0], Ty::Opaque("kubernetes.Quantity" | "kubernetes.Semver")) || (tys[0].is_dyn() || tys[1].is_dyn()) =>
+            if tys[0] == tys[1]
+                && matches!(
+                    tys[0],
+                    Ty::Opaque("kubernetes.Quantity" | "kubernetes.Semver")
+                )
+                || (tys[0].is_dyn() || tys[1].is_dyn()) =>
         {
-            scalar(if name == "compareTo" { Ty::Int } else { Ty::Bool }, Poly::default())
+            scalar(
+                if name == "compareTo" {
+                    Ty::Int
+                } else {
+                    Ty::Bool
+                },
+                Poly::default(),
+            )
         }
-        ("major" | "minor" | "patch", true, 1) if opaque(tys[0], "kubernetes.Semver") => scalar(Ty::Int, Poly::default()),
-        ("family" | "prefixLength", true, 1) if opaque(tys[0], "net.IP") || opaque(tys[0], "net.CIDR") => scalar(Ty::Int, Poly::default()),
-        ("isUnspecified" | "isLoopback" | "isLinkLocalMulticast" | "isLinkLocalUnicast" | "isGlobalUnicast", true, 1) if opaque(tys[0], "net.IP") => {
-            scalar(Ty::Bool, Poly::default())
+        ("major" | "minor" | "patch", true, 1) if opaque(tys[0], "kubernetes.Semver") => {
+            scalar(Ty::Int, Poly::default())
         }
-        ("containsIP" | "containsCIDR", true, 2) if opaque(tys[0], "net.CIDR") => scalar(Ty::Bool, tenth(&bytes(1)).add(&one)),
-        ("ip", true, 1) if opaque(tys[0], "net.CIDR") => scalar(Ty::Opaque("net.IP"), Poly::default()),
-        ("masked", true, 1) if opaque(tys[0], "net.CIDR") => scalar(Ty::Opaque("net.CIDR"), Poly::default()),
-        ("getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath", true, 1) if opaque(tys[0], "kubernetes.URL") => {
+        ("family" | "prefixLength", true, 1)
+            if opaque(tys[0], "net.IP") || opaque(tys[0], "net.CIDR") =>
+        {
+            scalar(Ty::Int, Poly::default())
+        }
+        (
+            "isUnspecified"
+            | "isLoopback"
+            | "isLinkLocalMulticast"
+            | "isLinkLocalUnicast"
+            | "isGlobalUnicast",
+            true,
+            1,
+        ) if opaque(tys[0], "net.IP") => scalar(Ty::Bool, Poly::default()),
+        ("containsIP" | "containsCIDR", true, 2) if opaque(tys[0], "net.CIDR") => {
+            scalar(Ty::Bool, tenth(&bytes(1)).add(&one))
+        }
+        ("ip", true, 1) if opaque(tys[0], "net.CIDR") => {
+            scalar(Ty::Opaque("net.IP"), Poly::default())
+        }
+        ("masked", true, 1) if opaque(tys[0], "net.CIDR") => {
+            scalar(Ty::Opaque("net.CIDR"), Poly::default())
+        }
+        ("getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath", true, 1)
+            if opaque(tys[0], "kubernetes.URL") =>
+        {
             string_out(Poly::default(), Poly::s())
         }
         ("getQuery", true, 1) if opaque(tys[0], "kubernetes.URL") => Ok(info(
-            Ty::Map(Box::new(Ty::String), Box::new(Ty::List(Box::new(Ty::String)))),
+            Ty::Map(
+                Box::new(Ty::String),
+                Box::new(Ty::List(Box::new(Ty::String))),
+            ),
             cost.add(&Poly::s()),
             Size::list_of(Poly::s(), Size::list_of(Poly::s(), Size::string(Poly::s()))),
         )),
-        ("isSorted" | "sum" | "min" | "max", true, 1) if matches!(tys[0], Ty::List(_) | Ty::Dyn) => {
-            let ty = if name == "isSorted" { Ty::Bool } else { tys[0].elem() };
-            Ok(info(ty, cost.add(&len(0)).add(&deep(0)), args[0].size.elem()))
+        ("isSorted" | "sum" | "min" | "max", true, 1)
+            if matches!(tys[0], Ty::List(_) | Ty::Dyn) =>
+        {
+            let ty = if name == "isSorted" {
+                Ty::Bool
+            } else {
+                tys[0].elem()
+            };
+            Ok(info(
+                ty,
+                cost.add(&len(0)).add(&deep(0)),
+                args[0].size.elem(),
+            ))
         }
-        ("indexOf" | "lastIndexOf", true, 2) if matches!(tys[0], Ty::List(_)) => scalar(Ty::Int, deep(0).add(&len(0))),
-        ("sets.contains" | "sets.equivalent" | "sets.intersects", false, 2) if tys.iter().all(|t| matches!(t, Ty::List(_) | Ty::Dyn)) => {
+        ("indexOf" | "lastIndexOf", true, 2) if matches!(tys[0], Ty::List(_)) => {
+            scalar(Ty::Int, deep(0).add(&len(0)))
+        }
+        ("sets.contains" | "sets.equivalent" | "sets.intersects", false, 2)
+            if tys.iter().all(|t| matches!(t, Ty::List(_) | Ty::Dyn)) =>
+        {
             scalar(Ty::Bool, len(0).mul(&len(1)).add(&deep(0)).add(&deep(1)))
         }
-        ("distinct" | "sort", true, 1) if matches!(tys[0], Ty::List(_) | Ty::Dyn) => {
-            Ok(info(tys[0].clone(), cost.add(&len(0).mul(&len(0))).add(&deep(0)), args[0].size.clone()))
-        }
+        ("distinct" | "sort", true, 1) if matches!(tys[0], Ty::List(_) | Ty::Dyn) => Ok(info(
+            tys[0].clone(),
+            cost.add(&len(0).mul(&len(0))).add(&deep(0)),
+            args[0].size.clone(),
+        )),
         ("reverse" | "flatten" | "slice", true, _) if matches!(tys[0], Ty::List(_) | Ty::Dyn) => {
             let size = if name == "flatten" {
-                Size { len: deep(0), bytes: Poly::default(), deep: deep(0), elem: None }
+                Size {
+                    len: deep(0),
+                    bytes: Poly::default(),
+                    deep: deep(0),
+                    elem: None,
+                }
             } else {
                 args[0].size.clone()
             };
-            Ok(info(if name == "flatten" { Ty::List(Box::new(Ty::Dyn)) } else { tys[0].clone() }, cost.add(&deep(0)).add(&len(0)), size))
+            Ok(info(
+                if name == "flatten" {
+                    Ty::List(Box::new(Ty::Dyn))
+                } else {
+                    tys[0].clone()
+                },
+                cost.add(&deep(0)).add(&len(0)),
+                size,
+            ))
         }
         ("lists.range", false, 1) if is(tys[0], &Ty::Int) => {
             // Only a literal bound is bounded.
@@ -682,28 +1024,67 @@ fn call_info(
                 Expr::Literal(LiteralValue::Int(i)) => Poly::constant((*i.inner()).max(0) as f64),
                 _ => Poly::infinite(),
             };
-            Ok(info(Ty::List(Box::new(Ty::Int)), cost.add(&n), Size::list_of(n.clone(), Size::scalar())))
+            Ok(info(
+                Ty::List(Box::new(Ty::Int)),
+                cost.add(&n),
+                Size::list_of(n.clone(), Size::scalar()),
+            ))
         }
-        ("hasValue", true, 1) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => scalar(Ty::Bool, Poly::default()),
-        ("value", true, 1) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => Ok(info(tys[0].elem(), cost, args[0].size.clone())),
-        ("orValue", true, 2) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => {
-            Ok(info(Ty::join(&tys[0].elem(), tys[1]), cost, args[0].size.max(&args[1].size)))
+        ("hasValue", true, 1) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => {
+            scalar(Ty::Bool, Poly::default())
         }
-        ("or", true, 2) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => Ok(info(tys[0].clone(), cost, args[0].size.max(&args[1].size))),
-        ("optional.of" | "optional.ofNonZeroValue", false, 1) => Ok(info(Ty::Opt(Box::new(tys[0].clone())), cost, args[0].size.clone())),
+        ("value", true, 1) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => {
+            Ok(info(tys[0].elem(), cost, args[0].size.clone()))
+        }
+        ("orValue", true, 2) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => Ok(info(
+            Ty::join(&tys[0].elem(), tys[1]),
+            cost,
+            args[0].size.max(&args[1].size),
+        )),
+        ("or", true, 2) if matches!(tys[0], Ty::Opt(_) | Ty::Dyn) => {
+            Ok(info(tys[0].clone(), cost, args[0].size.max(&args[1].size)))
+        }
+        ("optional.of" | "optional.ofNonZeroValue", false, 1) => Ok(info(
+            Ty::Opt(Box::new(tys[0].clone())),
+            cost,
+            args[0].size.clone(),
+        )),
         ("optional.none", false, 0) => scalar(Ty::Opt(Box::new(Ty::Dyn)), Poly::default()),
-        ("math.greatest" | "math.least" | "math.abs" | "math.ceil" | "math.floor" | "math.round" | "math.trunc" | "math.sign", false, _) => {
-            scalar(tys.first().map_or(Ty::Dyn, |t| if matches!(t, Ty::List(_)) { t.elem() } else { (*t).clone() }), len(0))
-        }
-        ("getDayOfMonth" | "getDayOfWeek" | "getDayOfYear" | "getFullYear" | "getHours" | "getMilliseconds" | "getMinutes" | "getMonth" | "getSeconds", true, _)
-            if matches!(tys[0], Ty::Timestamp | Ty::Duration | Ty::Dyn) =>
-        {
+        (
+            "math.greatest" | "math.least" | "math.abs" | "math.ceil" | "math.floor" | "math.round"
+            | "math.trunc" | "math.sign",
+            false,
+            _,
+        ) => scalar(
+            tys.first().map_or(Ty::Dyn, |t| {
+                if matches!(t, Ty::List(_)) {
+                    t.elem()
+                } else {
+                    (*t).clone()
+                }
+            }),
+            len(0),
+        ),
+        (
+            "getDayOfMonth" | "getDayOfWeek" | "getDayOfYear" | "getFullYear" | "getHours"
+            | "getMilliseconds" | "getMinutes" | "getMonth" | "getSeconds",
+            true,
+            _,
+        ) if matches!(tys[0], Ty::Timestamp | Ty::Duration | Ty::Dyn) => {
             scalar(Ty::Int, Poly::default())
         }
         _ => {
             let known = KNOWN_FUNCTIONS.contains(&name);
             let _ = a0;
-            if known { Err(no_overload()) } else { Err(err(e, off, format!("undeclared reference to '{}'", display_name(name)))) }
+            if known {
+                Err(no_overload())
+            } else {
+                Err(err(
+                    e,
+                    off,
+                    format!("undeclared reference to '{}'", display_name(name)),
+                ))
+            }
         }
     }
 }
@@ -715,19 +1096,130 @@ fn display_name(name: &str) -> &str {
     }
 }
 
-const NAMESPACES: &[&str] = &["sets", "lists", "jsonpatch", "base64", "strings", "math", "optional", "ip"];
+const NAMESPACES: &[&str] = &[
+    "sets",
+    "lists",
+    "jsonpatch",
+    "base64",
+    "strings",
+    "math",
+    "optional",
+    "ip",
+];
 
 const KNOWN_FUNCTIONS: &[&str] = &[
-    "_&&_", "_||_", "!_", "_?_:_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_", "_%_", "-_", "@in", "_[_]", "_[?_]",
-    "_?._", "size", "int", "uint", "double", "string", "bool", "bytes", "dyn", "type", "duration", "timestamp", "contains", "startsWith",
-    "endsWith", "matches", "lowerAscii", "upperAscii", "trim", "reverse", "quote", "strings.quote", "charAt", "indexOf", "lastIndexOf",
-    "substring", "replace", "split", "join", "format", "find", "findAll", "base64.encode", "base64.decode", "jsonpatch.escapeKey",
-    "quantity", "isQuantity", "semver", "isSemver", "ip", "isIP", "cidr", "isCIDR", "url", "isURL", "ip.isCanonical", "sign", "asInteger",
-    "isInteger", "asApproximateFloat", "add", "sub", "isGreaterThan", "isLessThan", "compareTo", "major", "minor", "patch", "family",
-    "prefixLength", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "containsIP",
-    "containsCIDR", "masked", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery", "isSorted", "sum", "min",
-    "max", "sets.contains", "sets.equivalent", "sets.intersects", "distinct", "sort", "flatten", "slice", "lists.range", "hasValue",
-    "value", "orValue", "or", "optional.of", "optional.ofNonZeroValue", "optional.none",
+    "_&&_",
+    "_||_",
+    "!_",
+    "_?_:_",
+    "_==_",
+    "_!=_",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_+_",
+    "_-_",
+    "_*_",
+    "_/_",
+    "_%_",
+    "-_",
+    "@in",
+    "_[_]",
+    "_[?_]",
+    "_?._",
+    "size",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bool",
+    "bytes",
+    "dyn",
+    "type",
+    "duration",
+    "timestamp",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "reverse",
+    "quote",
+    "strings.quote",
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "substring",
+    "replace",
+    "split",
+    "join",
+    "format",
+    "find",
+    "findAll",
+    "base64.encode",
+    "base64.decode",
+    "jsonpatch.escapeKey",
+    "quantity",
+    "isQuantity",
+    "semver",
+    "isSemver",
+    "ip",
+    "isIP",
+    "cidr",
+    "isCIDR",
+    "url",
+    "isURL",
+    "ip.isCanonical",
+    "sign",
+    "asInteger",
+    "isInteger",
+    "asApproximateFloat",
+    "add",
+    "sub",
+    "isGreaterThan",
+    "isLessThan",
+    "compareTo",
+    "major",
+    "minor",
+    "patch",
+    "family",
+    "prefixLength",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "containsIP",
+    "containsCIDR",
+    "masked",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+    "isSorted",
+    "sum",
+    "min",
+    "max",
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+    "distinct",
+    "sort",
+    "flatten",
+    "slice",
+    "lists.range",
+    "hasValue",
+    "value",
+    "orValue",
+    "or",
+    "optional.of",
+    "optional.ofNonZeroValue",
+    "optional.none",
 ];
 
 #[cfg(test)]
@@ -737,13 +1229,30 @@ mod tests {
     #[test]
     fn poly_arithmetic_and_evaluation() {
         let p = Poly::l().mul(&Poly::s()).add(&Poly::constant(2.0));
-        assert_eq!(p.eval(Sizes { list: 3, string: 5, nodes: 1 }), 17.0);
+        assert_eq!(
+            p.eval(Sizes {
+                list: 3,
+                string: 5,
+                nodes: 1
+            }),
+            17.0
+        );
         let q = Poly::l().max(&Poly::l().scale(3.0));
-        assert_eq!(q.eval(Sizes { list: 2, string: 1, nodes: 1 }), 6.0);
+        assert_eq!(
+            q.eval(Sizes {
+                list: 2,
+                string: 1,
+                nodes: 1
+            }),
+            6.0
+        );
         let mut big = Poly::l();
         for _ in 0..20 {
             big = big.mul(&Poly::l());
         }
-        assert!(big.eval(Sizes::default()).is_infinite(), "degree cap makes the bound unbounded");
+        assert!(
+            big.eval(Sizes::default()).is_infinite(),
+            "degree cap makes the bound unbounded"
+        );
     }
 }

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
 use cel::common::value::Val;
 use cel::objects::Key;
 use serde_json::{Map, Number, Value};
@@ -25,7 +27,11 @@ pub struct Sizes {
 impl Sizes {
     /// The larger of each size.
     pub fn max(self, other: Sizes) -> Sizes {
-        Sizes { list: self.list.max(other.list), string: self.string.max(other.string), nodes: self.nodes.max(other.nodes) }
+        Sizes {
+            list: self.list.max(other.list),
+            string: self.string.max(other.string),
+            nodes: self.nodes.max(other.nodes),
+        }
     }
 }
 
@@ -48,17 +54,30 @@ pub enum ConvertError {
 }
 
 /// Convert `v` into a CEL value, counting its sizes; fails past the input limits.
-pub(crate) fn to_cel(v: &Value, limits: &Limits, sizes: &mut Sizes) -> Result<Box<dyn Val + 'static>, ConvertError> {
+pub(crate) fn to_cel(
+    v: &Value,
+    limits: &Limits,
+    sizes: &mut Sizes,
+) -> Result<Box<dyn Val + 'static>, ConvertError> {
     to_cel_at(v, limits, sizes, 0)
 }
 
-fn to_cel_at(v: &Value, limits: &Limits, sizes: &mut Sizes, depth: u32) -> Result<Box<dyn Val + 'static>, ConvertError> {
+fn to_cel_at(
+    v: &Value,
+    limits: &Limits,
+    sizes: &mut Sizes,
+    depth: u32,
+) -> Result<Box<dyn Val + 'static>, ConvertError> {
     sizes.nodes += 1;
     if sizes.nodes > limits.max_input_nodes {
-        return Err(ConvertError::TooManyNodes { limit: limits.max_input_nodes });
+        return Err(ConvertError::TooManyNodes {
+            limit: limits.max_input_nodes,
+        });
     }
     if depth > limits.max_input_depth {
-        return Err(ConvertError::TooDeep { limit: limits.max_input_depth });
+        return Err(ConvertError::TooDeep {
+            limit: limits.max_input_depth,
+        });
     }
     Ok(match v {
         Value::Null => Box::new(CelNull),
@@ -74,15 +93,22 @@ fn to_cel_at(v: &Value, limits: &Limits, sizes: &mut Sizes, depth: u32) -> Resul
         }
         Value::Array(a) => {
             sizes.list = sizes.list.max(a.len() as u64);
-            let items: Result<Vec<_>, _> = a.iter().map(|x| to_cel_at(x, limits, sizes, depth + 1)).collect();
+            let items: Result<Vec<_>, _> = a
+                .iter()
+                .map(|x| to_cel_at(x, limits, sizes, depth + 1))
+                .collect();
             Box::new(CelList::from(items?))
         }
         Value::Object(m) => {
             sizes.list = sizes.list.max(m.len() as u64);
-            let mut out: HashMap<CelMapKey<'static>, Box<dyn Val>> = HashMap::with_capacity(m.len());
+            let mut out: HashMap<CelMapKey<'static>, Box<dyn Val>> =
+                HashMap::with_capacity(m.len());
             for (k, x) in m {
                 sizes.string = sizes.string.max(k.len() as u64);
-                out.insert(CelMapKey::from(k.clone()), to_cel_at(x, limits, sizes, depth + 1)?);
+                out.insert(
+                    CelMapKey::from(k.clone()),
+                    to_cel_at(x, limits, sizes, depth + 1)?,
+                );
             }
             Box::new(CelMap::from(out))
         }
@@ -96,7 +122,9 @@ pub(crate) fn to_json(v: &cel::Value) -> Result<Value, String> {
         cel::Value::Bool(b) => Value::Bool(*b),
         cel::Value::Int(i) => Value::from(*i),
         cel::Value::UInt(u) => Value::from(*u),
-        cel::Value::Float(f) => Number::from_f64(*f).map(Value::Number).ok_or_else(|| format!("{f} is not a JSON number"))?,
+        cel::Value::Float(f) => Number::from_f64(*f)
+            .map(Value::Number)
+            .ok_or_else(|| format!("{f} is not a JSON number"))?,
         cel::Value::String(s) => Value::String(s.as_str().to_owned()),
         cel::Value::List(l) => Value::Array(l.iter().map(to_json).collect::<Result<_, _>>()?),
         cel::Value::Map(m) => {

@@ -12,7 +12,9 @@ use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{Context, Env};
 use flotilla_api::cluster::Cluster;
-use flotilla_core::expression::{BoundObject, ExpressionEngine, ExpressionError, ExpressionErrorKind, ExpressionKind};
+use flotilla_core::expression::{
+    BoundObject, ExpressionEngine, ExpressionError, ExpressionErrorKind, ExpressionKind,
+};
 use serde_json::Value;
 
 use crate::check::{self, Poly, Ty};
@@ -43,7 +45,11 @@ struct Bounded<K, V> {
 
 impl<K: Hash + Eq + Clone, V: Clone> Bounded<K, V> {
     fn new(capacity: usize) -> Self {
-        Bounded { map: HashMap::new(), order: VecDeque::new(), capacity: capacity.max(1) }
+        Bounded {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
     }
 
     fn get<Q: Hash + Eq + ?Sized>(&self, k: &Q) -> Option<V>
@@ -91,14 +97,20 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum ClusterKey {
     /// Objects from an API server: the resource version identifies the content.
-    Version { name: String, uid: String, resource_version: String },
+    Version {
+        name: String,
+        uid: String,
+        resource_version: String,
+    },
     /// Objects from files: a hash of the content.
     Content { name: String, hash: u64 },
 }
@@ -114,7 +126,10 @@ fn cluster_key(c: &Cluster) -> ClusterKey {
         _ => {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             serde_json::to_vec(c).unwrap_or_default().hash(&mut h);
-            ClusterKey::Content { name, hash: h.finish() }
+            ClusterKey::Content {
+                name,
+                hash: h.finish(),
+            }
         }
     }
 }
@@ -123,8 +138,16 @@ fn error(kind: ExpressionErrorKind, message: impl Into<String>) -> ExpressionErr
     ExpressionError::new(kind, message)
 }
 
-fn at(kind: ExpressionErrorKind, column: usize, message: impl std::fmt::Display) -> ExpressionError {
-    ExpressionError { kind, message: format!("column {column}: {message}"), column: Some(column) }
+fn at(
+    kind: ExpressionErrorKind,
+    column: usize,
+    message: impl std::fmt::Display,
+) -> ExpressionError {
+    ExpressionError {
+        kind,
+        message: format!("column {column}: {message}"),
+        column: Some(column),
+    }
 }
 
 impl Engine {
@@ -167,7 +190,12 @@ impl Engine {
     /// # Errors
     /// Syntax, type or cost errors, with the column.
     pub fn compile(&self, source: &str) -> Result<Arc<Program>, ExpressionError> {
-        if let Some(p) = self.programs.lock().map_err(|_| error(ExpressionErrorKind::Runtime, "program cache poisoned"))?.get(source) {
+        if let Some(p) = self
+            .programs
+            .lock()
+            .map_err(|_| error(ExpressionErrorKind::Runtime, "program cache poisoned"))?
+            .get(source)
+        {
             return Ok(p);
         }
         let program = Arc::new(self.compile_uncached(source)?);
@@ -182,7 +210,11 @@ impl Engine {
         if source.len() > limits.max_expression_bytes {
             return Err(error(
                 ExpressionErrorKind::Syntax,
-                format!("expression is {} bytes, more than the limit of {}", source.len(), limits.max_expression_bytes),
+                format!(
+                    "expression is {} bytes, more than the limit of {}",
+                    source.len(),
+                    limits.max_expression_bytes
+                ),
             ));
         }
         let mut depth = 0usize;
@@ -193,18 +225,38 @@ impl Engine {
                 _ => {}
             }
             if depth > limits.max_nesting {
-                return Err(at(ExpressionErrorKind::Syntax, i + 1, format!("expression nests deeper than {} levels", limits.max_nesting)));
+                return Err(at(
+                    ExpressionErrorKind::Syntax,
+                    i + 1,
+                    format!("expression nests deeper than {} levels", limits.max_nesting),
+                ));
             }
         }
-        let program = self.env.compile(source).map_err(|errs| match errs.errors.first() {
-            Some(e) => at(ExpressionErrorKind::Syntax, usize::try_from(e.pos.1).unwrap_or(0) + 1, format!("syntax error: {}", e.msg)),
-            None => error(ExpressionErrorKind::Syntax, "syntax error"),
-        })?;
-        let info = check::check(program.expression(), &|id| program.source_info().offset_for(id).map(|(start, _)| start))
-            .map_err(|e| match e.offset {
-                Some(o) => at(ExpressionErrorKind::Type, o as usize + 1, format!("type error: {}", e.message)),
-                None => error(ExpressionErrorKind::Type, format!("type error: {}", e.message)),
+        let program = self
+            .env
+            .compile(source)
+            .map_err(|errs| match errs.errors.first() {
+                Some(e) => at(
+                    ExpressionErrorKind::Syntax,
+                    usize::try_from(e.pos.1).unwrap_or(0) + 1,
+                    format!("syntax error: {}", e.msg),
+                ),
+                None => error(ExpressionErrorKind::Syntax, "syntax error"),
             })?;
+        let info = check::check(program.expression(), &|id| {
+            program.source_info().offset_for(id).map(|(start, _)| start)
+        })
+        .map_err(|e| match e.offset {
+            Some(o) => at(
+                ExpressionErrorKind::Type,
+                o as usize + 1,
+                format!("type error: {}", e.message),
+            ),
+            None => error(
+                ExpressionErrorKind::Type,
+                format!("type error: {}", e.message),
+            ),
+        })?;
         let estimate = info.cost.eval(limits.reference);
         if estimate > limits.static_cost {
             let r = limits.reference;
@@ -212,7 +264,11 @@ impl Engine {
                 ExpressionErrorKind::Cost,
                 format!(
                     "estimated cost {} exceeds the limit of {} (for an input with lists of {}, strings of {} bytes and {} values); nested comprehensions over the object are the usual cause",
-                    if estimate.is_finite() { format!("{estimate:.0}") } else { "unbounded".to_owned() },
+                    if estimate.is_finite() {
+                        format!("{estimate:.0}")
+                    } else {
+                        "unbounded".to_owned()
+                    },
                     limits.static_cost,
                     r.list,
                     r.string,
@@ -220,12 +276,17 @@ impl Engine {
                 ),
             ));
         }
-        Ok(Program { program, ty: info.ty, cost: info.cost })
+        Ok(Program {
+            program,
+            ty: info.ty,
+            cost: info.cost,
+        })
     }
 
     fn convert(&self, v: &Value) -> Result<Converted, ExpressionError> {
         let mut sizes = Sizes::default();
-        let value = convert::to_cel(v, &self.limits, &mut sizes).map_err(|e| error(ExpressionErrorKind::Limit, e.to_string()))?;
+        let value = convert::to_cel(v, &self.limits, &mut sizes)
+            .map_err(|e| error(ExpressionErrorKind::Limit, e.to_string()))?;
         Ok(Converted { value, sizes })
     }
 
@@ -234,12 +295,18 @@ impl Engine {
         if let Some(hit) = self.clusters.lock().ok().and_then(|m| m.get(&key)) {
             return Ok(hit);
         }
-        let json = serde_json::to_value(c).map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
+        let json = serde_json::to_value(c)
+            .map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
         let cluster = self.convert(&json)?;
         let labels: HashMap<CelMapKey<'static>, Box<dyn Val>> = c
             .labels()
             .iter()
-            .map(|(k, v)| (CelMapKey::from(k.clone()), Box::new(CelString::from(v.clone())) as Box<dyn Val>))
+            .map(|(k, v)| {
+                (
+                    CelMapKey::from(k.clone()),
+                    Box::new(CelString::from(v.clone())) as Box<dyn Val>,
+                )
+            })
             .collect();
         let converted = Arc::new(ConvertedCluster {
             cluster,
@@ -265,8 +332,13 @@ fn accepts(kind: ExpressionKind, ty: &Ty) -> bool {
         (_, Ty::Dyn) => true,
         (ExpressionKind::ClusterSelector, t) => *t == Ty::Bool,
         (ExpressionKind::Score, t) => matches!(t, Ty::Int | Ty::Uint | Ty::Double),
-        (ExpressionKind::Value, t) => !matches!(t, Ty::Opaque(_) | Ty::Type | Ty::Opt(_) | Ty::Duration | Ty::Timestamp | Ty::Bytes),
-        (ExpressionKind::StringMap, Ty::Map(k, v)) => matches!(**k, Ty::String | Ty::Dyn) && matches!(**v, Ty::String | Ty::Dyn),
+        (ExpressionKind::Value, t) => !matches!(
+            t,
+            Ty::Opaque(_) | Ty::Type | Ty::Opt(_) | Ty::Duration | Ty::Timestamp | Ty::Bytes
+        ),
+        (ExpressionKind::StringMap, Ty::Map(k, v)) => {
+            matches!(**k, Ty::String | Ty::Dyn) && matches!(**v, Ty::String | Ty::Dyn)
+        }
         (ExpressionKind::JsonPatch, t) => matches!(t, Ty::List(_)),
         (ExpressionKind::MergePatch, t) => matches!(t, Ty::Map(..)),
         _ => false,
@@ -289,7 +361,9 @@ fn check_result(kind: ExpressionKind, v: &Value) -> Result<(), ExpressionError> 
     let ok = match kind {
         ExpressionKind::ClusterSelector => v.is_boolean(),
         ExpressionKind::Score => v.is_number(),
-        ExpressionKind::StringMap => v.as_object().is_some_and(|m| m.values().all(Value::is_string)),
+        ExpressionKind::StringMap => v
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_string)),
         ExpressionKind::JsonPatch => v.is_array(),
         ExpressionKind::MergePatch => v.is_object(),
         _ => true,
@@ -297,7 +371,10 @@ fn check_result(kind: ExpressionKind, v: &Value) -> Result<(), ExpressionError> 
     if ok {
         Ok(())
     } else {
-        Err(error(ExpressionErrorKind::Runtime, format!("expression returned {v}, want {}", wanted(kind))))
+        Err(error(
+            ExpressionErrorKind::Runtime,
+            format!("expression returned {v}, want {}", wanted(kind)),
+        ))
     }
 }
 
@@ -313,7 +390,11 @@ impl ExpressionEngine for Engine {
         } else {
             Err(error(
                 ExpressionErrorKind::Type,
-                format!("type error: a {kind} expression must evaluate to {}, but this one evaluates to {}", wanted(kind), ty_name(&p.ty)),
+                format!(
+                    "type error: a {kind} expression must evaluate to {}, but this one evaluates to {}",
+                    wanted(kind),
+                    ty_name(&p.ty)
+                ),
             ))
         }
     }
@@ -321,9 +402,17 @@ impl ExpressionEngine for Engine {
     fn bind(&self, object: Option<&Value>) -> Result<Box<dyn BoundObject + '_>, ExpressionError> {
         let object = match object {
             Some(v) => self.convert(v)?,
-            None => Converted { value: Box::new(cel::common::types::CelNull), sizes: Sizes::default() },
+            None => Converted {
+                value: Box::new(cel::common::types::CelNull),
+                sizes: Sizes::default(),
+            },
         };
-        Ok(Box::new(Bound { engine: self, object, deadline: Instant::now() + self.limits.deadline, last: RefCell::new(None) }))
+        Ok(Box::new(Bound {
+            engine: self,
+            object,
+            deadline: Instant::now() + self.limits.deadline,
+            last: RefCell::new(None),
+        }))
     }
 }
 
@@ -367,11 +456,15 @@ impl VariableResolver for Vars<'_> {
 
 impl Bound<'_> {
     fn cluster(&self, c: &Cluster) -> Result<Arc<ConvertedCluster>, ExpressionError> {
-        let lite = ClusterKeyLite { addr: c as *const Cluster as usize, name: c.name().to_owned(), resource_version: c.metadata.resource_version.clone() };
-        if let Some((k, v)) = self.last.borrow().as_ref() {
-            if *k == lite {
-                return Ok(Arc::clone(v));
-            }
+        let lite = ClusterKeyLite {
+            addr: c as *const Cluster as usize,
+            name: c.name().to_owned(),
+            resource_version: c.metadata.resource_version.clone(),
+        };
+        if let Some((k, v)) = self.last.borrow().as_ref()
+            && *k == lite
+        {
+            return Ok(Arc::clone(v));
         }
         let v = self.engine.cluster(c)?;
         *self.last.borrow_mut() = Some((lite, Arc::clone(&v)));
@@ -380,10 +473,18 @@ impl Bound<'_> {
 }
 
 impl BoundObject for Bound<'_> {
-    fn evaluate(&self, kind: ExpressionKind, source: &str, cluster: &Cluster) -> Result<Value, ExpressionError> {
+    fn evaluate(
+        &self,
+        kind: ExpressionKind,
+        source: &str,
+        cluster: &Cluster,
+    ) -> Result<Value, ExpressionError> {
         let program = self.engine.compile(source)?;
         if !accepts(kind, &program.ty) {
-            return Err(error(ExpressionErrorKind::Type, format!("a {kind} expression must evaluate to {}", wanted(kind))));
+            return Err(error(
+                ExpressionErrorKind::Type,
+                format!("a {kind} expression must evaluate to {}", wanted(kind)),
+            ));
         }
         let c = self.cluster(cluster)?;
         let sizes = self.object.sizes.max(c.cluster.sizes);
@@ -399,12 +500,21 @@ impl BoundObject for Bound<'_> {
             ));
         }
         if Instant::now() > self.deadline {
-            return Err(error(ExpressionErrorKind::Timeout, format!("evaluation budget of {:?} spent", limits.deadline)));
+            return Err(error(
+                ExpressionErrorKind::Timeout,
+                format!("evaluation budget of {:?} spent", limits.deadline),
+            ));
         }
-        let vars = Vars { object: self.object.value.as_ref(), cluster: &c };
+        let vars = Vars {
+            object: self.object.value.as_ref(),
+            cluster: &c,
+        };
         let mut ctx = Context::with_env(Arc::clone(&self.engine.env));
         ctx.set_variable_resolver(&vars);
-        let value = program.program.execute(&ctx).map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
+        let value = program
+            .program
+            .execute(&ctx)
+            .map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
         let json = convert::to_json(&value).map_err(|e| error(ExpressionErrorKind::Runtime, e))?;
         check_result(kind, &json)?;
         Ok(json)

@@ -43,6 +43,8 @@ mod plugin;
 pub use check::Poly;
 pub use convert::{ConvertError, Sizes};
 pub use engine::{Engine, Program};
-pub use flotilla_core::expression::{ExpressionEngine, ExpressionError, ExpressionErrorKind, ExpressionKind};
+pub use flotilla_core::expression::{
+    ExpressionEngine, ExpressionError, ExpressionErrorKind, ExpressionKind,
+};
 pub use limits::Limits;
 pub use plugin::{CelFactory, CelFilter, CelOverride, CelScore};

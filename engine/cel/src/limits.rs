@@ -42,7 +42,11 @@ impl Default for Limits {
             max_expression_bytes: 10 * 1024,
             max_nesting: 64,
             static_cost: 1_000_000.0,
-            reference: Sizes { list: 100, string: 1024, nodes: 2_000 },
+            reference: Sizes {
+                list: 100,
+                string: 1024,
+                nodes: 2_000,
+            },
             runtime_cost: 5_000_000.0,
             max_input_nodes: 200_000,
             max_input_depth: 64,

@@ -21,7 +21,8 @@ use flotilla_api::policy::CelMutation;
 use flotilla_core::PluginError;
 use flotilla_core::expression::{ExpressionEngine, ExpressionKind};
 use flotilla_core::framework::{
-    FilterInput, FilterPlugin, OverrideInput, OverridePatch, OverridePlugin, Plugin, ScoreInput, ScorePlugin, Verdict, MAX_SCORE, MIN_SCORE,
+    FilterInput, FilterPlugin, MAX_SCORE, MIN_SCORE, OverrideInput, OverridePatch, OverridePlugin,
+    Plugin, ScoreInput, ScorePlugin, Verdict,
 };
 use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 use serde::Deserialize;
@@ -53,31 +54,64 @@ impl CelFactory {
 }
 
 impl PluginFactory for CelFactory {
-    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String> {
-        let Some(cel) = &spec.cel else { return Ok(None) };
+    fn build(
+        &self,
+        point: ExtensionPoint,
+        spec: &PluginSpec,
+    ) -> Result<Option<BuiltPlugin>, String> {
+        let Some(cel) = &spec.cel else {
+            return Ok(None);
+        };
         let engine = Arc::clone(&self.engine);
         let name = spec.name.clone();
-        let parse = || serde_json::from_value::<ExpressionSpec>(cel.clone()).map_err(|e| format!("cel: {e}"));
-        let check = |kind, src: &str| engine.check(kind, src).map_err(|e| format!("cel: invalid expression: {}", e.message));
+        let parse = || {
+            serde_json::from_value::<ExpressionSpec>(cel.clone()).map_err(|e| format!("cel: {e}"))
+        };
+        let check = |kind, src: &str| {
+            engine
+                .check(kind, src)
+                .map_err(|e| format!("cel: invalid expression: {}", e.message))
+        };
         Ok(Some(match point {
             ExtensionPoint::Filter => {
                 let s = parse()?;
                 check(ExpressionKind::ClusterSelector, &s.expression)?;
-                let reason = s.reason.unwrap_or_else(|| format!("cluster(s) did not match the {name} expression"));
-                BuiltPlugin::Filter(Arc::new(CelFilter { name, engine, expression: s.expression, reason }))
+                let reason = s
+                    .reason
+                    .unwrap_or_else(|| format!("cluster(s) did not match the {name} expression"));
+                BuiltPlugin::Filter(Arc::new(CelFilter {
+                    name,
+                    engine,
+                    expression: s.expression,
+                    reason,
+                }))
             }
             ExtensionPoint::Score => {
                 let s = parse()?;
                 check(ExpressionKind::Score, &s.expression)?;
-                BuiltPlugin::Score(Arc::new(CelScore { name, engine, expression: s.expression }))
+                BuiltPlugin::Score(Arc::new(CelScore {
+                    name,
+                    engine,
+                    expression: s.expression,
+                }))
             }
             ExtensionPoint::Override => {
-                let m: CelMutation = serde_json::from_value(cel.clone()).map_err(|e| format!("cel: {e}"))?;
+                let m: CelMutation =
+                    serde_json::from_value(cel.clone()).map_err(|e| format!("cel: {e}"))?;
                 let (kind, source) = mutation(&m)?;
                 check(kind, &source)?;
-                BuiltPlugin::Override(Arc::new(CelOverride { name, engine, kind, expression: source }))
+                BuiltPlugin::Override(Arc::new(CelOverride {
+                    name,
+                    engine,
+                    kind,
+                    expression: source,
+                }))
             }
-            other => return Err(format!("CEL plugins implement filters, scores and overriders, not {other}")),
+            other => {
+                return Err(format!(
+                    "CEL plugins implement filters, scores and overriders, not {other}"
+                ));
+            }
         }))
     }
 }
@@ -86,9 +120,15 @@ fn mutation(m: &CelMutation) -> Result<(ExpressionKind, String), String> {
     let kind = match m.patch_type.as_str() {
         flotilla_api::policy::cel_patch_type::JSON_PATCH => ExpressionKind::JsonPatch,
         flotilla_api::policy::cel_patch_type::APPLY_CONFIGURATION => ExpressionKind::MergePatch,
-        other => return Err(format!("cel.patchType: unsupported value {other:?} (JSONPatch or ApplyConfiguration)")),
+        other => {
+            return Err(format!(
+                "cel.patchType: unsupported value {other:?} (JSONPatch or ApplyConfiguration)"
+            ));
+        }
     };
-    let (_, source) = m.expression().ok_or_else(|| format!("cel: patchType {:?} needs its expression", m.patch_type))?;
+    let (_, source) = m
+        .expression()
+        .ok_or_else(|| format!("cel: patchType {:?} needs its expression", m.patch_type))?;
     Ok((kind, source.to_owned()))
 }
 
@@ -112,8 +152,14 @@ impl FilterPlugin for CelFilter {
         let fault = |e: flotilla_core::expression::ExpressionError| e.into_plugin_error(&self.name);
         let bound = self.engine.bind(input.binding.object).map_err(fault)?;
         for c in input.clusters {
-            let v = bound.evaluate(ExpressionKind::ClusterSelector, &self.expression, c).map_err(fault)?;
-            out.push(if v == Value::Bool(true) { Verdict::Fit } else { Verdict::unschedulable(self.reason.clone()) });
+            let v = bound
+                .evaluate(ExpressionKind::ClusterSelector, &self.expression, c)
+                .map_err(fault)?;
+            out.push(if v == Value::Bool(true) {
+                Verdict::Fit
+            } else {
+                Verdict::unschedulable(self.reason.clone())
+            });
         }
         Ok(())
     }
@@ -138,8 +184,15 @@ impl ScorePlugin for CelScore {
         let fault = |e: flotilla_core::expression::ExpressionError| e.into_plugin_error(&self.name);
         let bound = self.engine.bind(input.binding.object).map_err(fault)?;
         for c in input.clusters {
-            let v = bound.evaluate(ExpressionKind::Score, &self.expression, c).map_err(fault)?;
-            out.push(v.as_f64().unwrap_or(0.0).clamp(MIN_SCORE as f64, MAX_SCORE as f64).round() as i64);
+            let v = bound
+                .evaluate(ExpressionKind::Score, &self.expression, c)
+                .map_err(fault)?;
+            out.push(
+                v.as_f64()
+                    .unwrap_or(0.0)
+                    .clamp(MIN_SCORE as f64, MAX_SCORE as f64)
+                    .round() as i64,
+            );
         }
         Ok(())
     }
@@ -164,13 +217,23 @@ impl OverridePlugin for CelOverride {
     fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError> {
         let fault = |e: flotilla_core::expression::ExpressionError| e.into_plugin_error(&self.name);
         let bound = self.engine.bind(Some(input.object)).map_err(fault)?;
-        let result = bound.evaluate(self.kind, &self.expression, input.cluster).map_err(fault)?;
+        let result = bound
+            .evaluate(self.kind, &self.expression, input.cluster)
+            .map_err(fault)?;
         let patch = match self.kind {
-            ExpressionKind::JsonPatch => serde_json::from_value::<json_patch::Patch>(result)
-                .map_err(|e| PluginError::InvalidOutput { plugin: self.name.clone(), message: format!("not a JSON patch: {e}") })?
-                .0,
+            ExpressionKind::JsonPatch => {
+                serde_json::from_value::<json_patch::Patch>(result)
+                    .map_err(|e| PluginError::InvalidOutput {
+                        plugin: self.name.clone(),
+                        message: format!("not a JSON patch: {e}"),
+                    })?
+                    .0
+            }
             _ => flotilla_core::overrides::merge_patch_ops(input.object, &result),
         };
-        Ok(OverridePatch { patch, applied: Vec::new() })
+        Ok(OverridePatch {
+            patch,
+            applied: Vec::new(),
+        })
     }
 }

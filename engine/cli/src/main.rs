@@ -5,7 +5,11 @@ mod cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "flotilla", version, about = "Karmada-compatible multi-cluster control plane with pluggable policy")]
+#[command(
+    name = "flotilla",
+    version,
+    about = "Karmada-compatible multi-cluster control plane with pluggable policy"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

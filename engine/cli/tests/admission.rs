@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 fn kubectl_on_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join("kubectl")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
 }
 
 /// `flotilla up` on a free port with no simulated members, killed on drop.
@@ -63,7 +65,11 @@ impl Up {
     fn ok(&self, bin: &Path, args: &[&str]) -> String {
         let out = self.kubectl(bin, args);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         stdout
     }
 
@@ -76,7 +82,12 @@ impl Up {
         args.extend_from_slice(extra);
         let out = self.kubectl(bin, &args);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{name} must be refused:\nstdout: {}\nstderr: {stderr}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{name} must be refused:\nstdout: {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         stderr
     }
 
@@ -110,7 +121,10 @@ fn flotilla_up_refuses_invalid_policies_and_defaults_valid_ones() {
     let k = bin.as_path();
 
     // A CEL expression that does not compile: the field and the column.
-    let bad_cel = policy("bad-cel", "    clusterAffinity:\n      celSelector:\n        celExpressions:\n        - \"cluster.metadata.name == 'a' &&\"\n");
+    let bad_cel = policy(
+        "bad-cel",
+        "    clusterAffinity:\n      celSelector:\n        celExpressions:\n        - \"cluster.metadata.name == 'a' &&\"\n",
+    );
     let err = up.refused(k, "bad-cel", &bad_cel, &[]);
     assert!(
         err.contains(r#"The PropagationPolicy "bad-cel" is invalid: spec.placement.clusterAffinity.celSelector.celExpressions[0]: invalid CEL expression"#),
@@ -119,7 +133,10 @@ fn flotilla_up_refuses_invalid_policies_and_defaults_valid_ones() {
     assert!(err.contains("column"), "{err}");
 
     // Karmada's validation: a duplicated affinity name, a zero weight.
-    let dup = policy("dup", "    clusterAffinities:\n    - affinityName: primary\n      clusterNames: [member1]\n    - affinityName: primary\n      clusterNames: [member2]\n");
+    let dup = policy(
+        "dup",
+        "    clusterAffinities:\n    - affinityName: primary\n      clusterNames: [member1]\n    - affinityName: primary\n      clusterNames: [member2]\n",
+    );
     let err = up.refused(k, "dup", &dup, &[]);
     assert!(err.contains(r#"The PropagationPolicy "dup" is invalid: spec.placement.clusterAffinities[1].affinityName: duplicate affinity name "primary""#), "{err}");
     let zero = policy(
@@ -129,14 +146,23 @@ fn flotilla_up_refuses_invalid_policies_and_defaults_valid_ones() {
     let err = up.refused(k, "zero", &zero, &["--server-side"]);
     assert!(err.contains("spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight: weight must be >= 1"), "{err}");
     // A schema error names the field too.
-    let typo = policy("typo", "    clusterAffinity:\n      clusterNames: member1\n");
+    let typo = policy(
+        "typo",
+        "    clusterAffinity:\n      clusterNames: member1\n",
+    );
     let err = up.refused(k, "typo", &typo, &[]);
     assert!(err.contains(r#"The PropagationPolicy "typo" is invalid: spec.placement.clusterAffinity.clusterNames: invalid type"#), "{err}");
     // Dry-run goes through admission too.
     let err = up.refused(k, "dup-dry", &dup, &["--dry-run=server"]);
-    assert!(err.contains("spec.placement.clusterAffinities[1].affinityName"), "{err}");
+    assert!(
+        err.contains("spec.placement.clusterAffinities[1].affinityName"),
+        "{err}"
+    );
     let listed = up.ok(k, &["get", "pp", "-o", "name"]);
-    assert!(listed.trim().is_empty(), "nothing refused was stored: {listed}");
+    assert!(
+        listed.trim().is_empty(),
+        "nothing refused was stored: {listed}"
+    );
 
     // A valid policy is stored with the defaults of Karmada's webhook and CRD.
     let good = policy(
@@ -144,31 +170,72 @@ fn flotilla_up_refuses_invalid_policies_and_defaults_valid_ones() {
         "    clusterAffinity:\n      clusterNames: [member1, member2]\n      celSelector:\n        celExpressions: [\"clusterName != 'member3'\"]\n    replicaScheduling: {}\n    spreadConstraints:\n    - maxGroups: 2\n",
     );
     let out = up.apply(k, "good", &good);
-    assert!(out.contains("propagationpolicy.policy.karmada.io/good created"), "{out}");
-    let stored: serde_json::Value = serde_json::from_str(&up.ok(k, &["get", "pp", "good", "-o", "json"])).expect("json");
+    assert!(
+        out.contains("propagationpolicy.policy.karmada.io/good created"),
+        "{out}"
+    );
+    let stored: serde_json::Value =
+        serde_json::from_str(&up.ok(k, &["get", "pp", "good", "-o", "json"])).expect("json");
     let spec = &stored["spec"];
-    assert_eq!(spec["placement"]["replicaScheduling"], serde_json::json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}), "{spec}");
-    assert_eq!(spec["placement"]["spreadConstraints"][0], serde_json::json!({"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1}), "{spec}");
+    assert_eq!(
+        spec["placement"]["replicaScheduling"],
+        serde_json::json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}),
+        "{spec}"
+    );
+    assert_eq!(
+        spec["placement"]["spreadConstraints"][0],
+        serde_json::json!({"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1}),
+        "{spec}"
+    );
     assert_eq!(spec["conflictResolution"], "Abort", "{spec}");
     assert_eq!(spec["preemption"], "Never", "{spec}");
     assert_eq!(spec["schedulerName"], "default-scheduler", "{spec}");
-    assert_eq!(spec["resourceSelectors"][0]["namespace"], "default", "{spec}");
+    assert_eq!(
+        spec["resourceSelectors"][0]["namespace"], "default",
+        "{spec}"
+    );
     // Re-applying the same file leaves the spec as stored (defaults are stable), and an invalid
     // edit is refused.
     let out = up.apply(k, "good", &good);
-    assert!(out.contains("propagationpolicy.policy.karmada.io/good"), "{out}");
-    let again: serde_json::Value = serde_json::from_str(&up.ok(k, &["get", "pp", "good", "-o", "json"])).expect("json");
+    assert!(
+        out.contains("propagationpolicy.policy.karmada.io/good"),
+        "{out}"
+    );
+    let again: serde_json::Value =
+        serde_json::from_str(&up.ok(k, &["get", "pp", "good", "-o", "json"])).expect("json");
     assert_eq!(again["spec"], stored["spec"]);
-    assert_eq!(again["metadata"]["generation"], stored["metadata"]["generation"]);
+    assert_eq!(
+        again["metadata"]["generation"],
+        stored["metadata"]["generation"]
+    );
     let err = up
-        .kubectl(k, &["patch", "pp", "good", "--type=merge", "-p", r#"{"spec":{"preemption":"Sometimes"}}"#])
+        .kubectl(
+            k,
+            &[
+                "patch",
+                "pp",
+                "good",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"preemption":"Sometimes"}}"#,
+            ],
+        )
         .stderr;
-    assert!(String::from_utf8_lossy(&err).contains("spec.preemption: unsupported value \"Sometimes\""), "{}", String::from_utf8_lossy(&err));
+    assert!(
+        String::from_utf8_lossy(&err).contains("spec.preemption: unsupported value \"Sometimes\""),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
 
     // flotilla.dev kinds: a WasmPlugin with two module sources, a profile naming no such built-in.
     let wasm = "apiVersion: flotilla.dev/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: gpu\nspec:\n  module: {path: /plugins/gpu.wasm, base64: AGFzbQEAAAA=}\n";
     let err = up.refused(k, "wasm", wasm, &[]);
-    assert!(err.contains(r#"The WasmPlugin "gpu" is invalid: spec.module: set one of path and base64, not both"#), "{err}");
+    assert!(
+        err.contains(
+            r#"The WasmPlugin "gpu" is invalid: spec.module: set one of path and base64, not both"#
+        ),
+        "{err}"
+    );
     let profile = "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata:\n  name: p\nspec:\n  scores:\n  - name: NoSuchScore\n";
     let err = up.refused(k, "profile", profile, &[]);
     assert!(err.contains(r#"The SchedulerProfile "p" is invalid: spec.scores[0].name: unknown plugin "NoSuchScore""#), "{err}");

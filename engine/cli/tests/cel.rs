@@ -12,7 +12,11 @@ fn root() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flotilla")).current_dir(root()).args(args).output().expect("run flotilla")
+    Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("run flotilla")
 }
 
 fn text(b: &[u8]) -> String {
@@ -59,45 +63,88 @@ ResourceBinding default/web-deployment
         assert!(table.contains(line), "missing {line:?} in\n{table}");
     }
     // eu-2 (2 CPUs) and ap-1 (region) are filtered out; the worker goes to the best-scored cluster.
-    assert!(!table.contains("eu-2") && !table.contains("ap-1"), "{table}");
-    assert!(!table.contains("us-1                     replicas=3"), "{table}");
+    assert!(
+        !table.contains("eu-2") && !table.contains("ap-1"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("us-1                     replicas=3"),
+        "{table}"
+    );
 
     let o = run(&["plan", "-f", "examples/cel", "--now", NOW, "-o", "json"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let list: Value = serde_json::from_slice(&o.stdout).expect("json");
-    let works: Vec<&Value> = list["items"].as_array().expect("items").iter().filter(|i| i["kind"] == "Work").collect();
+    let works: Vec<&Value> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["kind"] == "Work")
+        .collect();
     assert_eq!(works.len(), 3);
     let manifest = |ns: &str, name: &str| -> Value {
         works
             .iter()
-            .find(|w| w["metadata"]["namespace"] == ns && w["metadata"]["name"].as_str().is_some_and(|n| n.starts_with(name)))
+            .find(|w| {
+                w["metadata"]["namespace"] == ns
+                    && w["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with(name))
+            })
             .map(|w| w["spec"]["workload"]["manifests"][0].clone())
             .unwrap_or_else(|| panic!("no Work {ns}/{name}*"))
     };
     let web_us = manifest("karmada-es-us-1", "web-");
-    assert_eq!(web_us["spec"]["replicas"], 3, "us-east gets one more replica (CEL merge patch)");
-    assert_eq!(web_us["spec"]["template"]["spec"]["containers"][0]["image"], "registry.us-east.example.com/nginx:1.27");
-    assert_eq!(web_us["metadata"]["annotations"]["example.com/region"], "us-east");
+    assert_eq!(
+        web_us["spec"]["replicas"], 3,
+        "us-east gets one more replica (CEL merge patch)"
+    );
+    assert_eq!(
+        web_us["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.us-east.example.com/nginx:1.27"
+    );
+    assert_eq!(
+        web_us["metadata"]["annotations"]["example.com/region"],
+        "us-east"
+    );
     assert_eq!(web_us["metadata"]["labels"]["example.com/cluster"], "us-1");
     let web_eu = manifest("karmada-es-eu-1", "web-");
     assert_eq!(web_eu["spec"]["replicas"], 2);
     let worker = manifest("karmada-es-eu-1", "worker-");
     assert_eq!(worker["spec"]["replicas"], 3);
     // Provenance records the CEL overriders as written.
-    let work = works.iter().find(|w| w["metadata"]["namespace"] == "karmada-es-us-1").expect("work");
-    let applied = work["metadata"]["annotations"]["policy.karmada.io/applied-overrides"].as_str().expect("annotation");
-    assert!(applied.contains("\"expression\"") && applied.contains("\"cel\""), "{applied}");
+    let work = works
+        .iter()
+        .find(|w| w["metadata"]["namespace"] == "karmada-es-us-1")
+        .expect("work");
+    let applied = work["metadata"]["annotations"]["policy.karmada.io/applied-overrides"]
+        .as_str()
+        .expect("annotation");
+    assert!(
+        applied.contains("\"expression\"") && applied.contains("\"cel\""),
+        "{applied}"
+    );
 }
 
 #[test]
 fn cel_example_validates() {
     let o = run(&["validate", "-f", "examples/cel"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).starts_with("valid: 2 templates, 2 propagation policies, 1 override policies, 4 clusters"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).starts_with(
+            "valid: 2 templates, 2 propagation policies, 1 override policies, 4 clusters"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
 }
 
 fn policy_with_selector(expr: &str) -> String {
-    example("propagationpolicies.yaml").replacen("- cluster.spec.region in ['eu-west', 'us-east']", &format!("- {expr}"), 1)
+    example("propagationpolicies.yaml").replacen(
+        "- cluster.spec.region in ['eu-west', 'us-east']",
+        &format!("- {expr}"),
+        1,
+    )
 }
 
 #[test]
@@ -148,8 +195,17 @@ fn invalid_ill_typed_and_too_expensive_expressions_are_rejected_with_field_and_c
 
 #[test]
 fn override_expression_errors_name_the_overrider_field() {
-    let bad = example("overridepolicy.yaml").replace("expression: \"{'example.com/cluster': clusterName}\"", "expression: \"{'example.com/cluster': 1}\"");
-    let dir = scenario("override", &[("clusters.yaml", example("clusters.yaml")), ("op.yaml", bad)]);
+    let bad = example("overridepolicy.yaml").replace(
+        "expression: \"{'example.com/cluster': clusterName}\"",
+        "expression: \"{'example.com/cluster': 1}\"",
+    );
+    let dir = scenario(
+        "override",
+        &[
+            ("clusters.yaml", example("clusters.yaml")),
+            ("op.yaml", bad),
+        ],
+    );
     let o = run(&["validate", "-f", dir.to_str().expect("path")]);
     let err = text(&o.stderr);
     assert!(!o.status.success());
@@ -189,24 +245,49 @@ fn a_runaway_expression_cannot_stall_a_plan() {
     let dir = scenario("runaway", &files);
     let d = dir.to_str().expect("path");
     let o = run(&["validate", "-f", d]);
-    assert!(o.status.success(), "the expression is fine for typical objects: {}", text(&o.stderr));
+    assert!(
+        o.status.success(),
+        "the expression is fine for typical objects: {}",
+        text(&o.stderr)
+    );
 
     let start = Instant::now();
     let o = run(&["plan", "-f", d, "--now", NOW]);
-    assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(out.contains("scheduled: False (SchedulerError)"), "{out}");
     assert!(out.contains("exceeds the runtime limit"), "{out}");
 
     // The same policy, run by a profile whose ClusterAffinity filter ignores faults.
-    let pol = std::fs::read_to_string(dir.join("policies.yaml")).expect("read").replace("  placement:", "  schedulerName: lenient\n  placement:");
+    let pol = std::fs::read_to_string(dir.join("policies.yaml"))
+        .expect("read")
+        .replace("  placement:", "  schedulerName: lenient\n  placement:");
     std::fs::write(dir.join("policies.yaml"), pol).expect("write");
-    let o = run(&["plan", "-f", &format!("{d}/clusters.yaml"), "-f", &format!("{d}/deployment.yaml"), "-f", &format!("{d}/policies.yaml"), "--profile", &format!("{d}/profile.yaml"), "--now", NOW]);
+    let o = run(&[
+        "plan",
+        "-f",
+        &format!("{d}/clusters.yaml"),
+        "-f",
+        &format!("{d}/deployment.yaml"),
+        "-f",
+        &format!("{d}/policies.yaml"),
+        "--profile",
+        &format!("{d}/profile.yaml"),
+        "--now",
+        NOW,
+    ]);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(out.contains("scheduled: True (Success)"), "{out}");
-    assert!(out.contains("ignored fault: plugin ClusterAffinity"), "{out}");
+    assert!(
+        out.contains("ignored fault: plugin ClusterAffinity"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -239,19 +320,59 @@ spec:
         ],
     );
     let d = dir.to_str().expect("path");
-    let o = run(&["plan", "-f", &format!("{d}/clusters.yaml"), "-f", &format!("{d}/deployments.yaml"), "-f", &format!("{d}/policy.yaml"), "--profile", &format!("{d}/profile.yaml"), "--now", NOW, "-o", "json"]);
+    let o = run(&[
+        "plan",
+        "-f",
+        &format!("{d}/clusters.yaml"),
+        "-f",
+        &format!("{d}/deployments.yaml"),
+        "-f",
+        &format!("{d}/policy.yaml"),
+        "--profile",
+        &format!("{d}/profile.yaml"),
+        "--now",
+        NOW,
+        "-o",
+        "json",
+    ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let list: Value = serde_json::from_slice(&o.stdout).expect("json");
-    let rb = list["items"].as_array().expect("items").iter().find(|i| i["kind"] == "ResourceBinding").expect("rb");
+    let rb = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["kind"] == "ResourceBinding")
+        .expect("rb");
     // ap-1 (priority 100) is filtered out; spreading over one cluster keeps the best remaining
     // score, eu-2 (90).
-    assert_eq!(rb["spec"]["clusters"], serde_json::json!([{"name": "eu-2", "replicas": 3}]), "{rb}");
-    let work = list["items"].as_array().expect("items").iter().find(|i| i["kind"] == "Work").expect("work");
-    assert_eq!(work["spec"]["workload"]["manifests"][0]["metadata"]["labels"]["stamped-by"], "eu-2");
+    assert_eq!(
+        rb["spec"]["clusters"],
+        serde_json::json!([{"name": "eu-2", "replicas": 3}]),
+        "{rb}"
+    );
+    let work = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["kind"] == "Work")
+        .expect("work");
+    assert_eq!(
+        work["spec"]["workload"]["manifests"][0]["metadata"]["labels"]["stamped-by"],
+        "eu-2"
+    );
 
-    let bad = profile.replace("cluster.spec.region != 'ap-south'", "cluster.spec.region + '-x'");
+    let bad = profile.replace(
+        "cluster.spec.region != 'ap-south'",
+        "cluster.spec.region + '-x'",
+    );
     std::fs::write(dir.join("profile.yaml"), bad).expect("write");
-    let o = run(&["plan", "-f", &format!("{d}/clusters.yaml"), "--profile", &format!("{d}/profile.yaml")]);
+    let o = run(&[
+        "plan",
+        "-f",
+        &format!("{d}/clusters.yaml"),
+        "--profile",
+        &format!("{d}/profile.yaml"),
+    ]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("spec.filters[1] (not-ap): cel: invalid expression: type error: a cluster selector expression must evaluate to bool"), "{}", text(&o.stderr));
     let _ = std::fs::remove_dir_all(dir);

@@ -84,11 +84,21 @@ fn flotilla(args: &[&str], paths: &[(&str, &Path)]) -> std::process::Output {
 
 async fn control(up: &Up) -> kube::Client {
     let kc = kube::config::Kubeconfig::read_from(up.kubeconfig()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.expect("config");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("config");
     kube::Client::try_from(config).expect("client")
 }
 
-fn api(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
+fn api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
     let r = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
     match ns {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &r),
@@ -98,14 +108,24 @@ fn api(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &s
 
 async fn ready_status(clusters: &Api<DynamicObject>, name: &str) -> Option<String> {
     let c = clusters.get_opt(name).await.ok()??;
-    let cond = c.data.pointer("/status/conditions")?.as_array()?.iter().find(|x| x["type"] == "Ready")?.clone();
+    let cond = c
+        .data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|x| x["type"] == "Ready")?
+        .clone();
     cond["status"].as_str().map(str::to_owned)
 }
 
 async fn eventually_ready(clusters: &Api<DynamicObject>, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(40);
     while ready_status(clusters, name).await.as_deref() != Some("True") {
-        assert!(Instant::now() < deadline, "cluster {name} never became Ready: {:?}", clusters.get_opt(name).await);
+        assert!(
+            Instant::now() < deadline,
+            "cluster {name} never became Ready: {:?}",
+            clusters.get_opt(name).await
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -114,38 +134,110 @@ async fn eventually_ready(clusters: &Api<DynamicObject>, name: &str) {
 async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cluster() {
     let up = Up::start();
     let member = up.member_kubeconfig("edge");
-    let out = flotilla(&["join", "edge"], &[("--kubeconfig", &up.kubeconfig()), ("--member-kubeconfig", &member)]);
+    let out = flotilla(
+        &["join", "edge"],
+        &[
+            ("--kubeconfig", &up.kubeconfig()),
+            ("--member-kubeconfig", &member),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "join failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("cluster edge joined (Push)") && stdout.contains("karmada-cluster/edge"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "join failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("cluster edge joined (Push)") && stdout.contains("karmada-cluster/edge"),
+        "{stdout}"
+    );
 
     let client = control(&up).await;
-    let clusters = api(&client, "cluster.karmada.io", "v1alpha1", "Cluster", "clusters", None);
+    let clusters = api(
+        &client,
+        "cluster.karmada.io",
+        "v1alpha1",
+        "Cluster",
+        "clusters",
+        None,
+    );
     let c = clusters.get("edge").await.expect("Cluster edge");
     assert_eq!(c.data["spec"]["syncMode"], json!("Push"));
-    assert_eq!(c.data["spec"]["secretRef"], json!({"namespace": "karmada-cluster", "name": "edge"}));
-    assert_eq!(c.data["spec"]["apiEndpoint"], json!(format!("{}/clusters/edge", up.url)));
-    let secret = api(&client, "", "v1", "Secret", "secrets", Some("karmada-cluster")).get("edge").await.expect("Secret");
-    let mut keys: Vec<&String> = secret.data["data"].as_object().map(|m| m.keys().collect()).unwrap_or_default();
+    assert_eq!(
+        c.data["spec"]["secretRef"],
+        json!({"namespace": "karmada-cluster", "name": "edge"})
+    );
+    assert_eq!(
+        c.data["spec"]["apiEndpoint"],
+        json!(format!("{}/clusters/edge", up.url))
+    );
+    let secret = api(
+        &client,
+        "",
+        "v1",
+        "Secret",
+        "secrets",
+        Some("karmada-cluster"),
+    )
+    .get("edge")
+    .await
+    .expect("Secret");
+    let mut keys: Vec<&String> = secret.data["data"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
     keys.sort();
     assert_eq!(keys, ["caBundle", "token"], "Karmada's Secret shape");
     // The control plane builds a client from that Secret and probes the member.
     eventually_ready(&clusters, "edge").await;
     let c = clusters.get("edge").await.expect("Cluster edge");
-    assert!(c.data.pointer("/status/kubernetesVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with('v')), "{:?}", c.data["status"]);
+    assert!(
+        c.data
+            .pointer("/status/kubernetesVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| v.starts_with('v')),
+        "{:?}",
+        c.data["status"]
+    );
 
     // Joining again, or under a bad name, is refused with a clear message.
-    let again = flotilla(&["join", "edge"], &[("--kubeconfig", &up.kubeconfig()), ("--member-kubeconfig", &member)]);
+    let again = flotilla(
+        &["join", "edge"],
+        &[
+            ("--kubeconfig", &up.kubeconfig()),
+            ("--member-kubeconfig", &member),
+        ],
+    );
     assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("cluster edge: already exists"), "{}", String::from_utf8_lossy(&again.stderr));
-    let bad = flotilla(&["join", "Edge_1"], &[("--kubeconfig", &up.kubeconfig()), ("--member-kubeconfig", &member)]);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("cluster edge: already exists"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let bad = flotilla(
+        &["join", "Edge_1"],
+        &[
+            ("--kubeconfig", &up.kubeconfig()),
+            ("--member-kubeconfig", &member),
+        ],
+    );
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("DNS-1123"), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("DNS-1123"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 
     // `flotilla agent` registers a Pull cluster and reports it Ready.
     let pulled = up.member_kubeconfig("pulled");
     let mut agent = Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["agent", "--cluster-name", "pulled", "--cluster-status-update-frequency", "1"])
+        .args([
+            "agent",
+            "--cluster-name",
+            "pulled",
+            "--cluster-status-update-frequency",
+            "1",
+        ])
         .arg("--kubeconfig")
         .arg(up.kubeconfig())
         .arg("--member-kubeconfig")
@@ -157,16 +249,35 @@ async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cl
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let c = clusters.get_opt("pulled").await.ok().flatten();
-        if c.as_ref().is_some_and(|c| c.data["spec"]["syncMode"] == json!("Pull")) && ready_status(&clusters, "pulled").await.as_deref() == Some("True") {
+        if c.as_ref()
+            .is_some_and(|c| c.data["spec"]["syncMode"] == json!("Pull"))
+            && ready_status(&clusters, "pulled").await.as_deref() == Some("True")
+        {
             break;
         }
-        assert!(agent.try_wait().expect("agent status").is_none(), "the agent exited early");
-        assert!(Instant::now() < deadline, "the agent never registered a Ready Pull cluster: {c:?}");
+        assert!(
+            agent.try_wait().expect("agent status").is_none(),
+            "the agent exited early"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the agent never registered a Ready Pull cluster: {c:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let leases = api(&client, "coordination.k8s.io", "v1", "Lease", "leases", Some("karmada-cluster"));
+    let leases = api(
+        &client,
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        Some("karmada-cluster"),
+    );
     let lease = leases.get("pulled").await.expect("the agent's Lease");
-    assert_eq!(lease.data["spec"]["holderIdentity"], json!("flotilla-agent"));
+    assert_eq!(
+        lease.data["spec"]["holderIdentity"],
+        json!("flotilla-agent")
+    );
     let _ = agent.kill();
     let _ = agent.wait();
 }

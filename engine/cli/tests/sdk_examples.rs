@@ -21,16 +21,26 @@ fn text(b: &[u8]) -> String {
 
 /// Whether `tool --version`-style probe runs; in CI a missing tool is a failure, locally a skip.
 fn have(test: &str, probe: &[&str]) -> bool {
-    let ok = Command::new(probe[0]).args(&probe[1..]).output().map(|o| o.status.success()).unwrap_or(false);
+    let ok = Command::new(probe[0])
+        .args(&probe[1..])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if !ok {
-        assert!(!ci(), "{test}: toolchain `{}` is missing (CI must provide it)", probe.join(" "));
+        assert!(
+            !ci(),
+            "{test}: toolchain `{}` is missing (CI must provide it)",
+            probe.join(" ")
+        );
         eprintln!("SKIPPED {test}: `{}` is not available", probe.join(" "));
     }
     ok
 }
 
 fn ci() -> bool {
-    std::env::var("CI").map(|v| !v.is_empty() && v != "false" && v != "0").unwrap_or(false)
+    std::env::var("CI")
+        .map(|v| !v.is_empty() && v != "false" && v != "0")
+        .unwrap_or(false)
 }
 
 /// Debian's rustc-web toolchain (which can build std for wasm32), as guests.rs in engine/wasm
@@ -41,14 +51,25 @@ fn have_debian_rust(test: &str) -> bool {
         && Path::new("/usr/lib/rustlib/src/rust/library").exists();
     if !ok {
         let required = ci() || std::env::var_os("FLOTILLA_REQUIRE_WASM_GUESTS").is_some();
-        assert!(!required, "{test}: Debian rustc-web/cargo-web/rust-web-src are missing (CI must provide them)");
-        eprintln!("SKIPPED {test}: Debian rustc-web toolchain not installed (apt-get install -y rustc-web cargo-web rust-web-src lld-22)");
+        assert!(
+            !required,
+            "{test}: Debian rustc-web/cargo-web/rust-web-src are missing (CI must provide them)"
+        );
+        eprintln!(
+            "SKIPPED {test}: Debian rustc-web toolchain not installed (apt-get install -y rustc-web cargo-web rust-web-src lld-22)"
+        );
     }
     ok
 }
 
 fn check(what: &str, out: Output) {
-    assert!(out.status.success(), "{what} failed ({}):\n{}\n{}", out.status, text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }
 
 /// A scratch directory for one example: the built module and a copy of its profile (whose relative
@@ -57,23 +78,44 @@ fn scratch(example: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flotilla-sdk-{example}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir scratch");
-    std::fs::copy(root().join("examples/plugins").join(example).join("profile.yaml"), dir.join("profile.yaml")).expect("copy profile");
+    std::fs::copy(
+        root()
+            .join("examples/plugins")
+            .join(example)
+            .join("profile.yaml"),
+        dir.join("profile.yaml"),
+    )
+    .expect("copy profile");
     dir
 }
 
 fn plan(example: &str, profile: Option<&Path>, output: &str) -> String {
-    plan_in(&root().join("examples/plugins").join(example).join("scenario"), profile, output)
+    plan_in(
+        &root()
+            .join("examples/plugins")
+            .join(example)
+            .join("scenario"),
+        profile,
+        output,
+    )
 }
 
 fn plan_in(scenario: &Path, profile: Option<&Path>, output: &str) -> String {
     let example = scenario.display();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-    cmd.current_dir(root()).args(["plan", "-f"]).arg(scenario).args(["-o", output, "--now", "2025-01-01T00:00:00Z"]);
+    cmd.current_dir(root())
+        .args(["plan", "-f"])
+        .arg(scenario)
+        .args(["-o", output, "--now", "2025-01-01T00:00:00Z"]);
     if let Some(p) = profile {
         cmd.arg("--profile").arg(p);
     }
     let out = cmd.output().expect("run flotilla");
-    assert!(out.status.success(), "flotilla plan {example} (profile {profile:?}):\n{}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "flotilla plan {example} (profile {profile:?}):\n{}",
+        text(&out.stderr)
+    );
     text(&out.stdout)
 }
 
@@ -89,11 +131,23 @@ fn placements(table: &str) -> Vec<String> {
 
 /// `flotilla plugin inspect` must show the module's flotilla.plugin metadata.
 fn assert_metadata(wasm: &Path, name: &str, version: &str, declares: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_flotilla")).args(["plugin", "inspect"]).arg(wasm).output().expect("run flotilla");
-    assert!(out.status.success(), "flotilla plugin inspect {}:\n{}", wasm.display(), text(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["plugin", "inspect"])
+        .arg(wasm)
+        .output()
+        .expect("run flotilla");
+    assert!(
+        out.status.success(),
+        "flotilla plugin inspect {}:\n{}",
+        wasm.display(),
+        text(&out.stderr)
+    );
     let stdout = text(&out.stdout);
     let field = |key: &str| {
-        stdout.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned())).unwrap_or_else(|| panic!("no {key} in\n{stdout}"))
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
+            .unwrap_or_else(|| panic!("no {key} in\n{stdout}"))
     };
     assert_eq!(field("abi:"), "v1", "{stdout}");
     assert_eq!(field("name:"), name, "{stdout}");
@@ -122,7 +176,13 @@ fn go_gpu_scorer_moves_the_workload_to_the_cluster_with_most_gpus() {
             .env("GOOS", "wasip1")
             .env("GOARCH", "wasm")
             .env("GOTOOLCHAIN", "local")
-            .args(["build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-o"])
+            .args([
+                "build",
+                "-buildmode=c-shared",
+                "-trimpath",
+                "-buildvcs=false",
+                "-o",
+            ])
             .arg(&wasm)
             .arg(".")
             .output()
@@ -134,7 +194,14 @@ fn go_gpu_scorer_moves_the_workload_to_the_cluster_with_most_gpus() {
         Command::new("go")
             .current_dir(root().join("examples/plugins/go-gpu-scorer"))
             .env("GOTOOLCHAIN", "local")
-            .args(["run", "flotilla.dev/sdk/go/cmd/flotilla-metadata", "-name", "go-gpu-scorer", "-version", "0.1.0"])
+            .args([
+                "run",
+                "flotilla.dev/sdk/go/cmd/flotilla-metadata",
+                "-name",
+                "go-gpu-scorer",
+                "-version",
+                "0.1.0",
+            ])
             .arg(&wasm)
             .output()
             .expect("run go"),
@@ -143,8 +210,16 @@ fn go_gpu_scorer_moves_the_workload_to_the_cluster_with_most_gpus() {
     assert_metadata(&wasm, "go-gpu-scorer", "0.1.0", "score, wasi");
 
     let without = placements(&plan("go-gpu-scorer", None, "table"));
-    assert_eq!(without, ["cpu-large replicas=2"], "most available replicas wins without GPU scores");
-    let with = placements(&plan("go-gpu-scorer", Some(&dir.join("profile.yaml")), "table"));
+    assert_eq!(
+        without,
+        ["cpu-large replicas=2"],
+        "most available replicas wins without GPU scores"
+    );
+    let with = placements(&plan(
+        "go-gpu-scorer",
+        Some(&dir.join("profile.yaml")),
+        "table",
+    ));
     assert_eq!(with, ["gpu-a100 replicas=2"], "8 free GPUs beat 2 and 0");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -161,7 +236,15 @@ fn c_label_filter_keeps_only_labelled_clusters() {
         "clang",
         Command::new("clang")
             .current_dir(root().join("examples/plugins/c-label-filter"))
-            .args(["--target=wasm32-unknown-unknown", "-O2", "-nostdlib", "-Wl,--no-entry", "-Wl,--export-dynamic", "-Wall", "-Werror"])
+            .args([
+                "--target=wasm32-unknown-unknown",
+                "-O2",
+                "-nostdlib",
+                "-Wl,--no-entry",
+                "-Wl,--export-dynamic",
+                "-Wall",
+                "-Werror",
+            ])
             .arg("-I")
             .arg(root().join("sdk/c"))
             .arg("-o")
@@ -174,16 +257,32 @@ fn c_label_filter_keeps_only_labelled_clusters() {
     assert_metadata(&wasm, "c-label-filter", "0.1.0", "filter");
 
     let without = placements(&plan("c-label-filter", None, "table"));
-    assert_eq!(without, ["member1 replicas=3", "member2 replicas=3", "member3 replicas=3"]);
+    assert_eq!(
+        without,
+        [
+            "member1 replicas=3",
+            "member2 replicas=3",
+            "member3 replicas=3"
+        ]
+    );
     let profile = dir.join("profile.yaml");
     let with = placements(&plan("c-label-filter", Some(&profile), "table"));
-    assert_eq!(with, ["member1 replicas=3", "member3 replicas=3"], "member2 is labelled dedicated=web");
+    assert_eq!(
+        with,
+        ["member1 replicas=3", "member3 replicas=3"],
+        "member2 is labelled dedicated=web"
+    );
 
     // No cluster has the label value: unschedulable, with the plugin's reason Karmada-style.
-    let yaml = std::fs::read_to_string(&profile).expect("profile").replace("value: ml", "value: gpu");
+    let yaml = std::fs::read_to_string(&profile)
+        .expect("profile")
+        .replace("value: ml", "value: gpu");
     std::fs::write(&profile, yaml).expect("write profile");
     let out = plan("c-label-filter", Some(&profile), "yaml");
-    assert!(out.contains("0/3 clusters are available: 3 cluster(s) did not have label dedicated=gpu."), "{out}");
+    assert!(
+        out.contains("0/3 clusters are available: 3 cluster(s) did not have label dedicated=gpu."),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -196,14 +295,32 @@ fn assemblyscript_image_override_rewrites_docker_hub_images() {
     let src = root().join("examples/plugins/assemblyscript-image-override");
     let dir = scratch("assemblyscript-image-override");
     let wasm = dir.join("assemblyscript-image-override.wasm");
-    if !src.join("node_modules/assemblyscript/bin/asc.js").exists() || !src.join("node_modules/@flotilla/plugin-sdk").exists() {
-        check("npm ci", Command::new("npm").current_dir(&src).args(["ci", "--no-audit", "--no-fund"]).output().expect("run npm"));
+    if !src.join("node_modules/assemblyscript/bin/asc.js").exists()
+        || !src.join("node_modules/@flotilla/plugin-sdk").exists()
+    {
+        check(
+            "npm ci",
+            Command::new("npm")
+                .current_dir(&src)
+                .args(["ci", "--no-audit", "--no-fund"])
+                .output()
+                .expect("run npm"),
+        );
     }
     check(
         "asc",
         Command::new("node")
             .current_dir(&src)
-            .args(["node_modules/assemblyscript/bin/asc.js", "assembly/index.ts", "-O3", "--noAssert", "--runtime", "incremental", "--use", "abort="])
+            .args([
+                "node_modules/assemblyscript/bin/asc.js",
+                "assembly/index.ts",
+                "-O3",
+                "--noAssert",
+                "--runtime",
+                "incremental",
+                "--use",
+                "abort=",
+            ])
             .args(["--transform", "@flotilla/plugin-sdk/metadata.js", "-o"])
             .arg(&wasm)
             .output()
@@ -214,10 +331,24 @@ fn assemblyscript_image_override_rewrites_docker_hub_images() {
 
     let without = plan("assemblyscript-image-override", None, "yaml");
     assert_eq!(without.matches("image: nginx:1.27").count(), 2, "{without}");
-    let with = plan("assemblyscript-image-override", Some(&dir.join("profile.yaml")), "yaml");
-    assert_eq!(with.matches("image: registry.mirror.example/library/nginx:1.27").count(), 2, "{with}");
+    let with = plan(
+        "assemblyscript-image-override",
+        Some(&dir.join("profile.yaml")),
+        "yaml",
+    );
+    assert_eq!(
+        with.matches("image: registry.mirror.example/library/nginx:1.27")
+            .count(),
+        2,
+        "{with}"
+    );
     assert!(!with.contains("image: nginx:1.27"), "{with}");
-    assert_eq!(with.matches("image: quay.io/prometheus/nginx-exporter:v1.4").count(), 2, "other registries stay: {with}");
+    assert_eq!(
+        with.matches("image: quay.io/prometheus/nginx-exporter:v1.4")
+            .count(),
+        2,
+        "other registries stay: {with}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -248,7 +379,15 @@ fn rust_cost_assigner_fills_the_cheapest_clusters_first() {
 
     // Divided by available replicas (4, 14, 10, 30): the built-in DynamicWeight split.
     let without = placements(&plan("rust-cost-assigner", None, "table"));
-    assert_eq!(without, ["bare-metal replicas=1", "cloud-east replicas=3", "cloud-west replicas=2", "edge replicas=6"]);
+    assert_eq!(
+        without,
+        [
+            "bare-metal replicas=1",
+            "cloud-east replicas=3",
+            "cloud-west replicas=2",
+            "edge replicas=6"
+        ]
+    );
     // Cheapest first: bare-metal (0.010) is filled, then cloud-east (0.030, ties with cloud-west
     // and wins on name).
     let profile = dir.join("profile.yaml");
@@ -258,18 +397,41 @@ fn rust_cost_assigner_fills_the_cheapest_clusters_first() {
     // 30 replicas: every priced cluster full, the rest on the unpriced edge cluster.
     let scenario = dir.join("scenario-30");
     std::fs::create_dir_all(&scenario).expect("mkdir");
-    std::fs::copy(src.join("scenario/clusters.yaml"), scenario.join("clusters.yaml")).expect("copy clusters");
+    std::fs::copy(
+        src.join("scenario/clusters.yaml"),
+        scenario.join("clusters.yaml"),
+    )
+    .expect("copy clusters");
     let workload = std::fs::read_to_string(src.join("scenario/workload.yaml")).expect("workload");
     assert!(workload.contains("replicas: 12"));
-    std::fs::write(scenario.join("workload.yaml"), workload.replace("replicas: 12", "replicas: 30")).expect("write workload");
+    std::fs::write(
+        scenario.join("workload.yaml"),
+        workload.replace("replicas: 12", "replicas: 30"),
+    )
+    .expect("write workload");
     let with = placements(&plan_in(&scenario, Some(&profile), "table"));
-    assert_eq!(with, ["bare-metal replicas=4", "cloud-east replicas=14", "cloud-west replicas=10", "edge replicas=2"]);
+    assert_eq!(
+        with,
+        [
+            "bare-metal replicas=4",
+            "cloud-east replicas=14",
+            "cloud-west replicas=10",
+            "edge replicas=2"
+        ]
+    );
 
     // Unpriced clusters excluded: 2 replicas have nowhere to go.
-    let yaml = std::fs::read_to_string(&profile).expect("profile").replace("unpriced: last", "unpriced: exclude");
+    let yaml = std::fs::read_to_string(&profile)
+        .expect("profile")
+        .replace("unpriced: last", "unpriced: exclude");
     std::fs::write(&profile, yaml).expect("write profile");
     let out = plan_in(&scenario, Some(&profile), "yaml");
-    assert!(out.contains("failed to assign replicas: 2 of 30 replica(s) do not fit on the clusters with a price"), "{out}");
+    assert!(
+        out.contains(
+            "failed to assign replicas: 2 of 30 replica(s) do not fit on the clusters with a price"
+        ),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -14,7 +14,11 @@ fn root() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flotilla")).current_dir(root()).args(args).output().expect("run flotilla")
+    Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("run flotilla")
 }
 
 fn text(b: &[u8]) -> String {
@@ -22,7 +26,11 @@ fn text(b: &[u8]) -> String {
 }
 
 fn testdata(f: &str) -> String {
-    root().join("engine/wasm/testdata").join(f).display().to_string()
+    root()
+        .join("engine/wasm/testdata")
+        .join(f)
+        .display()
+        .to_string()
 }
 
 fn profile(name: &str, body: &str) -> PathBuf {
@@ -44,7 +52,15 @@ fn wasm_builtins_plan_the_seed_example_like_the_native_ones() {
             dir.join("flotilla_wasm_static_weight.wasm").display()
         ),
     );
-    let args = ["plan", "-f", "examples/nginx", "-o", "yaml", "--now", "2025-01-01T00:00:00Z"];
+    let args = [
+        "plan",
+        "-f",
+        "examples/nginx",
+        "-o",
+        "yaml",
+        "--now",
+        "2025-01-01T00:00:00Z",
+    ];
     let native = run(&args);
     assert!(native.status.success(), "{}", text(&native.stderr));
     let mut with = args.to_vec();
@@ -52,28 +68,67 @@ fn wasm_builtins_plan_the_seed_example_like_the_native_ones() {
     let wasm = run(&with);
     assert!(wasm.status.success(), "{}", text(&wasm.stderr));
     assert_eq!(text(&native.stdout), text(&wasm.stdout));
-    assert!(text(&wasm.stdout).contains("replicas: 1"), "{}", text(&wasm.stdout));
+    assert!(
+        text(&wasm.stdout).contains("replicas: 1"),
+        "{}",
+        text(&wasm.stdout)
+    );
 }
 
 #[test]
 fn faulting_plugin_fails_or_is_skipped_per_failure_policy() {
     for (policy, ok) in [("Fail", false), ("Ignore", true)] {
-        let p = profile(&format!("trap-{policy}"), &format!("  filters:\n  - {{name: trapper, failurePolicy: {policy}, wasm: {{path: {}}}}}\n", testdata("trap.wat")));
-        let out = run(&["plan", "-f", "examples/nginx", "--profile", p.to_str().expect("path"), "-o", "yaml", "--now", "2025-01-01T00:00:00Z"]);
+        let p = profile(
+            &format!("trap-{policy}"),
+            &format!(
+                "  filters:\n  - {{name: trapper, failurePolicy: {policy}, wasm: {{path: {}}}}}\n",
+                testdata("trap.wat")
+            ),
+        );
+        let out = run(&[
+            "plan",
+            "-f",
+            "examples/nginx",
+            "--profile",
+            p.to_str().expect("path"),
+            "-o",
+            "yaml",
+            "--now",
+            "2025-01-01T00:00:00Z",
+        ]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let y = text(&out.stdout);
-        assert_eq!(y.contains("plugin trapper failed: wasm"), !ok, "{policy}: {y}");
+        assert_eq!(
+            y.contains("plugin trapper failed: wasm"),
+            !ok,
+            "{policy}: {y}"
+        );
         assert_eq!(y.contains("reason: SchedulerError"), !ok, "{policy}: {y}");
     }
 }
 
 #[test]
 fn unknown_import_is_refused_naming_the_import() {
-    let p = profile("unknown-import", &format!("  filters:\n  - {{name: bad, failurePolicy: Ignore, wasm: {{path: {}}}}}\n", testdata("unknown_import.wat")));
-    let out = run(&["plan", "-f", "examples/nginx", "--profile", p.to_str().expect("path")]);
+    let p = profile(
+        "unknown-import",
+        &format!(
+            "  filters:\n  - {{name: bad, failurePolicy: Ignore, wasm: {{path: {}}}}}\n",
+            testdata("unknown_import.wat")
+        ),
+    );
+    let out = run(&[
+        "plan",
+        "-f",
+        "examples/nginx",
+        "--profile",
+        p.to_str().expect("path"),
+    ]);
     assert!(!out.status.success());
     let err = text(&out.stderr);
-    assert!(err.contains("imports env.abort, which the host does not provide"), "{err}");
+    assert!(
+        err.contains("imports env.abort, which the host does not provide"),
+        "{err}"
+    );
     assert!(err.contains("spec.filters[0] (bad)"), "{err}");
 }
 
@@ -82,20 +137,45 @@ fn plugin_inspect_test_and_new() {
     let out = run(&["plugin", "inspect", &testdata("pass.wat")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
-    assert!(s.contains("points:    filter") && s.contains("sha256:") && s.contains("flotilla:host/v1.set_rows"), "{s}");
+    assert!(
+        s.contains("points:    filter")
+            && s.contains("sha256:")
+            && s.contains("flotilla:host/v1.set_rows"),
+        "{s}"
+    );
 
-    let out = run(&["plugin", "test", &testdata("pass.wat"), "-f", "examples/nginx"]);
+    let out = run(&[
+        "plugin",
+        "test",
+        &testdata("pass.wat"),
+        "-f",
+        "examples/nginx",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
-    assert!(s.contains("loaded filter plugin pass") && s.contains("scheduled [member1:1, member2:1]"), "{s}");
+    assert!(
+        s.contains("loaded filter plugin pass") && s.contains("scheduled [member1:1, member2:1]"),
+        "{s}"
+    );
 
     let dir = std::env::temp_dir().join(format!("flotilla-plugin-new-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     for lang in ["rust", "go", "c", "assemblyscript"] {
-        let out = run(&["plugin", "new", &format!("p-{lang}"), "--lang", lang, "--dir", dir.to_str().expect("path")]);
+        let out = run(&[
+            "plugin",
+            "new",
+            &format!("p-{lang}"),
+            "--lang",
+            lang,
+            "--dir",
+            dir.to_str().expect("path"),
+        ]);
         assert!(out.status.success(), "{lang}: {}", text(&out.stderr));
     }
     assert!(dir.join("p-rust/src/lib.rs").exists() && dir.join("p-go/main.go").exists());
-    assert!(dir.join("p-c/plugin.c").exists() && dir.join("p-assemblyscript/assembly/index.ts").exists());
+    assert!(
+        dir.join("p-c/plugin.c").exists()
+            && dir.join("p-assemblyscript/assembly/index.ts").exists()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

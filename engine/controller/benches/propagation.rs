@@ -32,10 +32,19 @@ fn main() {
     let members: usize = common::knob("FLOTILLA_BENCH_MEMBERS", 100);
     let samples: usize = common::knob("FLOTILLA_BENCH_SAMPLES", 200);
     let burst: usize = common::knob("FLOTILLA_BENCH_BURST", 1000);
-    let cases: String = common::knob("FLOTILLA_BENCH_CASES", "duplicated,divided,burst".to_owned());
+    let cases: String = common::knob(
+        "FLOTILLA_BENCH_CASES",
+        "duplicated,divided,burst".to_owned(),
+    );
     let timeout = Duration::from_secs(common::knob("FLOTILLA_BENCH_TIMEOUT_SECS", 120));
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    println!("propagation bench: {members} simulated members, {samples} samples per latency case, burst of {burst}; load average {}", common::loadavg());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "propagation bench: {members} simulated members, {samples} samples per latency case, burst of {burst}; load average {}",
+        common::loadavg()
+    );
     for case in cases.split(',').map(str::trim).filter(|c| !c.is_empty()) {
         rt.block_on(async {
             match case {
@@ -58,7 +67,10 @@ enum Case {
 async fn start(members: usize) -> Env {
     let t = Instant::now();
     let env = common::start(members).await;
-    println!("  started server + {members} members + controllers in {:.2} s", t.elapsed().as_secs_f64());
+    println!(
+        "  started server + {members} members + controllers in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
     env
 }
 
@@ -68,9 +80,17 @@ async fn latency(members: usize, samples: usize, timeout: Duration, case: Case) 
     let tracker = Tracker::spawn(&env.control, true);
     let (label, placement, replicas) = match case {
         Case::Duplicated => ("duplicated", common::duplicated_to_all(), 1),
-        Case::Divided => ("divided", common::divided_over_all(), 2 * i64::try_from(members).expect("members")),
+        Case::Divided => (
+            "divided",
+            common::divided_over_all(),
+            2 * i64::try_from(members).expect("members"),
+        ),
     };
-    common::apply(&env.control, &common::policy(&format!("bench-{label}"), "bench", label, placement)).await;
+    common::apply(
+        &env.control,
+        &common::policy(&format!("bench-{label}"), "bench", label, placement),
+    )
+    .await;
     common::quiesce(&env, Duration::from_millis(200), Duration::from_secs(10)).await;
     let cpu0 = common::cpu_seconds();
     let (r0, s0) = (common::reconciles(&env), common::reconcile_seconds(&env));
@@ -82,14 +102,21 @@ async fn latency(members: usize, samples: usize, timeout: Duration, case: Case) 
         let name = format!("{label}-{i:04}");
         let rb = common::binding_of(&name);
         let waiters = tracker.register(&rb, members);
-        common::apply(&env.control, &common::deployment(&name, replicas, &[("bench", label)])).await;
+        common::apply(
+            &env.control,
+            &common::deployment(&name, replicas, &[("bench", label)]),
+        )
+        .await;
         let t0 = Instant::now();
         tracker.started(&rb, t0);
         match tokio::time::timeout(timeout, waiters.applied).await {
             Ok(Ok(at)) => applied.push(at.duration_since(t0).as_secs_f64() * 1e3),
             _ => {
                 let (w, a) = tracker.counts(&rb);
-                println!("  sample {i}: timed out after {timeout:?} with {w} Works seen, {a} Applied; {}", common::activity(&env, &r0, &s0));
+                println!(
+                    "  sample {i}: timed out after {timeout:?} with {w} Works seen, {a} Applied; {}",
+                    common::activity(&env, &r0, &s0)
+                );
                 return;
             }
         }
@@ -101,12 +128,23 @@ async fn latency(members: usize, samples: usize, timeout: Duration, case: Case) 
         common::quiesce(&env, Duration::from_millis(200), Duration::from_secs(30)).await;
         if (i + 1) % 50 == 0 {
             let last: Vec<f64> = applied[applied.len() - 50..].to_vec();
-            println!("  {:>4} samples, last 50: {}", i + 1, common::summary(&last));
+            println!(
+                "  {:>4} samples, last 50: {}",
+                i + 1,
+                common::summary(&last)
+            );
         }
     }
     let wall = started.elapsed().as_secs_f64();
-    println!("  apply → all {members} Works Applied (ms):  {}", common::summary(&applied));
-    println!("  apply → all {members} Works Healthy (ms):  {}  (includes the {} ms simulated ready delay)", common::summary(&healthy), common::READY_DELAY.as_millis());
+    println!(
+        "  apply → all {members} Works Applied (ms):  {}",
+        common::summary(&applied)
+    );
+    println!(
+        "  apply → all {members} Works Healthy (ms):  {}  (includes the {} ms simulated ready delay)",
+        common::summary(&healthy),
+        common::READY_DELAY.as_millis()
+    );
     println!("  stages, ms after the apply returned (as seen by the bench's watches):");
     for (k, n) in common::STAGE_NAMES.iter().enumerate() {
         let v: Vec<f64> = stages.iter().map(|s| s[k]).collect();
@@ -114,20 +152,43 @@ async fn latency(members: usize, samples: usize, timeout: Duration, case: Case) 
     }
     let first: Vec<f64> = applied.iter().take(20).copied().collect();
     let last: Vec<f64> = applied.iter().rev().take(20).copied().collect();
-    println!("  first 20 samples: {}\n  last 20 samples:  {}", common::summary(&first), common::summary(&last));
-    println!("  controller activity over the run: {}", common::activity(&env, &r0, &s0));
-    println!("  wall {wall:.1} s, process CPU {:.1} s, RSS {:.0} MiB, load average {}", common::cpu_seconds() - cpu0, common::rss_mib().0, common::loadavg());
+    println!(
+        "  first 20 samples: {}\n  last 20 samples:  {}",
+        common::summary(&first),
+        common::summary(&last)
+    );
+    println!(
+        "  controller activity over the run: {}",
+        common::activity(&env, &r0, &s0)
+    );
+    println!(
+        "  wall {wall:.1} s, process CPU {:.1} s, RSS {:.0} MiB, load average {}",
+        common::cpu_seconds() - cpu0,
+        common::rss_mib().0,
+        common::loadavg()
+    );
 }
 
 async fn burst_case(members: usize, n: usize, timeout: Duration) {
     const TEAM: usize = 4;
     let teams = (members / TEAM).max(1);
-    println!("\n== burst: {n} Deployments applied concurrently, each divided (4 replicas) over its team's {TEAM} members, {teams} teams ==");
+    println!(
+        "\n== burst: {n} Deployments applied concurrently, each divided (4 replicas) over its team's {TEAM} members, {teams} teams =="
+    );
     let env = start(members).await;
     let tracker = Tracker::spawn(&env.control, false);
     for t in 0..teams {
         let team = format!("t{t:02}");
-        common::apply(&env.control, &common::policy(&format!("team-{team}"), "team", &team, common::divided_over(&common::team_members(t, TEAM)))).await;
+        common::apply(
+            &env.control,
+            &common::policy(
+                &format!("team-{team}"),
+                "team",
+                &team,
+                common::divided_over(&common::team_members(t, TEAM)),
+            ),
+        )
+        .await;
     }
     common::quiesce(&env, Duration::from_millis(200), Duration::from_secs(10)).await;
     let names: Vec<String> = (0..n).map(|i| format!("burst-{i:05}")).collect();
@@ -146,27 +207,50 @@ async fn burst_case(members: usize, n: usize, timeout: Duration) {
     }
     while tasks.join_next().await.is_some() {}
     let applied_at = t0.elapsed();
-    println!("  all {n} applies returned after {:.2} s", applied_at.as_secs_f64());
+    println!(
+        "  all {n} applies returned after {:.2} s",
+        applied_at.as_secs_f64()
+    );
     let deadline = t0 + timeout;
     let mut next_report = Instant::now() + Duration::from_secs(10);
     loop {
-        let done = tracker.bindings_done.load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let done = tracker
+            .bindings_done
+            .load(std::sync::atomic::Ordering::Relaxed) as usize;
         if done >= n {
             break;
         }
         if Instant::now() > deadline {
-            println!("  timed out: {done}/{n} templates fully Applied; {}", common::activity(&env, &r0, &s0));
+            println!(
+                "  timed out: {done}/{n} templates fully Applied; {}",
+                common::activity(&env, &r0, &s0)
+            );
             return;
         }
         if Instant::now() > next_report {
-            println!("  {:>5.1} s: {done}/{n} templates fully Applied", t0.elapsed().as_secs_f64());
+            println!(
+                "  {:>5.1} s: {done}/{n} templates fully Applied",
+                t0.elapsed().as_secs_f64()
+            );
             next_report += Duration::from_secs(10);
         }
         let _ = tokio::time::timeout(Duration::from_millis(100), tracker.progress.notified()).await;
     }
     let all = t0.elapsed().as_secs_f64();
     let works = n * TEAM;
-    println!("  first apply → all {works} Works Applied: {all:.2} s = {:.0} templates/s, {:.0} Works/s", n as f64 / all, works as f64 / all);
-    println!("  controller activity: {}", common::activity(&env, &r0, &s0));
-    println!("  process CPU {:.1} s, RSS {:.0} MiB, load average {}", common::cpu_seconds() - cpu0, common::rss_mib().0, common::loadavg());
+    println!(
+        "  first apply → all {works} Works Applied: {all:.2} s = {:.0} templates/s, {:.0} Works/s",
+        n as f64 / all,
+        works as f64 / all
+    );
+    println!(
+        "  controller activity: {}",
+        common::activity(&env, &r0, &s0)
+    );
+    println!(
+        "  process CPU {:.1} s, RSS {:.0} MiB, load average {}",
+        common::cpu_seconds() - cpu0,
+        common::rss_mib().0,
+        common::loadavg()
+    );
 }

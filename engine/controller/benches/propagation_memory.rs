@@ -37,10 +37,22 @@ fn main() {
     let members: usize = common::knob("FLOTILLA_BENCH_MEMBERS", 100);
     let concurrency: usize = common::knob("FLOTILLA_BENCH_CONCURRENCY", 32);
     let deadline_secs: u64 = common::knob("FLOTILLA_BENCH_DEADLINE_SECS", 540);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    println!("memory bench: {templates} Deployments, policy {policy}, {members} members, {concurrency} applies in flight; load average {}", common::loadavg());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "memory bench: {templates} Deployments, policy {policy}, {members} members, {concurrency} applies in flight; load average {}",
+        common::loadavg()
+    );
     println!("  RSS at process start: {rss_exe:.1} MiB");
-    rt.block_on(run(templates, &policy, members, concurrency, Duration::from_secs(deadline_secs)));
+    rt.block_on(run(
+        templates,
+        &policy,
+        members,
+        concurrency,
+        Duration::from_secs(deadline_secs),
+    ));
     println!("done; load average {}", common::loadavg());
 }
 
@@ -48,30 +60,61 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
     let t_start = Instant::now();
     let env = common::start(members).await;
     let (rss_base, _) = common::rss_mib();
-    println!("  started in {:.2} s; RSS with {members} idle members and controllers: {rss_base:.1} MiB; store {:.1} MiB", t_start.elapsed().as_secs_f64(), mib(common::disk_bytes(env.dir.path())));
+    println!(
+        "  started in {:.2} s; RSS with {members} idle members and controllers: {rss_base:.1} MiB; store {:.1} MiB",
+        t_start.elapsed().as_secs_f64(),
+        mib(common::disk_bytes(env.dir.path()))
+    );
     let tracker = Tracker::spawn(&env.control, false);
 
-    let (per_template, label_of): (usize, Box<dyn Fn(usize) -> (String, String) + Send + Sync>) = match policy {
+    type LabelOf = Box<dyn Fn(usize) -> (String, String) + Send + Sync>;
+    let (per_template, label_of): (usize, LabelOf) = match policy {
         "duplicated" => {
-            common::apply(&env.control, &common::policy("all", "bench", "all", common::duplicated_to_all())).await;
-            (members, Box::new(|_| ("bench".to_owned(), "all".to_owned())))
+            common::apply(
+                &env.control,
+                &common::policy("all", "bench", "all", common::duplicated_to_all()),
+            )
+            .await;
+            (
+                members,
+                Box::new(|_| ("bench".to_owned(), "all".to_owned())),
+            )
         }
         _ => {
             let teams = (members / TEAM).max(1);
             for t in 0..teams {
                 let team = format!("t{t:02}");
-                common::apply(&env.control, &common::policy(&format!("team-{team}"), "team", &team, common::divided_over(&common::team_members(t, TEAM)))).await;
+                common::apply(
+                    &env.control,
+                    &common::policy(
+                        &format!("team-{team}"),
+                        "team",
+                        &team,
+                        common::divided_over(&common::team_members(t, TEAM)),
+                    ),
+                )
+                .await;
             }
-            (TEAM, Box::new(move |i| ("team".to_owned(), format!("t{:02}", i % teams))))
+            (
+                TEAM,
+                Box::new(move |i| ("team".to_owned(), format!("t{:02}", i % teams))),
+            )
         }
     };
-    let replicas = if policy == "duplicated" { 1 } else { i64::try_from(TEAM).expect("team") };
+    let replicas = if policy == "duplicated" {
+        1
+    } else {
+        i64::try_from(TEAM).expect("team")
+    };
     common::quiesce(&env, Duration::from_millis(300), Duration::from_secs(10)).await;
     for i in 0..n {
         drop(tracker.register(&common::binding_of(&name(i)), per_template));
     }
     let works = n * per_template;
-    println!("  expecting {n} templates → {n} ResourceBindings, {works} Works, {works} member Deployments ({:.0} per member)", works as f64 / members as f64);
+    println!(
+        "  expecting {n} templates → {n} ResourceBindings, {works} Works, {works} member Deployments ({:.0} per member)",
+        works as f64 / members as f64
+    );
 
     let cpu0 = common::cpu_seconds();
     let (r0, s0) = (common::reconciles(&env), common::reconcile_seconds(&env));
@@ -102,7 +145,12 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
         })
     };
 
-    let mut last = (Instant::now(), common::reconciles(&env), common::reconcile_seconds(&env), common::cpu_seconds());
+    let mut last = (
+        Instant::now(),
+        common::reconciles(&env),
+        common::reconcile_seconds(&env),
+        common::cpu_seconds(),
+    );
     let mut all_applied_at = None;
     let mut converged_at = None;
     let mut feeder = Some(feeder);
@@ -113,14 +161,22 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
         let _ = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 tracker.progress.notified().await;
-                let counter = if waiting_for_healthy { &tracker.bindings_healthy } else { &tracker.bindings_done };
+                let counter = if waiting_for_healthy {
+                    &tracker.bindings_healthy
+                } else {
+                    &tracker.bindings_done
+                };
                 if counter.load(Ordering::Relaxed) as usize >= n {
                     break;
                 }
             }
         })
         .await;
-        if applies_done_at.is_none() && feeder.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+        if applies_done_at.is_none()
+            && feeder
+                .as_ref()
+                .is_some_and(tokio::task::JoinHandle::is_finished)
+        {
             feeder = None;
             applies_done_at = Some(t0.elapsed());
         }
@@ -137,8 +193,16 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
             last.0.elapsed().as_secs_f64(),
             common::loadavg(),
         );
-        println!("           reconciles in the interval: {}", common::activity(&env, &last.1, &last.2));
-        last = (Instant::now(), common::reconciles(&env), common::reconcile_seconds(&env), cpu);
+        println!(
+            "           reconciles in the interval: {}",
+            common::activity(&env, &last.1, &last.2)
+        );
+        last = (
+            Instant::now(),
+            common::reconciles(&env),
+            common::reconcile_seconds(&env),
+            cpu,
+        );
         if done >= n && all_applied_at.is_none() {
             all_applied_at = Some(t0.elapsed());
         }
@@ -148,23 +212,46 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
         }
     }
     let Some(all_applied) = all_applied_at else {
-        println!("  NOT converged within {deadline:?}: {}/{works} Works Applied", tracker.applied_works.load(Ordering::Relaxed));
-        println!("  controller activity: {}", common::activity(&env, &r0, &s0));
+        println!(
+            "  NOT converged within {deadline:?}: {}/{works} Works Applied",
+            tracker.applied_works.load(Ordering::Relaxed)
+        );
+        println!(
+            "  controller activity: {}",
+            common::activity(&env, &r0, &s0)
+        );
         report_memory(&env);
         return;
     };
-    println!("  all applies returned after {:.1} s", applies_done_at.map_or(f64::NAN, |d| d.as_secs_f64()));
-    println!("  first apply → all {works} Works Applied: {:.1} s ({:.0} Works/s)", all_applied.as_secs_f64(), works as f64 / all_applied.as_secs_f64());
+    println!(
+        "  all applies returned after {:.1} s",
+        applies_done_at.map_or(f64::NAN, |d| d.as_secs_f64())
+    );
+    println!(
+        "  first apply → all {works} Works Applied: {:.1} s ({:.0} Works/s)",
+        all_applied.as_secs_f64(),
+        works as f64 / all_applied.as_secs_f64()
+    );
     match converged_at {
-        Some(c) => println!("  first apply → every member copy Healthy: {:.1} s", c.as_secs_f64()),
+        Some(c) => println!(
+            "  first apply → every member copy Healthy: {:.1} s",
+            c.as_secs_f64()
+        ),
         None => println!("  member copies not all Healthy within the deadline"),
     }
     let cpu_conv = common::cpu_seconds() - cpu0;
     let idle = common::quiesce(&env, Duration::from_secs(2), Duration::from_secs(60)).await;
     println!("  controllers idle for 2 s: {idle}; process CPU until converged {cpu_conv:.1} s");
-    println!("  controller activity: {}", common::activity(&env, &r0, &s0));
+    println!(
+        "  controller activity: {}",
+        common::activity(&env, &r0, &s0)
+    );
     report_memory(&env);
-    let horizon = env.store.compact(common::RETAIN_REVISIONS).await.unwrap_or(0);
+    let horizon = env
+        .store
+        .compact(common::RETAIN_REVISIONS)
+        .await
+        .unwrap_or(0);
     println!(
         "  after compacting to the newest {} revisions (horizon {horizon}, current {}): store {:.1} MiB",
         common::RETAIN_REVISIONS,
@@ -175,7 +262,11 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
 
 fn report_memory(env: &common::Env) {
     let (rss, hwm) = common::rss_mib();
-    println!("  RSS {rss:.1} MiB (VmHWM {hwm:.1} MiB); store on disk {:.1} MiB at revision {}", mib(common::disk_bytes(env.dir.path())), env.store.current_rev());
+    println!(
+        "  RSS {rss:.1} MiB (VmHWM {hwm:.1} MiB); store on disk {:.1} MiB at revision {}",
+        mib(common::disk_bytes(env.dir.path())),
+        env.store.current_rev()
+    );
 }
 
 fn name(i: usize) -> String {

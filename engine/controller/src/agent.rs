@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use crate::client::MemberError;
 use crate::controller::execution::{self, Executor};
-use crate::controller::{CONCURRENCY, mapped_triggers, work_of_member};
 use crate::controller::status::{self, CLUSTER_NAMESPACE, Thresholds};
+use crate::controller::{CONCURRENCY, mapped_triggers, work_of_member};
 use crate::{Bus, Error, Members, Settings, Topic, api_resource, publish_changes};
 
 /// The field manager (and Lease holder) of the agent's writes.
@@ -41,7 +41,10 @@ pub struct Agent {
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent").field("member", &self.member.cluster_url.to_string()).field("cluster_name", &self.cluster_name).finish_non_exhaustive()
+        f.debug_struct("Agent")
+            .field("member", &self.member.cluster_url.to_string())
+            .field("cluster_name", &self.cluster_name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -52,7 +55,9 @@ impl std::fmt::Debug for Agent {
 pub fn validate_cluster_name(name: &str) -> Result<(), MemberError> {
     let ok = !name.is_empty()
         && name.len() <= 48
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
     if ok {
@@ -70,9 +75,16 @@ pub fn validate_cluster_name(name: &str) -> Result<(), MemberError> {
 /// # Errors
 /// Fails when the Cluster exists in Push mode, or a request fails.
 pub async fn register(control: &Client, name: &str, endpoint: &str) -> Result<(), Error> {
-    let clusters: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"));
+    let clusters: Api<DynamicObject> = Api::all_with(
+        control.clone(),
+        &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"),
+    );
     if let Some(existing) = clusters.get_opt(name).await? {
-        let mode = existing.data.pointer("/spec/syncMode").and_then(Value::as_str).unwrap_or("");
+        let mode = existing
+            .data
+            .pointer("/spec/syncMode")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if mode != "Pull" {
             return Err(MemberError::Invalid {
                 what: format!("cluster {name}"),
@@ -87,8 +99,17 @@ pub async fn register(control: &Client, name: &str, endpoint: &str) -> Result<()
         "metadata": {"name": name},
         "spec": {"syncMode": "Pull", "apiEndpoint": endpoint},
     });
-    clusters.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
-    for ns in [CLUSTER_NAMESPACE.to_owned(), flotilla_core::render::execution_namespace(name)] {
+    clusters
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(obj),
+        )
+        .await?;
+    for ns in [
+        CLUSTER_NAMESPACE.to_owned(),
+        flotilla_core::render::execution_namespace(name),
+    ] {
         status::ensure_namespace(control, &ns).await?;
     }
     Ok(())
@@ -102,8 +123,16 @@ pub async fn register(control: &Client, name: &str, endpoint: &str) -> Result<()
 pub async fn run(agent: Agent) -> Result<(), Error> {
     let name = agent.cluster_name.clone();
     validate_cluster_name(&name)?;
-    let member = Client::try_from(agent.member.clone()).map_err(|e| MemberError::Invalid { what: format!("member client for {}", agent.member.cluster_url), message: e.to_string() })?;
-    let endpoint = agent.member.cluster_url.to_string().trim_end_matches('/').to_owned();
+    let member = Client::try_from(agent.member.clone()).map_err(|e| MemberError::Invalid {
+        what: format!("member client for {}", agent.member.cluster_url),
+        message: e.to_string(),
+    })?;
+    let endpoint = agent
+        .member
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned();
     register(&agent.control, &name, &endpoint).await?;
     tracing::info!(cluster = %name, "registered as a Pull cluster");
 
@@ -112,7 +141,13 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     let events = Bus::default();
     // A member Deployment's change re-checks the Work that applied it.
     let member_changes = events.subscribe(Box::new(work_of_member));
-    publish_changes(&member, &api_resource("apps/v1", "Deployment"), Topic::Member, &events, &mut tasks);
+    publish_changes(
+        &member,
+        &api_resource("apps/v1", "Deployment"),
+        Topic::Member,
+        &events,
+        &mut tasks,
+    );
 
     let works = api_resource("work.karmada.io/v1alpha1", "Work");
     let executor = Arc::new(Executor {
@@ -125,11 +160,16 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     let es = flotilla_core::render::execution_namespace(&name);
     let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);
     tasks.spawn(async move {
-        let controller = Controller::new_with(api, watcher::Config::default(), works.clone()).with_config(Config::default().concurrency(CONCURRENCY));
+        let controller = Controller::new_with(api, watcher::Config::default(), works.clone())
+            .with_config(Config::default().concurrency(CONCURRENCY));
         let trigger = mapped_triggers(member_changes, controller.store(), works);
         controller
             .reconcile_on(trigger)
-            .run(|obj, ex: Arc<Executor>| async move { execution::reconcile_work(&obj, &ex).await }, error_policy, executor)
+            .run(
+                |obj, ex: Arc<Executor>| async move { execution::reconcile_work(&obj, &ex).await },
+                error_policy,
+                executor,
+            )
             .for_each(|_| futures::future::ready(()))
             .await;
     });
@@ -146,7 +186,10 @@ fn error_policy(_obj: Arc<DynamicObject>, err: &Error, _ex: Arc<Executor>) -> Ac
 /// Probe the member and report its status and Lease every `cluster_status_update_frequency`.
 async fn report_loop(agent: Agent) {
     let mut thresholds = Thresholds::default();
-    let clusters: Api<DynamicObject> = Api::all_with(agent.control.clone(), &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"));
+    let clusters: Api<DynamicObject> = Api::all_with(
+        agent.control.clone(),
+        &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"),
+    );
     let timeout = status::probe_timeout(&agent.settings);
     let name = agent.cluster_name.as_str();
     loop {
@@ -154,8 +197,20 @@ async fn report_loop(agent: Agent) {
         match clusters.get_opt(name).await {
             Ok(Some(obj)) => {
                 let current: Option<flotilla_api::cluster::Cluster> = crate::typed(&obj).ok();
-                let ready = thresholds.adjust(name, obs.ready(), current.as_ref().and_then(status::ready_condition), &agent.settings);
-                if let Err(e) = status::write_status(&agent.control, name, ready.as_ref(), obs.collected.as_ref()).await {
+                let ready = thresholds.adjust(
+                    name,
+                    obs.ready(),
+                    current.as_ref().and_then(status::ready_condition),
+                    &agent.settings,
+                );
+                if let Err(e) = status::write_status(
+                    &agent.control,
+                    name,
+                    ready.as_ref(),
+                    obs.collected.as_ref(),
+                )
+                .await
+                {
                     tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
                 }
             }
@@ -167,7 +222,14 @@ async fn report_loop(agent: Agent) {
             }
             Err(e) => tracing::warn!(cluster = %name, error = %e, "reading the Cluster failed"),
         }
-        if let Err(e) = status::renew_lease(&agent.control, name, MANAGER, agent.settings.cluster_monitor_grace_period).await {
+        if let Err(e) = status::renew_lease(
+            &agent.control,
+            name,
+            MANAGER,
+            agent.settings.cluster_monitor_grace_period,
+        )
+        .await
+        {
             tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
         }
         tokio::time::sleep(agent.settings.cluster_status_update_frequency).await;

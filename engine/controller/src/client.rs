@@ -17,18 +17,25 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 /// A client on the embedded server's router, in process, for the logical cluster `cluster`
 /// (`None`: the control plane itself), sending `token` as its bearer token when set.
 pub fn in_process(router: axum::Router, cluster: Option<&str>, token: Option<&str>) -> Client {
-    let prefix = cluster.map(|name| format!("/clusters/{name}")).unwrap_or_default();
+    let prefix = cluster
+        .map(|name| format!("/clusters/{name}"))
+        .unwrap_or_default();
     let auth = token.and_then(|t| http::HeaderValue::from_str(&format!("Bearer {t}")).ok());
     let svc = tower::ServiceBuilder::new()
         .map_request(move |mut req: http::Request<kube::client::Body>| {
             if !prefix.is_empty() {
-                let pq = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "/".to_owned());
+                let pq = req
+                    .uri()
+                    .path_and_query()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_else(|| "/".to_owned());
                 if let Ok(uri) = format!("{prefix}{pq}").parse::<http::Uri>() {
                     *req.uri_mut() = uri;
                 }
             }
             if let Some(a) = &auth {
-                req.headers_mut().insert(http::header::AUTHORIZATION, a.clone());
+                req.headers_mut()
+                    .insert(http::header::AUTHORIZATION, a.clone());
             }
             req
         })
@@ -40,7 +47,9 @@ pub fn in_process(router: axum::Router, cluster: Option<&str>, token: Option<&st
 pub fn token_from_kubeconfig(kubeconfig: &str) -> Option<String> {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).ok()?;
     let v = serde_json::to_value(&kc).ok()?;
-    v.pointer("/users/0/user/token").and_then(serde_json::Value::as_str).map(str::to_owned)
+    v.pointer("/users/0/user/token")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
 }
 
 /// Why a member cluster's client could not be built. Every message names the Cluster or the
@@ -49,7 +58,9 @@ pub fn token_from_kubeconfig(kubeconfig: &str) -> Option<String> {
 #[non_exhaustive]
 pub enum MemberError {
     /// The Cluster has no `spec.secretRef`.
-    #[error("cluster {cluster}: spec.secretRef is not set, so there are no credentials for the member")]
+    #[error(
+        "cluster {cluster}: spec.secretRef is not set, so there are no credentials for the member"
+    )]
     NoSecretRef {
         /// The Cluster.
         cluster: String,
@@ -72,13 +83,17 @@ pub enum MemberError {
         source: kube::Error,
     },
     /// The Secret lacks the keys a member needs.
-    #[error("Secret {secret} has neither a `kubeconfig` key nor a `token` key (with `caBundle`, or spec.insecureSkipTLSVerification)")]
+    #[error(
+        "Secret {secret} has neither a `kubeconfig` key nor a `token` key (with `caBundle`, or spec.insecureSkipTLSVerification)"
+    )]
     NoCredentials {
         /// `namespace/name`.
         secret: String,
     },
     /// The Secret has a token but the Cluster has no endpoint.
-    #[error("cluster {cluster}: spec.apiEndpoint is required with the `token` credentials of Secret {secret}")]
+    #[error(
+        "cluster {cluster}: spec.apiEndpoint is required with the `token` credentials of Secret {secret}"
+    )]
     NoEndpoint {
         /// The Cluster.
         cluster: String,
@@ -100,11 +115,23 @@ pub enum MemberError {
 ///
 /// # Errors
 /// [`MemberError::Invalid`] when the text is not a usable kubeconfig.
-pub async fn config_from_kubeconfig(kubeconfig: &str, context: Option<&str>, what: &str) -> Result<kube::Config, MemberError> {
-    let invalid = |e: &dyn std::fmt::Display| MemberError::Invalid { what: what.to_owned(), message: e.to_string() };
+pub async fn config_from_kubeconfig(
+    kubeconfig: &str,
+    context: Option<&str>,
+    what: &str,
+) -> Result<kube::Config, MemberError> {
+    let invalid = |e: &dyn std::fmt::Display| MemberError::Invalid {
+        what: what.to_owned(),
+        message: e.to_string(),
+    };
     let kc = Kubeconfig::from_yaml(kubeconfig).map_err(|e| invalid(&e))?;
-    let options = KubeConfigOptions { context: context.map(str::to_owned), ..KubeConfigOptions::default() };
-    kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| invalid(&e))
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    kube::Config::from_custom_kubeconfig(kc, &options)
+        .await
+        .map_err(|e| invalid(&e))
 }
 
 /// A kube client configuration from Karmada's credential shape: `endpoint` (a URL), a bearer
@@ -112,7 +139,13 @@ pub async fn config_from_kubeconfig(kubeconfig: &str, context: Option<&str>, wha
 ///
 /// # Errors
 /// [`MemberError::Invalid`] when the endpoint or the CA bundle is not usable.
-pub async fn config_from_token(endpoint: &str, token: &str, ca_bundle: Option<&[u8]>, insecure: bool, what: &str) -> Result<kube::Config, MemberError> {
+pub async fn config_from_token(
+    endpoint: &str,
+    token: &str,
+    ca_bundle: Option<&[u8]>,
+    insecure: bool,
+    what: &str,
+) -> Result<kube::Config, MemberError> {
     let mut cluster = serde_json::json!({"server": endpoint});
     if let Some(ca) = ca_bundle.filter(|c| !c.is_empty()) {
         cluster["certificate-authority-data"] = serde_json::Value::from(base64_encode(ca));
@@ -127,10 +160,18 @@ pub async fn config_from_token(endpoint: &str, token: &str, ca_bundle: Option<&[
         "contexts": [{"name": "member", "context": {"cluster": "member", "user": "member"}}],
         "current-context": "member",
     });
-    let text = serde_json::to_string(&kc).map_err(|e| MemberError::Invalid { what: what.to_owned(), message: e.to_string() })?;
+    let text = serde_json::to_string(&kc).map_err(|e| MemberError::Invalid {
+        what: what.to_owned(),
+        message: e.to_string(),
+    })?;
     let config = config_from_kubeconfig(&text, None, what).await?;
-    if ca_bundle.is_some_and(|c| !c.is_empty()) && config.root_cert.as_ref().is_none_or(Vec::is_empty) {
-        return Err(MemberError::Invalid { what: what.to_owned(), message: "`caBundle` holds no PEM certificate".into() });
+    if ca_bundle.is_some_and(|c| !c.is_empty())
+        && config.root_cert.as_ref().is_none_or(Vec::is_empty)
+    {
+        return Err(MemberError::Invalid {
+            what: what.to_owned(),
+            message: "`caBundle` holds no PEM certificate".into(),
+        });
     }
     Ok(config)
 }
@@ -140,7 +181,11 @@ pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -160,7 +205,13 @@ pub fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
         .as_ref()
         .and_then(|d| d.get(key))
         .map(|b| b.0.clone())
-        .or_else(|| secret.string_data.as_ref().and_then(|d| d.get(key)).map(|s| s.as_bytes().to_vec()))
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|s| s.as_bytes().to_vec())
+        })
 }
 
 /// The client configuration of push member `cluster` from its `secret` (`spec.secretRef`):
@@ -169,34 +220,63 @@ pub fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
 ///
 /// # Errors
 /// A [`MemberError`] naming the Secret and what is wrong with it.
-pub async fn config_from_secret(cluster: &Cluster, secret: &Secret) -> Result<kube::Config, MemberError> {
-    let secret_name = format!("{}/{}", secret.metadata.namespace.as_deref().unwrap_or(""), secret.metadata.name.as_deref().unwrap_or(""));
+pub async fn config_from_secret(
+    cluster: &Cluster,
+    secret: &Secret,
+) -> Result<kube::Config, MemberError> {
+    let secret_name = format!(
+        "{}/{}",
+        secret.metadata.namespace.as_deref().unwrap_or(""),
+        secret.metadata.name.as_deref().unwrap_or("")
+    );
     let insecure = cluster.spec.insecure_skip_tls_verification;
     let mut config = if let Some(kc) = secret_value(secret, "kubeconfig") {
         let what = format!("key `kubeconfig` of Secret {secret_name}");
-        let text = String::from_utf8(kc).map_err(|_| MemberError::Invalid { what: what.clone(), message: "not UTF-8".into() })?;
+        let text = String::from_utf8(kc).map_err(|_| MemberError::Invalid {
+            what: what.clone(),
+            message: "not UTF-8".into(),
+        })?;
         config_from_kubeconfig(&text, None, &what).await?
     } else if let Some(token) = secret_value(secret, "token") {
         let what = format!("key `token` of Secret {secret_name}");
-        let token = String::from_utf8(token).map_err(|_| MemberError::Invalid { what: what.clone(), message: "not UTF-8".into() })?;
+        let token = String::from_utf8(token).map_err(|_| MemberError::Invalid {
+            what: what.clone(),
+            message: "not UTF-8".into(),
+        })?;
         let token = token.trim();
         if token.is_empty() {
-            return Err(MemberError::Invalid { what, message: "empty".into() });
+            return Err(MemberError::Invalid {
+                what,
+                message: "empty".into(),
+            });
         }
         if cluster.spec.api_endpoint.is_empty() {
-            return Err(MemberError::NoEndpoint { cluster: cluster.name().to_owned(), secret: secret_name });
+            return Err(MemberError::NoEndpoint {
+                cluster: cluster.name().to_owned(),
+                secret: secret_name,
+            });
         }
         let ca = secret_value(secret, "caBundle");
         if ca.as_deref().is_none_or(<[u8]>::is_empty) && !insecure {
             return Err(MemberError::Invalid {
                 what: format!("Secret {secret_name}"),
-                message: "key `caBundle` is missing and spec.insecureSkipTLSVerification is false".into(),
+                message: "key `caBundle` is missing and spec.insecureSkipTLSVerification is false"
+                    .into(),
             });
         }
         let what = format!("cluster {} with Secret {secret_name}", cluster.name());
-        config_from_token(&cluster.spec.api_endpoint, token, ca.as_deref(), insecure, &what).await?
+        config_from_token(
+            &cluster.spec.api_endpoint,
+            token,
+            ca.as_deref(),
+            insecure,
+            &what,
+        )
+        .await?
     } else {
-        return Err(MemberError::NoCredentials { secret: secret_name });
+        return Err(MemberError::NoCredentials {
+            secret: secret_name,
+        });
     };
     if insecure {
         config.accept_invalid_certs = true;
@@ -209,19 +289,37 @@ pub async fn config_from_secret(cluster: &Cluster, secret: &Secret) -> Result<ku
 ///
 /// # Errors
 /// A [`MemberError`] naming the Secret and what is wrong.
-pub async fn config_for_cluster(control: &Client, cluster: &Cluster) -> Result<(kube::Config, String), MemberError> {
+pub async fn config_for_cluster(
+    control: &Client,
+    cluster: &Cluster,
+) -> Result<(kube::Config, String), MemberError> {
     let Some(r) = &cluster.spec.secret_ref else {
-        return Err(MemberError::NoSecretRef { cluster: cluster.name().to_owned() });
+        return Err(MemberError::NoSecretRef {
+            cluster: cluster.name().to_owned(),
+        });
     };
     let secret_name = format!("{}/{}", r.namespace, r.name);
     if r.namespace.is_empty() || r.name.is_empty() {
-        return Err(MemberError::Invalid { what: format!("cluster {}: spec.secretRef", cluster.name()), message: "both namespace and name are required".into() });
+        return Err(MemberError::Invalid {
+            what: format!("cluster {}: spec.secretRef", cluster.name()),
+            message: "both namespace and name are required".into(),
+        });
     }
     let secrets: kube::Api<Secret> = kube::Api::namespaced(control.clone(), &r.namespace);
     let secret = match secrets.get_opt(&r.name).await {
         Ok(Some(s)) => s,
-        Ok(None) => return Err(MemberError::SecretNotFound { secret: secret_name, cluster: cluster.name().to_owned() }),
-        Err(source) => return Err(MemberError::SecretRead { secret: secret_name, source }),
+        Ok(None) => {
+            return Err(MemberError::SecretNotFound {
+                secret: secret_name,
+                cluster: cluster.name().to_owned(),
+            });
+        }
+        Err(source) => {
+            return Err(MemberError::SecretRead {
+                secret: secret_name,
+                source,
+            });
+        }
     };
     // What the client depends on: rebuilt when any of it changes.
     let fingerprint = format!(
@@ -238,7 +336,10 @@ pub async fn config_for_cluster(control: &Client, cluster: &Cluster) -> Result<(
 /// # Errors
 /// [`MemberError::Invalid`] when the client cannot be built (e.g. bad TLS material).
 pub fn connect(config: &kube::Config) -> Result<Client, MemberError> {
-    Client::try_from(config.clone()).map_err(|e| MemberError::Invalid { what: format!("client for {}", config.cluster_url), message: e.to_string() })
+    Client::try_from(config.clone()).map_err(|e| MemberError::Invalid {
+        what: format!("client for {}", config.cluster_url),
+        message: e.to_string(),
+    })
 }
 
 /// A fresh client for `config` with every timeout set to `timeout`: probes use one per probe so
@@ -251,7 +352,10 @@ pub fn probe_client(config: &kube::Config, timeout: Duration) -> Result<Client, 
     c.connect_timeout = Some(timeout);
     c.read_timeout = Some(timeout);
     c.write_timeout = Some(timeout);
-    Client::try_from(c).map_err(|e| MemberError::Invalid { what: format!("client for {}", config.cluster_url), message: e.to_string() })
+    Client::try_from(c).map_err(|e| MemberError::Invalid {
+        what: format!("client for {}", config.cluster_url),
+        message: e.to_string(),
+    })
 }
 
 /// A member reached over the network.
@@ -267,7 +371,10 @@ pub struct Remote {
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Remote").field("url", &self.config.cluster_url.to_string()).field("fingerprint", &self.fingerprint).finish_non_exhaustive()
+        f.debug_struct("Remote")
+            .field("url", &self.config.cluster_url.to_string())
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
     }
 }
 
@@ -278,8 +385,15 @@ impl Remote {
     /// [`MemberError::Invalid`] when the client cannot be built.
     pub fn new(config: kube::Config, fingerprint: String) -> Result<Self, MemberError> {
         let what = format!("client for {}", config.cluster_url);
-        let client = Client::try_from(config.clone()).map_err(|e| MemberError::Invalid { what, message: e.to_string() })?;
-        Ok(Remote { client, config, fingerprint })
+        let client = Client::try_from(config.clone()).map_err(|e| MemberError::Invalid {
+            what,
+            message: e.to_string(),
+        })?;
+        Ok(Remote {
+            client,
+            config,
+            fingerprint,
+        })
     }
 }
 
@@ -300,12 +414,19 @@ impl std::fmt::Debug for Members {
 impl Members {
     /// Fixed members from `(name, client)` pairs.
     pub fn new(clients: impl IntoIterator<Item = (String, Client)>) -> Self {
-        Members { fixed: Arc::new(clients.into_iter().collect()), remote: Arc::default() }
+        Members {
+            fixed: Arc::new(clients.into_iter().collect()),
+            remote: Arc::default(),
+        }
     }
 
     /// Simulated members `names` as logical clusters of the embedded server behind `router`.
     pub fn simulated(router: &axum::Router, names: &[String], token: Option<&str>) -> Self {
-        Self::new(names.iter().map(|n| (n.clone(), in_process(router.clone(), Some(n), token))))
+        Self::new(
+            names
+                .iter()
+                .map(|n| (n.clone(), in_process(router.clone(), Some(n), token))),
+        )
     }
 
     /// The client of member `name`, fixed or remote.
@@ -333,7 +454,10 @@ impl Members {
 
     /// The names of the remote members.
     pub fn remote_names(&self) -> Vec<String> {
-        self.remote.read().map(|m| m.keys().cloned().collect()).unwrap_or_default()
+        self.remote
+            .read()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Add or replace remote member `name`.
@@ -345,7 +469,10 @@ impl Members {
 
     /// Remove remote member `name`; whether it was there.
     pub fn remove_remote(&self, name: &str) -> bool {
-        self.remote.write().map(|mut m| m.remove(name).is_some()).unwrap_or(false)
+        self.remote
+            .write()
+            .map(|mut m| m.remove(name).is_some())
+            .unwrap_or(false)
     }
 
     /// Every member's name, fixed then remote.
@@ -383,25 +510,71 @@ mod tests {
         let mut s = Secret::default();
         s.metadata.namespace = Some("karmada-cluster".into());
         s.metadata.name = Some("edge".into());
-        s.data = Some(data.iter().map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec()))).collect());
+        s.data = Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
         s
     }
 
     #[tokio::test]
     async fn karmada_token_secrets_build_a_config_and_bad_ones_name_the_secret() {
-        let ok = config_from_secret(&cluster("https://10.0.0.1:6443", true), &secret(&[("token", "abc\n")])).await.expect("config");
+        let ok = config_from_secret(
+            &cluster("https://10.0.0.1:6443", true),
+            &secret(&[("token", "abc\n")]),
+        )
+        .await
+        .expect("config");
         assert_eq!(ok.cluster_url.to_string(), "https://10.0.0.1:6443/");
         assert!(ok.accept_invalid_certs);
 
-        let e = config_from_secret(&cluster("", true), &secret(&[("token", "abc")])).await.expect_err("no endpoint");
-        assert!(e.to_string().contains("spec.apiEndpoint") && e.to_string().contains("karmada-cluster/edge"), "{e}");
-        let e = config_from_secret(&cluster("https://10.0.0.1:6443", false), &secret(&[("token", "abc")])).await.expect_err("no CA");
-        assert!(e.to_string().contains("caBundle") && e.to_string().contains("karmada-cluster/edge"), "{e}");
-        let e = config_from_secret(&cluster("https://10.0.0.1:6443", false), &secret(&[("other", "x")])).await.expect_err("no keys");
-        assert!(e.to_string().contains("Secret karmada-cluster/edge has neither"), "{e}");
-        let e = config_from_secret(&cluster("", false), &secret(&[("kubeconfig", "clusters: [")])).await.expect_err("bad kubeconfig");
-        assert!(e.to_string().contains("key `kubeconfig` of Secret karmada-cluster/edge"), "{e}");
-        let e = config_from_secret(&cluster("https://h:1", false), &secret(&[("token", "t"), ("caBundle", "not a pem")])).await.expect_err("bad CA");
+        let e = config_from_secret(&cluster("", true), &secret(&[("token", "abc")]))
+            .await
+            .expect_err("no endpoint");
+        assert!(
+            e.to_string().contains("spec.apiEndpoint")
+                && e.to_string().contains("karmada-cluster/edge"),
+            "{e}"
+        );
+        let e = config_from_secret(
+            &cluster("https://10.0.0.1:6443", false),
+            &secret(&[("token", "abc")]),
+        )
+        .await
+        .expect_err("no CA");
+        assert!(
+            e.to_string().contains("caBundle") && e.to_string().contains("karmada-cluster/edge"),
+            "{e}"
+        );
+        let e = config_from_secret(
+            &cluster("https://10.0.0.1:6443", false),
+            &secret(&[("other", "x")]),
+        )
+        .await
+        .expect_err("no keys");
+        assert!(
+            e.to_string()
+                .contains("Secret karmada-cluster/edge has neither"),
+            "{e}"
+        );
+        let e = config_from_secret(
+            &cluster("", false),
+            &secret(&[("kubeconfig", "clusters: [")]),
+        )
+        .await
+        .expect_err("bad kubeconfig");
+        assert!(
+            e.to_string()
+                .contains("key `kubeconfig` of Secret karmada-cluster/edge"),
+            "{e}"
+        );
+        let e = config_from_secret(
+            &cluster("https://h:1", false),
+            &secret(&[("token", "t"), ("caBundle", "not a pem")]),
+        )
+        .await
+        .expect_err("bad CA");
         assert!(e.to_string().contains("karmada-cluster/edge"), "{e}");
     }
 }

@@ -96,17 +96,29 @@ impl Config {
         if self.namespace.is_empty() || self.name.is_empty() {
             return bad("the Lease namespace and name must be set".into());
         }
-        if self.lease_duration.subsec_nanos() != 0 || self.lease_duration.as_secs() == 0 || i32::try_from(self.lease_duration.as_secs()).is_err() {
-            return bad(format!("the lease duration must be a positive whole number of seconds, not {:?}", self.lease_duration));
+        if self.lease_duration.subsec_nanos() != 0
+            || self.lease_duration.as_secs() == 0
+            || i32::try_from(self.lease_duration.as_secs()).is_err()
+        {
+            return bad(format!(
+                "the lease duration must be a positive whole number of seconds, not {:?}",
+                self.lease_duration
+            ));
         }
         if self.retry_period.is_zero() {
             return bad("the retry period must be positive".into());
         }
         if self.lease_duration <= self.renew_deadline {
-            return bad(format!("the lease duration ({:?}) must be longer than the renew deadline ({:?})", self.lease_duration, self.renew_deadline));
+            return bad(format!(
+                "the lease duration ({:?}) must be longer than the renew deadline ({:?})",
+                self.lease_duration, self.renew_deadline
+            ));
         }
         if self.renew_deadline <= self.retry_period {
-            return bad(format!("the renew deadline ({:?}) must be longer than the retry period ({:?})", self.renew_deadline, self.retry_period));
+            return bad(format!(
+                "the renew deadline ({:?}) must be longer than the retry period ({:?})",
+                self.renew_deadline, self.retry_period
+            ));
         }
         Ok(())
     }
@@ -130,9 +142,19 @@ pub fn default_identity() -> String {
 fn hostname() -> String {
     let from_env = std::env::var("HOSTNAME").ok();
     let from_files = || {
-        ["/proc/sys/kernel/hostname", "/etc/hostname"].iter().find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()))
+        ["/proc/sys/kernel/hostname", "/etc/hostname"]
+            .iter()
+            .find_map(|p| {
+                std::fs::read_to_string(p)
+                    .ok()
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+            })
     };
-    from_env.filter(|s| !s.is_empty()).or_else(from_files).unwrap_or_else(|| "localhost".to_owned())
+    from_env
+        .filter(|s| !s.is_empty())
+        .or_else(from_files)
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// What a candidate does next, given the Lease it read.
@@ -160,7 +182,13 @@ pub enum Decision {
 /// `acquireTime`/`renewTime`. A Lease held by someone else is valid until `observed_at` plus its
 /// `leaseDurationSeconds`; an empty holder means free. `leaseTransitions` goes up by one whenever
 /// the holder changes; `acquireTime` is kept across renewals.
-pub fn decide(current: Option<&LeaseSpec>, observed_at: Instant, now: Instant, wall: Timestamp, cfg: &Config) -> Decision {
+pub fn decide(
+    current: Option<&LeaseSpec>,
+    observed_at: Instant,
+    now: Instant,
+    wall: Timestamp,
+    cfg: &Config,
+) -> Decision {
     let stamp = MicroTime(wall);
     let Some(old) = current else {
         return Decision::Create(LeaseSpec {
@@ -182,10 +210,15 @@ pub fn decide(current: Option<&LeaseSpec>, observed_at: Instant, now: Instant, w
         return Decision::Renew(spec);
     }
     if !holder.is_empty() {
-        let secs = old.lease_duration_seconds.map_or(cfg.lease_duration, |s| Duration::from_secs(u64::try_from(s.max(0)).unwrap_or(0)));
+        let secs = old.lease_duration_seconds.map_or(cfg.lease_duration, |s| {
+            Duration::from_secs(u64::try_from(s.max(0)).unwrap_or(0))
+        });
         let expires = observed_at + secs;
         if expires > now {
-            return Decision::Wait { holder: holder.to_owned(), remaining: expires - now };
+            return Decision::Wait {
+                holder: holder.to_owned(),
+                remaining: expires - now,
+            };
         }
     }
     let mut spec = old.clone();
@@ -233,7 +266,10 @@ impl Observed {
 
     /// The holder of the last record seen.
     pub fn holder(&self) -> Option<&str> {
-        self.record.as_ref().and_then(|r| r.holder_identity.as_deref()).filter(|h| !h.is_empty())
+        self.record
+            .as_ref()
+            .and_then(|r| r.holder_identity.as_deref())
+            .filter(|h| !h.is_empty())
     }
 }
 
@@ -275,7 +311,11 @@ impl Elector {
     /// Fails when `cfg` does not [validate](Config::validate).
     pub fn new(client: Client, cfg: Config) -> Result<Self, Error> {
         cfg.validate()?;
-        Ok(Elector { api: Api::namespaced(client, &cfg.namespace), cfg, observed: Observed::default() })
+        Ok(Elector {
+            api: Api::namespaced(client, &cfg.namespace),
+            cfg,
+            observed: Observed::default(),
+        })
     }
 
     /// The settings.
@@ -298,13 +338,19 @@ impl Elector {
         let record = lease.as_ref().and_then(|l| l.spec.as_ref());
         let seen = self.observed.see(record, now);
         let (spec, create) = match decide(record, seen, now, Timestamp::now(), &self.cfg) {
-            Decision::Wait { holder, remaining } => return Ok(Attempt::HeldBy { holder, remaining }),
+            Decision::Wait { holder, remaining } => {
+                return Ok(Attempt::HeldBy { holder, remaining });
+            }
             Decision::Create(spec) => (spec, true),
             Decision::Acquire(spec) | Decision::Renew(spec) => (spec, false),
         };
         let result = if create {
             let obj = Lease {
-                metadata: ObjectMeta { name: Some(self.cfg.name.clone()), namespace: Some(self.cfg.namespace.clone()), ..ObjectMeta::default() },
+                metadata: ObjectMeta {
+                    name: Some(self.cfg.name.clone()),
+                    namespace: Some(self.cfg.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
                 spec: Some(spec),
             };
             self.api.create(&PostParams::default(), &obj).await
@@ -312,7 +358,9 @@ impl Elector {
             // Update with the resourceVersion read: optimistic concurrency, never a blind overwrite.
             let mut obj = lease.unwrap_or_default();
             obj.spec = Some(spec);
-            self.api.replace(&self.cfg.name, &PostParams::default(), &obj).await
+            self.api
+                .replace(&self.cfg.name, &PostParams::default(), &obj)
+                .await
         };
         match result {
             Ok(written) => {
@@ -329,13 +377,21 @@ impl Elector {
     /// # Errors
     /// Fails when a request fails.
     pub async fn release(&mut self) -> Result<bool, Error> {
-        let Some(mut lease) = self.api.get_opt(&self.cfg.name).await? else { return Ok(false) };
-        let Some(spec) = lease.spec.as_ref() else { return Ok(false) };
+        let Some(mut lease) = self.api.get_opt(&self.cfg.name).await? else {
+            return Ok(false);
+        };
+        let Some(spec) = lease.spec.as_ref() else {
+            return Ok(false);
+        };
         if spec.holder_identity.as_deref() != Some(self.cfg.identity.as_str()) {
             return Ok(false);
         }
         lease.spec = Some(released(spec, Timestamp::now()));
-        match self.api.replace(&self.cfg.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(written) => {
                 self.observed.see(written.spec.as_ref(), Instant::now());
                 Ok(true)
@@ -374,7 +430,10 @@ impl Elector {
     pub async fn renew_until_lost(&mut self, mut last: Instant) -> Lost {
         loop {
             let deadline = last + self.cfg.renew_deadline;
-            tokio::time::sleep_until(std::cmp::min(Instant::now() + self.cfg.retry_period, deadline).into()).await;
+            tokio::time::sleep_until(
+                std::cmp::min(Instant::now() + self.cfg.retry_period, deadline).into(),
+            )
+            .await;
             if Instant::now() >= deadline {
                 return Lost::Deadline;
             }
@@ -442,7 +501,11 @@ pub fn spawn(client: Client, cfg: Config) -> Result<Leadership, Error> {
             Err(_) => tracing::warn!("releasing the lease timed out"),
         }
     });
-    Ok(Leadership { state: rx, stop: Some(stop_tx), task: Some(task) })
+    Ok(Leadership {
+        state: rx,
+        stop: Some(stop_tx),
+        task: Some(task),
+    })
 }
 
 impl Leadership {
@@ -454,10 +517,8 @@ impl Leadership {
     /// Wait until this process leads (`true`) or does not (`false`). Waiting to lead never returns
     /// once the election has stopped.
     pub async fn wait_for(&mut self, leading: bool) {
-        if self.state.wait_for(|v| *v == leading).await.is_err() {
-            if leading {
-                std::future::pending::<()>().await;
-            }
+        if self.state.wait_for(|v| *v == leading).await.is_err() && leading {
+            std::future::pending::<()>().await;
         }
     }
 
@@ -499,7 +560,13 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> 
     if api.get_opt(name).await?.is_some() {
         return Ok(());
     }
-    let ns = Namespace { metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() }, ..Namespace::default() };
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
     match api.create(&PostParams::default(), &ns).await {
         Ok(_) => Ok(()),
         Err(e) if matches!(status_code(&e), Some(409 | 403)) => Ok(()),
@@ -534,7 +601,9 @@ mod tests {
     fn no_lease_is_created_held_by_us_with_zero_transitions() {
         let t = Instant::now();
         let w = wall(1_780_000_000, 123_456);
-        let Decision::Create(spec) = decide(None, t, t, w, &cfg("a")) else { panic!("expected Create") };
+        let Decision::Create(spec) = decide(None, t, t, w, &cfg("a")) else {
+            panic!("expected Create")
+        };
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
         assert_eq!(spec.lease_duration_seconds, Some(15));
         assert_eq!(spec.lease_transitions, Some(0));
@@ -548,9 +617,24 @@ mod tests {
         let old = wall(1_780_000_000, 0);
         let lease = held("b", 3, old, old);
         // Seen at t0: valid for 15 s from then, whatever the wall clock says.
-        let d = decide(Some(&lease), t0, t0 + Duration::from_secs(14), wall(1_790_000_000, 0), &cfg("a"));
-        assert_eq!(d, Decision::Wait { holder: "b".into(), remaining: Duration::from_secs(1) });
-        assert!(matches!(decide(Some(&lease), t0, t0, old, &cfg("a")), Decision::Wait { .. }));
+        let d = decide(
+            Some(&lease),
+            t0,
+            t0 + Duration::from_secs(14),
+            wall(1_790_000_000, 0),
+            &cfg("a"),
+        );
+        assert_eq!(
+            d,
+            Decision::Wait {
+                holder: "b".into(),
+                remaining: Duration::from_secs(1)
+            }
+        );
+        assert!(matches!(
+            decide(Some(&lease), t0, t0, old, &cfg("a")),
+            Decision::Wait { .. }
+        ));
     }
 
     #[test]
@@ -559,7 +643,15 @@ mod tests {
         let acquired = wall(1_780_000_000, 0);
         let lease = held("b", 3, acquired, wall(1_780_000_100, 0));
         let now = wall(1_780_000_200, 654_321);
-        let Decision::Acquire(spec) = decide(Some(&lease), t0, t0 + Duration::from_secs(15), now, &cfg("a")) else { panic!("expected Acquire") };
+        let Decision::Acquire(spec) = decide(
+            Some(&lease),
+            t0,
+            t0 + Duration::from_secs(15),
+            now,
+            &cfg("a"),
+        ) else {
+            panic!("expected Acquire")
+        };
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
         assert_eq!(spec.lease_transitions, Some(4));
         assert_eq!(spec.acquire_time, Some(MicroTime(now)));
@@ -574,7 +666,15 @@ mod tests {
         let lease = held("a", 2, acquired, wall(1_780_000_010, 0));
         let now = wall(1_780_000_012, 500);
         // Even long after it was seen: our own Lease is renewed, not re-acquired.
-        let Decision::Renew(spec) = decide(Some(&lease), t0, t0 + Duration::from_secs(60), now, &cfg("a")) else { panic!("expected Renew") };
+        let Decision::Renew(spec) = decide(
+            Some(&lease),
+            t0,
+            t0 + Duration::from_secs(60),
+            now,
+            &cfg("a"),
+        ) else {
+            panic!("expected Renew")
+        };
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
         assert_eq!(spec.lease_transitions, Some(2));
         assert_eq!(spec.acquire_time, Some(MicroTime(acquired)));
@@ -590,12 +690,19 @@ mod tests {
         assert_eq!(rel.lease_duration_seconds, Some(1));
         assert_eq!(rel.lease_transitions, Some(5));
         assert_eq!(rel.renew_time, Some(MicroTime(wall(1_780_000_011, 0))));
-        let Decision::Acquire(spec) = decide(Some(&rel), t0, t0, wall(1_780_000_012, 0), &cfg("a")) else { panic!("expected Acquire") };
+        let Decision::Acquire(spec) = decide(Some(&rel), t0, t0, wall(1_780_000_012, 0), &cfg("a"))
+        else {
+            panic!("expected Acquire")
+        };
         assert_eq!(spec.holder_identity.as_deref(), Some("a"));
         assert_eq!(spec.lease_transitions, Some(6));
         // A lease without a holder at all is free as well.
         let empty = LeaseSpec::default();
-        let Decision::Acquire(spec) = decide(Some(&empty), t0, t0, wall(1_780_000_012, 0), &cfg("a")) else { panic!("expected Acquire") };
+        let Decision::Acquire(spec) =
+            decide(Some(&empty), t0, t0, wall(1_780_000_012, 0), &cfg("a"))
+        else {
+            panic!("expected Acquire")
+        };
         assert_eq!(spec.lease_transitions, Some(1));
     }
 
@@ -604,8 +711,26 @@ mod tests {
         let t0 = Instant::now();
         let mut lease = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_000, 0));
         lease.lease_duration_seconds = Some(3);
-        assert!(matches!(decide(Some(&lease), t0, t0 + Duration::from_secs(2), wall(1_780_000_002, 0), &cfg("a")), Decision::Wait { .. }));
-        assert!(matches!(decide(Some(&lease), t0, t0 + Duration::from_secs(3), wall(1_780_000_003, 0), &cfg("a")), Decision::Acquire(_)));
+        assert!(matches!(
+            decide(
+                Some(&lease),
+                t0,
+                t0 + Duration::from_secs(2),
+                wall(1_780_000_002, 0),
+                &cfg("a")
+            ),
+            Decision::Wait { .. }
+        ));
+        assert!(matches!(
+            decide(
+                Some(&lease),
+                t0,
+                t0 + Duration::from_secs(3),
+                wall(1_780_000_003, 0),
+                &cfg("a")
+            ),
+            Decision::Acquire(_)
+        ));
     }
 
     #[test]
@@ -614,11 +739,21 @@ mod tests {
         let mut o = Observed::default();
         let a = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_000, 0));
         assert_eq!(o.see(Some(&a), t0), t0);
-        assert_eq!(o.see(Some(&a), t0 + Duration::from_secs(5)), t0, "unchanged record keeps its first sighting");
+        assert_eq!(
+            o.see(Some(&a), t0 + Duration::from_secs(5)),
+            t0,
+            "unchanged record keeps its first sighting"
+        );
         let renewed = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_002, 0));
-        assert_eq!(o.see(Some(&renewed), t0 + Duration::from_secs(6)), t0 + Duration::from_secs(6));
+        assert_eq!(
+            o.see(Some(&renewed), t0 + Duration::from_secs(6)),
+            t0 + Duration::from_secs(6)
+        );
         assert_eq!(o.holder(), Some("b"));
-        assert_eq!(o.see(None, t0 + Duration::from_secs(7)), t0 + Duration::from_secs(7));
+        assert_eq!(
+            o.see(None, t0 + Duration::from_secs(7)),
+            t0 + Duration::from_secs(7)
+        );
         assert_eq!(o.holder(), None);
     }
 

@@ -113,7 +113,11 @@ pub struct Change {
 impl Change {
     /// A change to anything of `topic`.
     pub fn any(topic: Topic) -> Self {
-        Change { topic, object: None, deleted: false }
+        Change {
+            topic,
+            object: None,
+            deleted: false,
+        }
     }
 }
 
@@ -160,7 +164,11 @@ impl Subscription {
         loop {
             let notified = self.inner.notify.notified();
             {
-                let mut p = self.inner.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut p = self
+                    .inner
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if std::mem::take(&mut p.all) {
                     p.objects.clear();
                     return controller::Targets::All;
@@ -183,22 +191,41 @@ impl Bus {
     /// [`Bus::subscribe`], with [`Targets::All`](controller::Targets::All) already pending when
     /// `all_first` (a controller's first pass over everything it owns).
     pub fn subscribe_with(&self, mapper: controller::Mapper, all_first: bool) -> Subscription {
-        let pending = Pending { all: all_first, objects: HashSet::new() };
-        let inner = Arc::new(Subscriber { mapper: Mutex::new(mapper), pending: Mutex::new(pending), notify: tokio::sync::Notify::new() });
-        self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Arc::downgrade(&inner));
+        let pending = Pending {
+            all: all_first,
+            objects: HashSet::new(),
+        };
+        let inner = Arc::new(Subscriber {
+            mapper: Mutex::new(mapper),
+            pending: Mutex::new(pending),
+            notify: tokio::sync::Notify::new(),
+        });
+        self.subscribers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::downgrade(&inner));
         Subscription { inner }
     }
 
     /// Publish `change` (subscriptions that were dropped are forgotten).
     pub fn send(&self, change: Change) {
         let subscribers: Vec<Arc<Subscriber>> = {
-            let mut subs = self.subscribers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut subs = self
+                .subscribers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             subs.retain(|s| s.strong_count() > 0);
             subs.iter().filter_map(std::sync::Weak::upgrade).collect()
         };
         for s in subscribers {
-            let targets = (s.mapper.lock().unwrap_or_else(std::sync::PoisonError::into_inner))(&change);
-            let mut p = s.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let targets =
+                (s.mapper
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner))(&change);
+            let mut p = s
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             match targets {
                 controller::Targets::Nothing => continue,
                 controller::Targets::All => p.all = true,
@@ -244,7 +271,10 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            template_kinds: DEFAULT_TEMPLATE_KINDS.iter().map(|(a, k)| ((*a).to_owned(), (*k).to_owned())).collect(),
+            template_kinds: DEFAULT_TEMPLATE_KINDS
+                .iter()
+                .map(|(a, k)| ((*a).to_owned(), (*k).to_owned()))
+                .collect(),
             ready_delay: Duration::from_millis(500),
             resync: Duration::from_secs(3600),
             cluster_status_update_frequency: Duration::from_secs(10),
@@ -270,12 +300,15 @@ pub const DEFAULT_TEMPLATE_KINDS: &[(&str, &str)] = &[
 ];
 
 /// Resources learnt by [`discover`], by `(apiVersion, kind)`.
-static DISCOVERED: std::sync::RwLock<BTreeMap<(String, String), ApiResource>> = std::sync::RwLock::new(BTreeMap::new());
+static DISCOVERED: std::sync::RwLock<BTreeMap<(String, String), ApiResource>> =
+    std::sync::RwLock::new(BTreeMap::new());
 
 /// The `ApiResource` of a kind: as the API server's discovery served it (see [`discover`]), else
 /// with Kubernetes' pluralization (right for every built-in kind).
 pub fn api_resource(api_version: &str, kind: &str) -> ApiResource {
-    let known = DISCOVERED.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let known = DISCOVERED
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(r) = known.get(&(api_version.to_owned(), kind.to_owned())) {
         return r.clone();
     }
@@ -292,8 +325,12 @@ pub fn api_resource(api_version: &str, kind: &str) -> ApiResource {
 /// # Errors
 /// Fails when the server's group list cannot be read.
 pub async fn discover(client: &Client) -> Result<usize, Error> {
-    let discovery = kube::discovery::Discovery::new(client.clone()).run().await?;
-    let mut known = DISCOVERED.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await?;
+    let mut known = DISCOVERED
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for group in discovery.groups() {
         for v in group.versions() {
             for (r, _) in group.versioned_resources(v) {
@@ -337,17 +374,25 @@ impl std::fmt::Debug for Index {
 }
 
 fn object_key(o: &DynamicObject) -> (String, String) {
-    (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
+    (
+        o.metadata.namespace.clone().unwrap_or_default(),
+        o.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 impl Index {
     /// An empty index keyed by `key` (objects it returns `None` for are not indexed).
     pub fn new(key: fn(&DynamicObject) -> Option<String>) -> Self {
-        Index { key, inner: Mutex::default() }
+        Index {
+            key,
+            inner: Mutex::default(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, IndexInner> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn remove_locked(inner: &mut IndexInner, id: &(String, String)) {
@@ -371,7 +416,11 @@ impl Index {
         }
         Self::remove_locked(&mut inner, &id);
         if let Some(k) = key {
-            inner.by_key.entry(k.clone()).or_default().insert(id.clone());
+            inner
+                .by_key
+                .entry(k.clone())
+                .or_default()
+                .insert(id.clone());
             inner.key_of.insert(id, k);
         }
     }
@@ -387,7 +436,11 @@ impl Index {
         for o in objects {
             if let Some(k) = (self.key)(o) {
                 let id = object_key(o);
-                fresh.by_key.entry(k.clone()).or_default().insert(id.clone());
+                fresh
+                    .by_key
+                    .entry(k.clone())
+                    .or_default()
+                    .insert(id.clone());
                 fresh.key_of.insert(id, k);
             }
         }
@@ -396,7 +449,11 @@ impl Index {
 
     /// `(namespace, name)` of the objects with `key`.
     pub fn get(&self, key: &str) -> Vec<(String, String)> {
-        self.lock().by_key.get(key).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.lock()
+            .by_key
+            .get(key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -408,7 +465,9 @@ pub struct Memo<T> {
 
 impl<T> Default for Memo<T> {
     fn default() -> Self {
-        Memo { inner: Mutex::new(None) }
+        Memo {
+            inner: Mutex::new(None),
+        }
     }
 }
 
@@ -416,7 +475,10 @@ impl<T> Memo<T> {
     /// The value for `version` (the sum of the caches' [`Cached::version`]s, read *before* the
     /// caches themselves), computing it with `f` when the kept one is older.
     pub fn get(&self, version: u64, f: impl FnOnce() -> T) -> Arc<T> {
-        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*inner {
             Some((v, t)) if *v == version => Arc::clone(t),
             _ => {
@@ -437,10 +499,22 @@ impl Cached {
     /// The object `namespace/name` (namespace empty for cluster-scoped kinds).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
         let r = ObjectRef::new_with(name, self.resource.clone());
-        let r = if namespace.is_empty() { r } else { r.within(namespace) };
+        let r = if namespace.is_empty() {
+            r
+        } else {
+            r.within(namespace)
+        };
         self.store.get(&r)
     }
 }
+
+/// The decision pipeline's snapshot with the Cluster-cache revision and the profiles it was built
+/// from.
+pub type SnapshotMemo = (
+    u64,
+    Arc<Vec<flotilla_core::framework::Profile>>,
+    Arc<flotilla_core::pipeline::Snapshot>,
+);
 
 /// Shared state of all controllers.
 pub struct Context {
@@ -478,11 +552,14 @@ pub struct Context {
     pub events: Bus,
     /// The decision pipeline's snapshot: rebuilt when the Cluster cache or the served profiles
     /// change, shared by every decision in between.
-    pub snapshot_memo: Mutex<Option<(u64, Arc<Vec<flotilla_core::framework::Profile>>, Arc<flotilla_core::pipeline::Snapshot>)>>,
+    pub snapshot_memo: Mutex<Option<SnapshotMemo>>,
     /// Defaulted (Cluster)OverridePolicies, kept until either cache changes.
     pub override_memo: Memo<flotilla_core::overrides::OverridePolicies>,
     /// Defaulted PropagationPolicies and ClusterPropagationPolicies, kept until either cache changes.
-    pub policy_memo: Memo<(Vec<flotilla_api::policy::PropagationPolicy>, Vec<flotilla_api::policy::PropagationPolicy>)>,
+    pub policy_memo: Memo<(
+        Vec<flotilla_api::policy::PropagationPolicy>,
+        Vec<flotilla_api::policy::PropagationPolicy>,
+    )>,
     /// Counters.
     pub metrics: controller::Metrics,
     /// Per-object backoff of failed reconciles.
@@ -493,7 +570,9 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
@@ -504,47 +583,75 @@ impl Context {
         // The version is read before the cache: a change racing with the build is seen next time.
         let version = self.clusters.version();
         let profiles = self.plugins.profiles();
-        let mut memo = self.snapshot_memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((v, p, s)) = &*memo {
-            if *v == version && Arc::ptr_eq(p, &profiles) {
-                return Arc::clone(s);
-            }
+        let mut memo = self
+            .snapshot_memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((v, p, s)) = &*memo
+            && *v == version
+            && Arc::ptr_eq(p, &profiles)
+        {
+            return Arc::clone(s);
         }
-        let snapshot = Arc::new(flotilla_core::pipeline::Snapshot::new(typed_all(&self.clusters), Arc::clone(&profiles), self.settings.pipeline));
+        let snapshot = Arc::new(flotilla_core::pipeline::Snapshot::new(
+            typed_all(&self.clusters),
+            Arc::clone(&profiles),
+            self.settings.pipeline,
+        ));
         *memo = Some((version, profiles, Arc::clone(&snapshot)));
         snapshot
     }
 
     /// Every (Cluster)OverridePolicy, defaulted (shared until one changes).
     pub fn overrides(&self) -> Arc<flotilla_core::overrides::OverridePolicies> {
-        self.override_memo.get(self.ops.version() + self.cops.version(), || {
-            let mut namespaced: Vec<flotilla_api::policy::OverridePolicy> = typed_all(&self.ops);
-            let mut cluster: Vec<flotilla_api::policy::OverridePolicy> = typed_all(&self.cops);
-            for o in namespaced.iter_mut().chain(cluster.iter_mut()) {
-                flotilla_core::overrides::set_defaults(o);
-            }
-            flotilla_core::overrides::OverridePolicies { cluster, namespaced }
-        })
+        self.override_memo
+            .get(self.ops.version() + self.cops.version(), || {
+                let mut namespaced: Vec<flotilla_api::policy::OverridePolicy> =
+                    typed_all(&self.ops);
+                let mut cluster: Vec<flotilla_api::policy::OverridePolicy> = typed_all(&self.cops);
+                for o in namespaced.iter_mut().chain(cluster.iter_mut()) {
+                    flotilla_core::overrides::set_defaults(o);
+                }
+                flotilla_core::overrides::OverridePolicies {
+                    cluster,
+                    namespaced,
+                }
+            })
     }
 
     /// PropagationPolicies and ClusterPropagationPolicies, defaulted as admission would (shared
     /// until one changes).
-    pub fn propagation_policies(&self) -> Arc<(Vec<flotilla_api::policy::PropagationPolicy>, Vec<flotilla_api::policy::PropagationPolicy>)> {
-        self.policy_memo.get(self.pps.version() + self.cpps.version(), || {
-            let mut pps: Vec<flotilla_api::policy::PropagationPolicy> = typed_all(&self.pps);
-            let mut cpps: Vec<flotilla_api::policy::PropagationPolicy> = typed_all(&self.cpps);
-            for p in pps.iter_mut().chain(cpps.iter_mut()) {
-                flotilla_core::validate::default_propagation_policy(p);
-            }
-            (pps, cpps)
-        })
+    pub fn propagation_policies(
+        &self,
+    ) -> Arc<(
+        Vec<flotilla_api::policy::PropagationPolicy>,
+        Vec<flotilla_api::policy::PropagationPolicy>,
+    )> {
+        self.policy_memo
+            .get(self.pps.version() + self.cpps.version(), || {
+                let mut pps: Vec<flotilla_api::policy::PropagationPolicy> = typed_all(&self.pps);
+                let mut cpps: Vec<flotilla_api::policy::PropagationPolicy> = typed_all(&self.cpps);
+                for p in pps.iter_mut().chain(cpps.iter_mut()) {
+                    flotilla_core::validate::default_propagation_policy(p);
+                }
+                (pps, cpps)
+            })
     }
 }
 
 /// Decode a cached object as a Karmada type.
 pub fn typed<T: serde::de::DeserializeOwned>(o: &DynamicObject) -> Result<T, Error> {
-    let what = format!("{} {}", o.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("object"), o.metadata.name.as_deref().unwrap_or(""));
-    serde_json::to_value(o).and_then(serde_json::from_value).map_err(|source| Error::Decode { what, source })
+    let what = format!(
+        "{} {}",
+        o.types
+            .as_ref()
+            .map(|t| t.kind.as_str())
+            .unwrap_or("object"),
+        o.metadata.name.as_deref().unwrap_or("")
+    );
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .map_err(|source| Error::Decode { what, source })
 }
 
 /// The cached objects of `cached` decoded as `T`; undecodable objects are skipped with a warning.
@@ -564,12 +671,25 @@ pub fn typed_all<T: serde::de::DeserializeOwned>(cached: &Cached) -> Vec<T> {
 }
 
 /// Start a reflector for `resource` on `client`, publishing every change as `topic`.
-pub fn cache(client: &Client, resource: ApiResource, topic: Topic, events: &Bus, tasks: &mut tokio::task::JoinSet<()>) -> Cached {
+pub fn cache(
+    client: &Client,
+    resource: ApiResource,
+    topic: Topic,
+    events: &Bus,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Cached {
     cache_indexed(client, resource, topic, events, None, tasks)
 }
 
 /// [`cache`], also keeping `index` up to date.
-pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, events: &Bus, index: Option<Index>, tasks: &mut tokio::task::JoinSet<()>) -> Cached {
+pub fn cache_indexed(
+    client: &Client,
+    resource: ApiResource,
+    topic: Topic,
+    events: &Bus,
+    index: Option<Index>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Cached {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
@@ -577,7 +697,12 @@ pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, event
     let version = Arc::new(AtomicU64::new(0));
     let index = index.map(Arc::new);
     // managedFields are nobody's business here and can be half an object's size.
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None));
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None),
+    );
     let (v, idx, reader) = (Arc::clone(&version), index.clone(), store.clone());
     // The reflector has already applied each event to the store when the hook sees it.
     tasks.spawn(publish(stream, topic, events, move |ev| {
@@ -601,14 +726,27 @@ pub fn cache_indexed(client: &Client, resource: ApiResource, topic: Topic, event
         }
         v.fetch_add(1, Ordering::AcqRel);
     }));
-    Cached { resource, store, version, index }
+    Cached {
+        resource,
+        store,
+        version,
+        index,
+    }
 }
 
 /// Publish every change of `resource` on `client` as `topic`, keeping no copy of the objects
 /// (members' Deployments: only their changes matter to the control plane).
-pub fn publish_changes(client: &Client, resource: &ApiResource, topic: Topic, events: &Bus, tasks: &mut tokio::task::JoinSet<()>) {
+pub fn publish_changes(
+    client: &Client,
+    resource: &ApiResource,
+    topic: Topic,
+    events: &Bus,
+    tasks: &mut tokio::task::JoinSet<()>,
+) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-    let stream = watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
     tasks.spawn(publish(stream, topic, events.clone(), |_| {}));
 }
 
@@ -616,8 +754,12 @@ pub fn publish_changes(client: &Client, resource: &ApiResource, topic: Topic, ev
 /// deleted objects as themselves; a relist (every list after the first, which is every
 /// controller's starting point) as a change to anything of the topic, since changes may have
 /// been missed.
-async fn publish<S>(stream: S, topic: Topic, events: Bus, mut hook: impl FnMut(&watcher::Event<DynamicObject>))
-where
+async fn publish<S>(
+    stream: S,
+    topic: Topic,
+    events: Bus,
+    mut hook: impl FnMut(&watcher::Event<DynamicObject>),
+) where
     S: futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
@@ -639,8 +781,16 @@ where
                 }
                 listed = true;
             }
-            watcher::Event::Apply(o) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: false }),
-            watcher::Event::Delete(o) => events.send(Change { topic, object: Some(Arc::new(o)), deleted: true }),
+            watcher::Event::Apply(o) => events.send(Change {
+                topic,
+                object: Some(Arc::new(o)),
+                deleted: false,
+            }),
+            watcher::Event::Delete(o) => events.send(Change {
+                topic,
+                object: Some(Arc::new(o)),
+                deleted: true,
+            }),
         }
     }
 }
@@ -667,22 +817,99 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
     let mut tasks = tokio::task::JoinSet::new();
     let mut templates = BTreeMap::new();
     for (api_version, kind) in &settings.template_kinds {
-        let c = cache(&client, api_resource(api_version, kind), Topic::Template, &events, &mut tasks);
+        let c = cache(
+            &client,
+            api_resource(api_version, kind),
+            Topic::Template,
+            &events,
+            &mut tasks,
+        );
         templates.insert((api_version.clone(), kind.clone()), c);
     }
     let k = |v: &str, kind: &str| api_resource(v, kind);
-    let pps = cache(&client, k("policy.karmada.io/v1alpha1", "PropagationPolicy"), Topic::Propagation, &events, &mut tasks);
-    let cpps = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy"), Topic::Propagation, &events, &mut tasks);
-    let ops = cache(&client, k("policy.karmada.io/v1alpha1", "OverridePolicy"), Topic::Override, &events, &mut tasks);
-    let cops = cache(&client, k("policy.karmada.io/v1alpha1", "ClusterOverridePolicy"), Topic::Override, &events, &mut tasks);
-    let clusters = cache(&client, k("cluster.karmada.io/v1alpha1", "Cluster"), Topic::Cluster, &events, &mut tasks);
-    let bindings = cache(&client, k("work.karmada.io/v1alpha2", "ResourceBinding"), Topic::Binding, &events, &mut tasks);
-    let works = cache_indexed(&client, k("work.karmada.io/v1alpha1", "Work"), Topic::Work, &events, Some(Index::new(controller::binding::work_binding_id)), &mut tasks);
-    let scheduler_profiles = cache(&client, k(controller::plugins::API_VERSION, "SchedulerProfile"), Topic::Plugin, &events, &mut tasks);
-    let wasm_plugins = cache(&client, k(controller::plugins::API_VERSION, "WasmPlugin"), Topic::Plugin, &events, &mut tasks);
-    let all: Vec<&Cached> = templates.values().chain([&pps, &cpps, &ops, &cops, &clusters, &bindings, &works, &scheduler_profiles, &wasm_plugins]).collect();
+    let pps = cache(
+        &client,
+        k("policy.karmada.io/v1alpha1", "PropagationPolicy"),
+        Topic::Propagation,
+        &events,
+        &mut tasks,
+    );
+    let cpps = cache(
+        &client,
+        k("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy"),
+        Topic::Propagation,
+        &events,
+        &mut tasks,
+    );
+    let ops = cache(
+        &client,
+        k("policy.karmada.io/v1alpha1", "OverridePolicy"),
+        Topic::Override,
+        &events,
+        &mut tasks,
+    );
+    let cops = cache(
+        &client,
+        k("policy.karmada.io/v1alpha1", "ClusterOverridePolicy"),
+        Topic::Override,
+        &events,
+        &mut tasks,
+    );
+    let clusters = cache(
+        &client,
+        k("cluster.karmada.io/v1alpha1", "Cluster"),
+        Topic::Cluster,
+        &events,
+        &mut tasks,
+    );
+    let bindings = cache(
+        &client,
+        k("work.karmada.io/v1alpha2", "ResourceBinding"),
+        Topic::Binding,
+        &events,
+        &mut tasks,
+    );
+    let works = cache_indexed(
+        &client,
+        k("work.karmada.io/v1alpha1", "Work"),
+        Topic::Work,
+        &events,
+        Some(Index::new(controller::binding::work_binding_id)),
+        &mut tasks,
+    );
+    let scheduler_profiles = cache(
+        &client,
+        k(controller::plugins::API_VERSION, "SchedulerProfile"),
+        Topic::Plugin,
+        &events,
+        &mut tasks,
+    );
+    let wasm_plugins = cache(
+        &client,
+        k(controller::plugins::API_VERSION, "WasmPlugin"),
+        Topic::Plugin,
+        &events,
+        &mut tasks,
+    );
+    let all: Vec<&Cached> = templates
+        .values()
+        .chain([
+            &pps,
+            &cpps,
+            &ops,
+            &cops,
+            &clusters,
+            &bindings,
+            &works,
+            &scheduler_profiles,
+            &wasm_plugins,
+        ])
+        .collect();
     for c in all {
-        c.store.wait_until_ready().await.map_err(|_| Error::CacheStopped)?;
+        c.store
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::CacheStopped)?;
     }
     let plugins = controller::plugins::Registry::new(settings.backends.clone());
     let ctx = Arc::new(Context {
@@ -707,10 +934,15 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         policy_memo: Memo::default(),
         metrics: controller::Metrics::default(),
         backoff: controller::Backoff::default(),
-        deciding: Arc::new(tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, std::num::NonZero::get))),
+        deciding: Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+        )),
     });
     controller::spawn_all(&ctx, &mut tasks);
-    Ok(Running { context: ctx, tasks })
+    Ok(Running {
+        context: ctx,
+        tasks,
+    })
 }
 
 /// What [`start_embedded`] runs: `flotilla up`'s members and controllers.
@@ -737,5 +969,10 @@ pub async fn start_embedded(router: axum::Router, opts: Embedded) -> Result<Runn
     let control = client::in_process(router.clone(), None, token);
     let names = members::names(opts.members);
     members::register_all(&router, &names, token, &opts.capacity).await?;
-    start(control, Members::simulated(&router, &names, token), opts.settings).await
+    start(
+        control,
+        Members::simulated(&router, &names, token),
+        opts.settings,
+    )
+    .await
 }

@@ -19,7 +19,11 @@ pub struct Capacity {
 
 impl Default for Capacity {
     fn default() -> Self {
-        Capacity { cpu: "64".into(), memory: "256Gi".into(), pods: "110".into() }
+        Capacity {
+            cpu: "64".into(),
+            memory: "256Gi".into(),
+            pods: "110".into(),
+        }
     }
 }
 
@@ -33,9 +37,18 @@ pub fn names(n: usize) -> Vec<String> {
 ///
 /// # Errors
 /// Fails when a request fails.
-pub async fn register(control: &Client, member: &Client, name: &str, endpoint: &str, capacity: &Capacity) -> Result<(), Error> {
+pub async fn register(
+    control: &Client,
+    member: &Client,
+    name: &str,
+    endpoint: &str,
+    capacity: &Capacity,
+) -> Result<(), Error> {
     let pp = PatchParams::apply("flotilla-members").force();
-    let clusters: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
+    let clusters: Api<DynamicObject> = Api::all_with(
+        control.clone(),
+        &api_resource("cluster.karmada.io/v1alpha1", "Cluster"),
+    );
     let obj = json!({
         "apiVersion": "cluster.karmada.io/v1alpha1",
         "kind": "Cluster",
@@ -61,10 +74,21 @@ pub async fn register(control: &Client, member: &Client, name: &str, endpoint: &
             },
         },
     });
-    clusters.patch_status(name, &pp, &Patch::Apply(status)).await?;
-    let namespaces: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource("v1", "Namespace"));
+    clusters
+        .patch_status(name, &pp, &Patch::Apply(status))
+        .await?;
+    let namespaces: Api<DynamicObject> =
+        Api::all_with(control.clone(), &api_resource("v1", "Namespace"));
     let es = flotilla_core::render::execution_namespace(name);
-    namespaces.patch(&es, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": es}}))).await?;
+    namespaces
+        .patch(
+            &es,
+            &pp,
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": es}}),
+            ),
+        )
+        .await?;
     Ok(())
 }
 
@@ -72,7 +96,12 @@ pub async fn register(control: &Client, member: &Client, name: &str, endpoint: &
 ///
 /// # Errors
 /// Fails when a request fails.
-pub async fn register_all(router: &axum::Router, names: &[String], token: Option<&str>, capacity: &Capacity) -> Result<(), Error> {
+pub async fn register_all(
+    router: &axum::Router,
+    names: &[String],
+    token: Option<&str>,
+    capacity: &Capacity,
+) -> Result<(), Error> {
     let control = crate::client::in_process(router.clone(), None, token);
     for n in names {
         let member = crate::client::in_process(router.clone(), Some(n), token);
@@ -83,12 +112,18 @@ pub async fn register_all(router: &axum::Router, names: &[String], token: Option
 
 /// Seconds since the epoch.
 pub fn now_epoch() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// Now, in epoch milliseconds (for durations shorter than a few seconds).
 pub fn now_epoch_millis() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// What [`join`] registered.
@@ -112,35 +147,96 @@ pub struct Joined {
 /// # Errors
 /// Fails when the name is invalid, the Cluster already exists, the kubeconfig is unusable,
 /// the member does not answer, or a request to the control plane fails.
-pub async fn join(control: &Client, name: &str, member_kubeconfig: &str, context: Option<&str>) -> Result<Joined, Error> {
+pub async fn join(
+    control: &Client,
+    name: &str,
+    member_kubeconfig: &str,
+    context: Option<&str>,
+) -> Result<Joined, Error> {
     use crate::client::MemberError;
     crate::agent::validate_cluster_name(name)?;
     let what = format!("member kubeconfig of cluster {name}");
     let config = crate::client::config_from_kubeconfig(member_kubeconfig, context, &what).await?;
-    let endpoint = config.cluster_url.to_string().trim_end_matches('/').to_owned();
+    let endpoint = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned();
     let probe = crate::client::probe_client(&config, std::time::Duration::from_secs(10))?;
-    match tokio::time::timeout(std::time::Duration::from_secs(10), probe.apiserver_version()).await {
+    match tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        probe.apiserver_version(),
+    )
+    .await
+    {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(MemberError::Invalid { what: format!("member cluster {name} at {endpoint}"), message: format!("not reachable: {e}") }.into()),
-        Err(_) => return Err(MemberError::Invalid { what: format!("member cluster {name} at {endpoint}"), message: "not reachable: timed out".into() }.into()),
+        Ok(Err(e)) => {
+            return Err(MemberError::Invalid {
+                what: format!("member cluster {name} at {endpoint}"),
+                message: format!("not reachable: {e}"),
+            }
+            .into());
+        }
+        Err(_) => {
+            return Err(MemberError::Invalid {
+                what: format!("member cluster {name} at {endpoint}"),
+                message: "not reachable: timed out".into(),
+            }
+            .into());
+        }
     }
-    let clusters: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"));
+    let clusters: Api<DynamicObject> = Api::all_with(
+        control.clone(),
+        &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"),
+    );
     if clusters.get_opt(name).await?.is_some() {
-        return Err(MemberError::Invalid { what: format!("cluster {name}"), message: "already exists on the control plane".into() }.into());
+        return Err(MemberError::Invalid {
+            what: format!("cluster {name}"),
+            message: "already exists on the control plane".into(),
+        }
+        .into());
     }
 
     // The selected context's cluster and user, as JSON.
-    let kc = kube::config::Kubeconfig::from_yaml(member_kubeconfig).map_err(|e| MemberError::Invalid { what: what.clone(), message: e.to_string() })?;
-    let v = serde_json::to_value(&kc).map_err(|e| MemberError::Invalid { what: what.clone(), message: e.to_string() })?;
-    let ctx_name = context.map(str::to_owned).or_else(|| v.get("current-context").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default();
+    let kc = kube::config::Kubeconfig::from_yaml(member_kubeconfig).map_err(|e| {
+        MemberError::Invalid {
+            what: what.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    let v = serde_json::to_value(&kc).map_err(|e| MemberError::Invalid {
+        what: what.clone(),
+        message: e.to_string(),
+    })?;
+    let ctx_name = context
+        .map(str::to_owned)
+        .or_else(|| {
+            v.get("current-context")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
     let find = |list: &str, key: &str, wanted: &str| -> Option<Value> {
-        v.get(list)?.as_array()?.iter().find(|e| e.get("name").and_then(Value::as_str) == Some(wanted)).and_then(|e| e.get(key)).cloned()
+        v.get(list)?
+            .as_array()?
+            .iter()
+            .find(|e| e.get("name").and_then(Value::as_str) == Some(wanted))
+            .and_then(|e| e.get(key))
+            .cloned()
     };
     let ctx = find("contexts", "context", &ctx_name).unwrap_or(Value::Null);
-    let s = |x: &Value, p: &str| x.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let s = |x: &Value, p: &str| {
+        x.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let cluster = find("clusters", "cluster", &s(&ctx, "/cluster")).unwrap_or(Value::Null);
     let user = find("users", "user", &s(&ctx, "/user")).unwrap_or(Value::Null);
-    let insecure = cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool) == Some(true);
+    let insecure = cluster
+        .get("insecure-skip-tls-verify")
+        .and_then(Value::as_bool)
+        == Some(true);
     let token = s(&user, "/token");
     let ca_data = s(&cluster, "/certificate-authority-data");
     let (data, shape) = if !token.is_empty() && (!ca_data.is_empty() || insecure) {
@@ -150,13 +246,17 @@ pub async fn join(control: &Client, name: &str, member_kubeconfig: &str, context
         }
         (d, "token")
     } else {
-        (json!({"kubeconfig": crate::client::base64_encode(member_kubeconfig.as_bytes())}), "kubeconfig")
+        (
+            json!({"kubeconfig": crate::client::base64_encode(member_kubeconfig.as_bytes())}),
+            "kubeconfig",
+        )
     };
 
     let pp = PatchParams::apply("flotilla-join").force();
     let ns = crate::controller::status::CLUSTER_NAMESPACE;
     crate::controller::status::ensure_namespace(control, ns).await?;
-    let secrets: Api<DynamicObject> = Api::namespaced_with(control.clone(), ns, &api_resource("v1", "Secret"));
+    let secrets: Api<DynamicObject> =
+        Api::namespaced_with(control.clone(), ns, &api_resource("v1", "Secret"));
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "type": "Opaque", "data": data});
     secrets.patch(name, &pp, &Patch::Apply(secret)).await?;
     let mut spec = json!({"syncMode": "Push", "apiEndpoint": endpoint, "secretRef": {"namespace": ns, "name": name}});
@@ -167,5 +267,9 @@ pub async fn join(control: &Client, name: &str, member_kubeconfig: &str, context
     clusters.patch(name, &pp, &Patch::Apply(obj)).await?;
     let es = flotilla_core::render::execution_namespace(name);
     crate::controller::status::ensure_namespace(control, &es).await?;
-    Ok(Joined { endpoint, secret: format!("{ns}/{name}"), shape })
+    Ok(Joined {
+        endpoint,
+        secret: format!("{ns}/{name}"),
+        shape,
+    })
 }

@@ -108,7 +108,10 @@ fn binding() -> (ResourceBindingSpec, ResourceBindingStatus) {
 fn wasm_backends(module_dir: &std::path::Path) -> Backends {
     Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![Arc::new(flotilla_plugins::BuiltinFactory), Arc::new(flotilla_wasm::WasmFactory::new())],
+        factories: vec![
+            Arc::new(flotilla_plugins::BuiltinFactory),
+            Arc::new(flotilla_wasm::WasmFactory::new()),
+        ],
         module_dir: Some(module_dir.to_path_buf()),
     }
 }
@@ -122,8 +125,11 @@ fn placed_by(version: u32) -> &'static str {
 fn registry_swaps_while_scheduling_continuously_and_a_broken_module_keeps_the_previous_version() {
     let dir = tempfile::tempdir().expect("tempdir");
     let registry = Arc::new(Registry::new(wasm_backends(dir.path())));
-    let plugin =
-        |generation: i64, module: &str| Object { name: "versioned".into(), generation: Some(generation), spec: json!({"module": {"base64": b64(module)}}) };
+    let plugin = |generation: i64, module: &str| Object {
+        name: "versioned".into(),
+        generation: Some(generation),
+        spec: json!({"module": {"base64": b64(module)}}),
+    };
     let profile = Object {
         name: "hot".into(),
         generation: Some(1),
@@ -141,7 +147,8 @@ fn registry_swaps_while_scheduling_continuously_and_a_broken_module_keeps_the_pr
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel::<(u64, u64, String)>();
     let worker = {
-        let (registry, epoch, stop) = (Arc::clone(&registry), Arc::clone(&epoch), Arc::clone(&stop));
+        let (registry, epoch, stop) =
+            (Arc::clone(&registry), Arc::clone(&epoch), Arc::clone(&stop));
         std::thread::spawn(move || {
             let cl = clusters(&["a", "b", "c"]);
             let (spec, status) = binding();
@@ -154,7 +161,10 @@ fn registry_swaps_while_scheduling_continuously_and_a_broken_module_keeps_the_pr
                     Ok(t) if t.len() == 1 && r.ignored_faults.is_empty() => t[0].name.clone(),
                     other => format!("failed: {other:?} {:?}", r.ignored_faults),
                 };
-                if tx.send((start, epoch.load(Ordering::Acquire), placed)).is_err() {
+                if tx
+                    .send((start, epoch.load(Ordering::Acquire), placed))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -173,21 +183,48 @@ fn registry_swaps_while_scheduling_continuously_and_a_broken_module_keeps_the_pr
         }
         // Let the worker run a few cycles on the version in force first.
         let before = epoch.load(Ordering::Acquire);
-        while cycles.iter().filter(|(s, e, _)| *s == before && *e == before).count() < 3 {
-            cycles.push(rx.recv_timeout(Duration::from_secs(10)).expect("the scheduler thread keeps cycling"));
+        while cycles
+            .iter()
+            .filter(|(s, e, _)| *s == before && *e == before)
+            .count()
+            < 3
+        {
+            cycles.push(
+                rx.recv_timeout(Duration::from_secs(10))
+                    .expect("the scheduler thread keeps cycling"),
+            );
         }
         epoch.fetch_add(1, Ordering::AcqRel);
         let started = Instant::now();
-        let wasm = plugin(i + 1, &if broken { BROKEN.to_owned() } else { module(version) });
+        let wasm = plugin(
+            i + 1,
+            &if broken {
+                BROKEN.to_owned()
+            } else {
+                module(version)
+            },
+        );
         let r = registry.sync(&[wasm], std::slice::from_ref(&profile));
         sync_times.push(started.elapsed());
         epoch.fetch_add(1, Ordering::AcqRel);
         if broken {
             assert!(!r.changed, "a broken module must not be swapped in: {r:?}");
-            let why = r.plugins["versioned"].error.clone().unwrap_or_else(|| panic!("the report says why: {r:?}"));
-            assert!(why.contains("env") && why.contains("abort"), "names the unknown import: {why}");
+            let why = r.plugins["versioned"]
+                .error
+                .clone()
+                .unwrap_or_else(|| panic!("the report says why: {r:?}"));
+            assert!(
+                why.contains("env") && why.contains("abort"),
+                "names the unknown import: {why}"
+            );
             assert!(r.profiles["hot"].serving_previous, "{r:?}");
-            assert!(r.profiles["hot"].error.as_deref().is_some_and(|e| e.contains("WasmPlugin \"versioned\"")), "{r:?}");
+            assert!(
+                r.profiles["hot"]
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("WasmPlugin \"versioned\"")),
+                "{r:?}"
+            );
         } else {
             assert!(r.changed, "sync {i}: {r:?}");
             assert_eq!(r.plugins["versioned"].error, None);
@@ -197,30 +234,51 @@ fn registry_swaps_while_scheduling_continuously_and_a_broken_module_keeps_the_pr
         // The very next cycle that starts after `sync` returned uses the version now in force.
         let now = epoch.load(Ordering::Acquire);
         let next = loop {
-            let c = rx.recv_timeout(Duration::from_secs(10)).expect("the scheduler thread keeps cycling");
+            let c = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the scheduler thread keeps cycling");
             cycles.push(c.clone());
             if c.0 == now {
                 break c;
             }
         };
-        assert_eq!(next.2, placed_by(version), "sync {i}: the first cycle after the swap");
+        assert_eq!(
+            next.2,
+            placed_by(version),
+            "sync {i}: the first cycle after the swap"
+        );
     }
     stop.store(true, Ordering::Release);
     worker.join().expect("scheduler thread");
     cycles.extend(rx.try_iter());
 
-    let other: Vec<&String> = cycles.iter().map(|(_, _, p)| p).filter(|p| *p != "a" && *p != "c").collect();
-    assert!(other.is_empty(), "failed or mixed cycles: {:?}", &other[..other.len().min(5)]);
+    let other: Vec<&String> = cycles
+        .iter()
+        .map(|(_, _, p)| p)
+        .filter(|p| *p != "a" && *p != "c")
+        .collect();
+    assert!(
+        other.is_empty(),
+        "failed or mixed cycles: {:?}",
+        &other[..other.len().min(5)]
+    );
     let mut checked = 0;
     for (start, end, placed) in &cycles {
         if start == end && start % 2 == 0 {
             let v = in_force[usize::try_from(start / 2).expect("epoch")];
-            assert_eq!(placed, placed_by(v), "a cycle in epoch {start} used the wrong version");
+            assert_eq!(
+                placed,
+                placed_by(v),
+                "a cycle in epoch {start} used the wrong version"
+            );
             checked += 1;
         }
     }
     let slowest = sync_times.iter().max().copied().unwrap_or_default();
-    eprintln!("{} cycles ({checked} within one epoch, all on the version in force), 24 syncs (6 broken), slowest sync {slowest:?}", cycles.len());
+    eprintln!(
+        "{} cycles ({checked} within one epoch, all on the version in force), 24 syncs (6 broken), slowest sync {slowest:?}",
+        cycles.len()
+    );
     assert!(checked >= 24 * 3);
 }
 
@@ -237,12 +295,33 @@ struct Env {
 async fn env() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store opens");
-    let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
-    let settings = Settings { ready_delay: Duration::from_millis(100), backends: wasm_backends(&dir.path().join("modules")), ..Settings::default() };
-    let opts = flotilla_controller::Embedded { members: 2, settings, ..Default::default() };
-    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
+    let server = ApiServer::new(
+        store,
+        ServerOptions {
+            bookmark_interval: Duration::from_millis(200),
+            ..ServerOptions::default()
+        },
+    );
+    let settings = Settings {
+        ready_delay: Duration::from_millis(100),
+        backends: wasm_backends(&dir.path().join("modules")),
+        ..Settings::default()
+    };
+    let opts = flotilla_controller::Embedded {
+        members: 2,
+        settings,
+        ..Default::default()
+    };
+    let running = flotilla_controller::start_embedded(server.router(), opts)
+        .await
+        .expect("controllers start");
     let control = client::in_process(server.router(), None, None);
-    Env { control, _running: running, _server: server, _dir: dir }
+    Env {
+        control,
+        _running: running,
+        _server: server,
+        _dir: dir,
+    }
 }
 
 fn api(c: &Client, api_version: &str, kind: &str) -> Api<DynamicObject> {
@@ -250,8 +329,18 @@ fn api(c: &Client, api_version: &str, kind: &str) -> Api<DynamicObject> {
 }
 
 async fn apply(api: &Api<DynamicObject>, obj: Value) {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("name").to_owned();
-    api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&obj)).await.expect("apply");
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .expect("name")
+        .to_owned();
+    api.patch(
+        &name,
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .expect("apply");
 }
 
 fn wasm_plugin(module: &str) -> Value {
@@ -263,14 +352,30 @@ fn wasm_plugin(module: &str) -> Value {
 
 /// The target clusters of the binding of Deployment `web`, once scheduled.
 async fn placement(c: &Client) -> Option<Vec<String>> {
-    let rb = Api::<DynamicObject>::namespaced_with(c.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"))
-        .get_opt("web-deployment")
-        .await
-        .ok()
-        .flatten()?;
-    let cond = rb.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Scheduled")?.clone();
+    let rb = Api::<DynamicObject>::namespaced_with(
+        c.clone(),
+        "default",
+        &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"),
+    )
+    .get_opt("web-deployment")
+    .await
+    .ok()
+    .flatten()?;
+    let cond = rb
+        .data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Scheduled")?
+        .clone();
     (cond["status"] == "True").then(|| {
-        rb.data.pointer("/spec/clusters").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()
+        rb.data
+            .pointer("/spec/clusters")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+            .collect()
     })
 }
 
@@ -291,7 +396,10 @@ async fn updating_a_wasm_plugin_object_moves_a_scheduled_binding_within_a_second
     )
     .await;
     eventually("the profile Ready", Duration::from_secs(30), || async {
-        let p = api(c, "flotilla.dev/v1alpha1", "SchedulerProfile").get("wasm-pick").await.ok()?;
+        let p = api(c, "flotilla.dev/v1alpha1", "SchedulerProfile")
+            .get("wasm-pick")
+            .await
+            .ok()?;
         (p.data.pointer("/status/conditions/0/status")? == "True").then_some(())
     })
     .await;
@@ -308,14 +416,24 @@ async fn updating_a_wasm_plugin_object_moves_a_scheduled_binding_within_a_second
         }),
     )
     .await;
-    let deployments: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &api_resource("apps/v1", "Deployment"));
+    let deployments: Api<DynamicObject> =
+        Api::namespaced_with(c.clone(), "default", &api_resource("apps/v1", "Deployment"));
     let web = json!({
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
     });
-    deployments.create(&PostParams::default(), &serde_json::from_value(web).expect("object")).await.expect("create");
-    let first = eventually("the first placement", Duration::from_secs(30), || async { placement(c).await.filter(|p| !p.is_empty()) }).await;
+    deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(web).expect("object"),
+        )
+        .await
+        .expect("create");
+    let first = eventually("the first placement", Duration::from_secs(30), || async {
+        placement(c).await.filter(|p| !p.is_empty())
+    })
+    .await;
     assert_eq!(first, ["member1"], "v1 rejects member2");
 
     // Swap back and forth; each update of the object must move the binding within a second.
@@ -325,18 +443,27 @@ async fn updating_a_wasm_plugin_object_moves_a_scheduled_binding_within_a_second
         let mut obj = plugins.get("pick").await.expect("get WasmPlugin");
         obj.data["spec"] = wasm_plugin(module)["spec"].clone();
         let updated = Instant::now();
-        plugins.replace("pick", &PostParams::default(), &obj).await.expect("update WasmPlugin");
+        plugins
+            .replace("pick", &PostParams::default(), &obj)
+            .await
+            .expect("update WasmPlugin");
         loop {
             if placement(c).await.is_some_and(|p| p == [expected]) {
                 break;
             }
-            assert!(updated.elapsed() < Duration::from_secs(30), "the binding never moved to {expected}");
+            assert!(
+                updated.elapsed() < Duration::from_secs(30),
+                "the binding never moved to {expected}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         latencies.push(updated.elapsed());
     }
     eprintln!("WasmPlugin update -> binding moved: {latencies:?}");
     for l in &latencies {
-        assert!(*l <= Duration::from_secs(1), "the binding moved only {l:?} after the update (all: {latencies:?})");
+        assert!(
+            *l <= Duration::from_secs(1),
+            "the binding moved only {l:?} after the update (all: {latencies:?})"
+        );
     }
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 fn kubectl_on_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join("kubectl")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
 }
 
 fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> String {
@@ -22,7 +24,11 @@ fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> String {
         .output()
         .expect("kubectl runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
 }
 
@@ -35,48 +41,94 @@ async fn kubectl_apply_the_nginx_example_then_get_rb_and_work_shows_the_split() 
     let dir = tempfile::tempdir().expect("tempdir");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let started = Instant::now();
-    let running = flotilla_apiserver::start(flotilla_apiserver::Config::new(dir.path().join("data")), async move {
-        let _ = stopped.await;
-    })
+    let running = flotilla_apiserver::start(
+        flotilla_apiserver::Config::new(dir.path().join("data")),
+        async move {
+            let _ = stopped.await;
+        },
+    )
     .await
     .expect("server starts");
-    let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(100), ..Default::default() };
+    let settings = flotilla_controller::Settings {
+        ready_delay: Duration::from_millis(100),
+        ..Default::default()
+    };
     let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
     assert!(token.is_some(), "the kubeconfig has a token");
-    let opts = flotilla_controller::Embedded { members: 2, settings, token, ..Default::default() };
-    let _controllers = flotilla_controller::start_embedded(running.server.router(), opts).await.expect("controllers start");
-    assert!(started.elapsed() < Duration::from_secs(5), "ready in {:?}", started.elapsed());
+    let opts = flotilla_controller::Embedded {
+        members: 2,
+        settings,
+        token,
+        ..Default::default()
+    };
+    let _controllers = flotilla_controller::start_embedded(running.server.router(), opts)
+        .await
+        .expect("controllers start");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "ready in {:?}",
+        started.elapsed()
+    );
     std::fs::write(dir.path().join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nginx");
     let d = dir.path().to_owned();
     let b = bin.clone();
     let ex = examples.to_string_lossy().into_owned();
-    let applied = tokio::task::spawn_blocking(move || kubectl(&b, &d, &["apply", "-f", &ex])).await.expect("join");
-    assert!(applied.contains("deployment.apps/nginx created"), "{applied}");
+    let applied = tokio::task::spawn_blocking(move || kubectl(&b, &d, &["apply", "-f", &ex]))
+        .await
+        .expect("join");
+    assert!(
+        applied.contains("deployment.apps/nginx created"),
+        "{applied}"
+    );
 
     // Poll `kubectl get rb,work -A` until both Works exist and the binding shows the split.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (rb, works) = loop {
         let (d, b) = (dir.path().to_owned(), bin.clone());
         let (rb, works) = tokio::task::spawn_blocking(move || {
-            let rb = kubectl(&b, &d, &["get", "rb", "nginx-deployment", "-n", "default", "-o", "jsonpath={.spec.clusters}"]);
+            let rb = kubectl(
+                &b,
+                &d,
+                &[
+                    "get",
+                    "rb",
+                    "nginx-deployment",
+                    "-n",
+                    "default",
+                    "-o",
+                    "jsonpath={.spec.clusters}",
+                ],
+            );
             let works = kubectl(&b, &d, &["get", "rb,work", "-A"]);
             (rb, works)
         })
         .await
         .expect("join");
-        if works.contains("karmada-es-member1") && works.contains("karmada-es-member2") && rb.contains("member2") {
+        if works.contains("karmada-es-member1")
+            && works.contains("karmada-es-member2")
+            && rb.contains("member2")
+        {
             break (rb, works);
         }
-        assert!(Instant::now() < deadline, "no split in time:\n{rb}\n{works}");
+        assert!(
+            Instant::now() < deadline,
+            "no split in time:\n{rb}\n{works}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let clusters: serde_json::Value = serde_json::from_str(&rb).expect("json");
-    assert_eq!(clusters, serde_json::json!([{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 1}]), "{works}");
+    assert_eq!(
+        clusters,
+        serde_json::json!([{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 1}]),
+        "{works}"
+    );
     assert!(works.contains("nginx-deployment"), "{works}");
 
     // The member deployments, through kubectl against the member's logical cluster.
-    let member_kubeconfig = running.kubeconfig.replace(&running.url, &format!("{}/clusters/member2", running.url));
+    let member_kubeconfig = running
+        .kubeconfig
+        .replace(&running.url, &format!("{}/clusters/member2", running.url));
     let mdir = dir.path().join("member2");
     std::fs::create_dir_all(&mdir).expect("dir");
     std::fs::write(mdir.join("kubeconfig"), member_kubeconfig).expect("kubeconfig");
@@ -87,7 +139,16 @@ async fn kubectl_apply_the_nginx_example_then_get_rb_and_work_shows_the_split() 
             let out = Command::new(&bin)
                 .arg("--kubeconfig")
                 .arg(mdir.join("kubeconfig"))
-                .args(["get", "deploy", "nginx", "-n", "default", "--ignore-not-found", "-o", "jsonpath={.spec.template.spec.containers[0].image}"])
+                .args([
+                    "get",
+                    "deploy",
+                    "nginx",
+                    "-n",
+                    "default",
+                    "--ignore-not-found",
+                    "-o",
+                    "jsonpath={.spec.template.spec.containers[0].image}",
+                ])
                 .env_remove("KUBECONFIG")
                 .output()
                 .expect("kubectl runs");
@@ -107,7 +168,15 @@ async fn kubectl_apply_the_nginx_example_then_get_rb_and_work_shows_the_split() 
             let m = d.join("member2");
             format!("{}\n{}\n{}", kubectl(&b, &d, &["get", "work", "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.finalizers} {.status.conditions}{\"\\n\"}{end}"]), kubectl(&b, &m, &["get", "deploy", "-A"]), kubectl(&b, &m, &["get", "ns"]))
         }).await.expect("join");
-        panic!("no member copy; works' status: {works}; url {}; kubeconfig server lines: {:?}", running.url, running.kubeconfig.lines().filter(|l| l.contains("server")).collect::<Vec<_>>());
+        panic!(
+            "no member copy; works' status: {works}; url {}; kubeconfig server lines: {:?}",
+            running.url,
+            running
+                .kubeconfig
+                .lines()
+                .filter(|l| l.contains("server"))
+                .collect::<Vec<_>>()
+        );
     }
     assert_eq!(image, "registry.member2.example/nginx:1.27");
     let _ = stop.send(());
@@ -126,20 +195,37 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = flotilla_apiserver::start(flotilla_apiserver::Config::new(dir.path().join("data")), async move {
-        let _ = stopped.await;
-    })
+    let running = flotilla_apiserver::start(
+        flotilla_apiserver::Config::new(dir.path().join("data")),
+        async move {
+            let _ = stopped.await;
+        },
+    )
     .await
     .expect("server starts");
     let backends = flotilla_controller::controller::plugins::Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![std::sync::Arc::new(flotilla_plugins::BuiltinFactory), std::sync::Arc::new(flotilla_wasm::WasmFactory::new())],
+        factories: vec![
+            std::sync::Arc::new(flotilla_plugins::BuiltinFactory),
+            std::sync::Arc::new(flotilla_wasm::WasmFactory::new()),
+        ],
         module_dir: Some(dir.path().join("modules")),
     };
-    let settings = flotilla_controller::Settings { ready_delay: Duration::from_millis(100), backends, ..Default::default() };
+    let settings = flotilla_controller::Settings {
+        ready_delay: Duration::from_millis(100),
+        backends,
+        ..Default::default()
+    };
     let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
-    let opts = flotilla_controller::Embedded { members: 2, settings, token, ..Default::default() };
-    let _controllers = flotilla_controller::start_embedded(running.server.router(), opts).await.expect("controllers start");
+    let opts = flotilla_controller::Embedded {
+        members: 2,
+        settings,
+        token,
+        ..Default::default()
+    };
+    let _controllers = flotilla_controller::start_embedded(running.server.router(), opts)
+        .await
+        .expect("controllers start");
     std::fs::write(dir.path().join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
 
     let (v1, v2) = (common::filter_module(1, 1), common::filter_module(2, 0));
@@ -171,12 +257,20 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     let run = |args: Vec<String>| {
         let (b, d) = (bin.clone(), dir.path().to_owned());
         async move {
-            tokio::task::spawn_blocking(move || kubectl(&b, &d, &args.iter().map(String::as_str).collect::<Vec<_>>())).await.expect("join")
+            tokio::task::spawn_blocking(move || {
+                kubectl(&b, &d, &args.iter().map(String::as_str).collect::<Vec<_>>())
+            })
+            .await
+            .expect("join")
         }
     };
     let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
     let out = run(s(&["apply", "-f", &files.display().to_string()])).await;
-    assert!(out.contains("wasmplugin.flotilla.dev/pick created") && out.contains("schedulerprofile.flotilla.dev/wasm-pick created"), "{out}");
+    assert!(
+        out.contains("wasmplugin.flotilla.dev/pick created")
+            && out.contains("schedulerprofile.flotilla.dev/wasm-pick created"),
+        "{out}"
+    );
 
     async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<String>) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -188,39 +282,71 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let digest = |want: String| {
-        let run = run.clone();
-        async move {
-            wait_for("the WasmPlugin's digest", async || {
-                let d = run(s(&["get", "wasmplugin", "pick", "-o", "jsonpath={.status.digest} {.status.conditions[0].status}"])).await;
-                (d == format!("sha256:{want} True")).then_some(d)
-            })
-            .await
-        }
+    let digest = move |want: String| async move {
+        wait_for("the WasmPlugin's digest", async || {
+            let d = run(s(&[
+                "get",
+                "wasmplugin",
+                "pick",
+                "-o",
+                "jsonpath={.status.digest} {.status.conditions[0].status}",
+            ]))
+            .await;
+            (d == format!("sha256:{want} True")).then_some(d)
+        })
+        .await
     };
     digest(common::sha(&v1)).await;
-    let placed = |name: &'static str| {
-        let run = run.clone();
-        async move {
-            wait_for("a placement", async || {
-                let c = run(s(&["get", "rb", &format!("{name}-deployment"), "-n", "default", "-o", "jsonpath={.spec.clusters[*].name}"])).await;
-                (!c.is_empty()).then_some(c)
-            })
-            .await
-        }
+    let placed = move |name: &'static str| async move {
+        wait_for("a placement", async || {
+            let c = run(s(&[
+                "get",
+                "rb",
+                &format!("{name}-deployment"),
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.clusters[*].name}",
+            ]))
+            .await;
+            (!c.is_empty()).then_some(c)
+        })
+        .await
     };
     std::fs::write(dir.path().join("a.yaml"), deployment("a")).expect("write");
-    run(s(&["apply", "-f", &dir.path().join("a.yaml").display().to_string()])).await;
+    run(s(&[
+        "apply",
+        "-f",
+        &dir.path().join("a.yaml").display().to_string(),
+    ]))
+    .await;
     assert_eq!(placed("a").await, "member1", "v1 rejects member2");
 
     std::fs::write(files.join("1-wasmplugin.yaml"), plugin(&v2)).expect("write");
-    let out = run(s(&["replace", "-f", &files.join("1-wasmplugin.yaml").display().to_string()])).await;
-    assert!(out.contains("wasmplugin.flotilla.dev/pick replaced"), "{out}");
+    let out = run(s(&[
+        "replace",
+        "-f",
+        &files.join("1-wasmplugin.yaml").display().to_string(),
+    ]))
+    .await;
+    assert!(
+        out.contains("wasmplugin.flotilla.dev/pick replaced"),
+        "{out}"
+    );
     digest(common::sha(&v2)).await;
     std::fs::write(dir.path().join("b.yaml"), deployment("b")).expect("write");
-    run(s(&["apply", "-f", &dir.path().join("b.yaml").display().to_string()])).await;
+    run(s(&[
+        "apply",
+        "-f",
+        &dir.path().join("b.yaml").display().to_string(),
+    ]))
+    .await;
     assert_eq!(placed("b").await, "member2", "v2 rejects member1");
-    assert_eq!(placed("a").await, "member1", "the Divided binding placed before the swap stays");
+    assert_eq!(
+        placed("a").await,
+        "member1",
+        "the Divided binding placed before the swap stays"
+    );
     let table = run(s(&["get", "wasmplugins"])).await;
     assert!(table.contains("pick"), "{table}");
     let _ = stop.send(());

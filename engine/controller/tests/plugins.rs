@@ -27,34 +27,78 @@ struct Env {
 async fn env() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store opens");
-    let server = ApiServer::new(store, ServerOptions { bookmark_interval: Duration::from_millis(200), ..ServerOptions::default() });
+    let server = ApiServer::new(
+        store,
+        ServerOptions {
+            bookmark_interval: Duration::from_millis(200),
+            ..ServerOptions::default()
+        },
+    );
     let backends = Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![Arc::new(flotilla_plugins::BuiltinFactory), Arc::new(flotilla_wasm::WasmFactory::new())],
+        factories: vec![
+            Arc::new(flotilla_plugins::BuiltinFactory),
+            Arc::new(flotilla_wasm::WasmFactory::new()),
+        ],
         module_dir: Some(dir.path().join("modules")),
     };
-    let settings = Settings { ready_delay: Duration::from_millis(100), backends, ..Settings::default() };
-    let opts = flotilla_controller::Embedded { members: 2, settings, ..Default::default() };
-    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
+    let settings = Settings {
+        ready_delay: Duration::from_millis(100),
+        backends,
+        ..Settings::default()
+    };
+    let opts = flotilla_controller::Embedded {
+        members: 2,
+        settings,
+        ..Default::default()
+    };
+    let running = flotilla_controller::start_embedded(server.router(), opts)
+        .await
+        .expect("controllers start");
     let control = client::in_process(server.router(), None, None);
-    Env { control, running, _server: server, _dir: dir }
+    Env {
+        control,
+        running,
+        _server: server,
+        _dir: dir,
+    }
 }
 
 fn wasm_plugins(c: &Client) -> Api<DynamicObject> {
-    Api::all_with(c.clone(), &api_resource("flotilla.dev/v1alpha1", "WasmPlugin"))
+    Api::all_with(
+        c.clone(),
+        &api_resource("flotilla.dev/v1alpha1", "WasmPlugin"),
+    )
 }
 
 fn profiles(c: &Client) -> Api<DynamicObject> {
-    Api::all_with(c.clone(), &api_resource("flotilla.dev/v1alpha1", "SchedulerProfile"))
+    Api::all_with(
+        c.clone(),
+        &api_resource("flotilla.dev/v1alpha1", "SchedulerProfile"),
+    )
 }
 
 fn bindings(c: &Client) -> Api<DynamicObject> {
-    Api::namespaced_with(c.clone(), "default", &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"))
+    Api::namespaced_with(
+        c.clone(),
+        "default",
+        &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"),
+    )
 }
 
 async fn apply(api: &Api<DynamicObject>, obj: Value) {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("name").to_owned();
-    api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&obj)).await.expect("apply");
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .expect("name")
+        .to_owned();
+    api.patch(
+        &name,
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .expect("apply");
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -69,9 +113,22 @@ fn wasm_plugin(name: &str, module: &str) -> Value {
 /// `Loaded` condition status and digest of WasmPlugin `name`.
 async fn plugin_status(c: &Client, name: &str) -> (String, String, String) {
     let o = wasm_plugins(c).get(name).await.expect("get WasmPlugin");
-    let cond = o.data.pointer("/status/conditions/0").cloned().unwrap_or(Value::Null);
-    let s = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
-    (s(&cond, "/status"), s(&o.data, "/status/digest"), s(&cond, "/message"))
+    let cond = o
+        .data
+        .pointer("/status/conditions/0")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let s = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    (
+        s(&cond, "/status"),
+        s(&o.data, "/status/digest"),
+        s(&cond, "/message"),
+    )
 }
 
 fn deployment(name: &str) -> Value {
@@ -86,10 +143,26 @@ fn deployment(name: &str) -> Value {
 /// Target clusters of the binding of Deployment `name` once it is scheduled (`Scheduled` True),
 /// or the failure message.
 async fn placement(c: &Client, name: &str) -> Option<Result<Vec<String>, String>> {
-    let rb = bindings(c).get_opt(&format!("{name}-deployment")).await.ok().flatten()?;
-    let cond = rb.data.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Scheduled")?.clone();
+    let rb = bindings(c)
+        .get_opt(&format!("{name}-deployment"))
+        .await
+        .ok()
+        .flatten()?;
+    let cond = rb
+        .data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Scheduled")?
+        .clone();
     if cond["status"] == "True" {
-        let clusters = rb.data.pointer("/spec/clusters")?.as_array()?.iter().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect();
+        let clusters = rb
+            .data
+            .pointer("/spec/clusters")?
+            .as_array()?
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+            .collect();
         Some(Ok(clusters))
     } else {
         Some(Err(format!("{}: {}", cond["reason"], cond["message"])))
@@ -97,7 +170,8 @@ async fn placement(c: &Client, name: &str) -> Option<Result<Vec<String>, String>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_restart_or_failed_cycles() {
+async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_restart_or_failed_cycles()
+ {
     let e = env().await;
     let c = &e.control;
     let v1 = filter_module(1, 1); // rejects member2
@@ -113,10 +187,14 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
     .await;
     let (status, digest, message) = eventually("WasmPlugin v1 loaded", WAIT, || async {
         let s = plugin_status(c, "pick").await;
-        (s.0 == "True" && s.1 == format!("sha256:{}", sha(&v1)) && s.2.contains("wasm-pick")).then_some(s)
+        (s.0 == "True" && s.1 == format!("sha256:{}", sha(&v1)) && s.2.contains("wasm-pick"))
+            .then_some(s)
     })
     .await;
-    assert_eq!((status.as_str(), digest.as_str()), ("True", format!("sha256:{}", sha(&v1)).as_str()));
+    assert_eq!(
+        (status.as_str(), digest.as_str()),
+        ("True", format!("sha256:{}", sha(&v1)).as_str())
+    );
     assert!(message.contains("wasm-pick/filters[2]"), "{message}");
     eventually("profile Ready", WAIT, || async {
         let p = profiles(c).get("wasm-pick").await.ok()?;
@@ -137,8 +215,15 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
         }),
     )
     .await;
-    let deployments: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &api_resource("apps/v1", "Deployment"));
-    deployments.create(&PostParams::default(), &serde_json::from_value(deployment("before")).expect("object")).await.expect("create");
+    let deployments: Api<DynamicObject> =
+        Api::namespaced_with(c.clone(), "default", &api_resource("apps/v1", "Deployment"));
+    deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(deployment("before")).expect("object"),
+        )
+        .await
+        .expect("create");
     let before = eventually("first placement", WAIT, || placement(c, "before")).await;
     assert_eq!(before, Ok(vec!["member1".to_owned()]), "v1 rejects member2");
 
@@ -152,7 +237,13 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
             let mut i = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let name = format!("during-{i}");
-                deployments.create(&PostParams::default(), &serde_json::from_value(deployment(&name)).expect("object")).await.expect("create");
+                deployments
+                    .create(
+                        &PostParams::default(),
+                        &serde_json::from_value(deployment(&name)).expect("object"),
+                    )
+                    .await
+                    .expect("create");
                 names.push(name);
                 i += 1;
                 tokio::time::sleep(Duration::from_millis(25)).await;
@@ -164,7 +255,10 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
     let replaced = Instant::now();
     let mut obj = wasm_plugins(c).get("pick").await.expect("get");
     obj.data["spec"] = wasm_plugin("pick", &v2)["spec"].clone();
-    wasm_plugins(c).replace("pick", &PostParams::default(), &obj).await.expect("replace WasmPlugin");
+    wasm_plugins(c)
+        .replace("pick", &PostParams::default(), &obj)
+        .await
+        .expect("replace WasmPlugin");
     eventually("WasmPlugin v2 loaded", WAIT, || async {
         let s = plugin_status(c, "pick").await;
         (s.0 == "True" && s.1 == format!("sha256:{}", sha(&v2))).then_some(())
@@ -174,7 +268,13 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let during = feeder.await.expect("feeder");
-    deployments.create(&PostParams::default(), &serde_json::from_value(deployment("after")).expect("object")).await.expect("create");
+    deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(deployment("after")).expect("object"),
+        )
+        .await
+        .expect("create");
     let after = eventually("placement after the swap", WAIT, || placement(c, "after")).await;
     assert_eq!(after, Ok(vec!["member2".to_owned()]), "v2 rejects member1");
 
@@ -189,14 +289,31 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
     }
     // The Divided binding scheduled before the swap keeps its placement (a plugin change is not a
     // scheduling trigger for it; Duplicated bindings are re-evaluated on every trigger, as in Karmada).
-    assert_eq!(placement(c, "before").await, Some(Ok(vec!["member1".to_owned()])));
+    assert_eq!(
+        placement(c, "before").await,
+        Some(Ok(vec!["member1".to_owned()]))
+    );
     let m = &e.running.context.metrics;
-    assert_eq!(m.scheduling_results_of("error"), 0, "a scheduling cycle failed");
-    assert_eq!(m.scheduling_results_of("unschedulable"), 0, "a scheduling cycle found no cluster");
+    assert_eq!(
+        m.scheduling_results_of("error"),
+        0,
+        "a scheduling cycle failed"
+    );
+    assert_eq!(
+        m.scheduling_results_of("unschedulable"),
+        0,
+        "a scheduling cycle found no cluster"
+    );
     let (calls, failures) = e.running.context.plugins.metrics().calls("filter", "pick");
-    assert!(calls >= during.len() as u64 + 2, "the Wasm filter ran once per binding: {calls}");
+    assert!(
+        calls >= during.len() as u64 + 2,
+        "the Wasm filter ran once per binding: {calls}"
+    );
     assert_eq!(failures, 0);
-    eprintln!("swap visible in status after {swap:?}; {} templates during the swap: {on_v1} on v1, {on_v2} on v2", during.len());
+    eprintln!(
+        "swap visible in status after {swap:?}; {} templates during the swap: {on_v1} on v1, {on_v2} on v2",
+        during.len()
+    );
     assert!(on_v1 + on_v2 == during.len());
     assert!(swap < Duration::from_secs(5), "swap took {swap:?}");
 }
@@ -215,7 +332,10 @@ async fn a_broken_replacement_keeps_the_previous_version_and_both_objects_say_wh
         }),
     )
     .await;
-    eventually("v1 loaded", WAIT, || async { (plugin_status(c, "pick").await.0 == "True").then_some(()) }).await;
+    eventually("v1 loaded", WAIT, || async {
+        (plugin_status(c, "pick").await.0 == "True").then_some(())
+    })
+    .await;
 
     // A module with an import the host does not provide: refused at load.
     let broken = "(module (import \"env\" \"abort\" (func)) (func (export \"flotilla_abi_version\") (result i32) (i32.const 1)))";
@@ -225,15 +345,33 @@ async fn a_broken_replacement_keeps_the_previous_version_and_both_objects_say_wh
         (s.0 == "False").then_some(s.2)
     })
     .await;
-    assert!(message.contains("env") && message.contains("abort"), "names the unknown import: {message}");
+    assert!(
+        message.contains("env") && message.contains("abort"),
+        "names the unknown import: {message}"
+    );
     let m = eventually("the profile's status", WAIT, || async {
         let p = profiles(c).get("wasm-pick").await.ok()?;
-        let m = p.data.pointer("/status/conditions/0/message")?.as_str()?.to_owned();
+        let m = p
+            .data
+            .pointer("/status/conditions/0/message")?
+            .as_str()?
+            .to_owned();
         (p.data.pointer("/status/conditions/0/status")? == "False").then_some(m)
     })
     .await;
-    assert!(m.contains("previous version keeps serving") && m.contains("WasmPlugin \"pick\""), "{m}");
-    assert_eq!(e.running.context.plugins.find("wasm-pick").map(|p| p.filters.len()), Some(1), "v1 still served");
+    assert!(
+        m.contains("previous version keeps serving") && m.contains("WasmPlugin \"pick\""),
+        "{m}"
+    );
+    assert_eq!(
+        e.running
+            .context
+            .plugins
+            .find("wasm-pick")
+            .map(|p| p.filters.len()),
+        Some(1),
+        "v1 still served"
+    );
 
     // A wrong digest and a missing plugin reference are reported with their field.
     let mut bad = wasm_plugin("pick", &v1);
@@ -255,7 +393,11 @@ async fn a_broken_replacement_keeps_the_previous_version_and_both_objects_say_wh
     .await;
     let m = eventually("missing reference", WAIT, || async {
         let p = profiles(c).get("other").await.ok()?;
-        let m = p.data.pointer("/status/conditions/0/message")?.as_str()?.to_owned();
+        let m = p
+            .data
+            .pointer("/status/conditions/0/message")?
+            .as_str()?
+            .to_owned();
         (p.data.pointer("/status/conditions/0/status")? == "False").then_some(m)
     })
     .await;
@@ -270,27 +412,56 @@ fn registry_sync_reports_digests_and_keeps_the_previous_version_on_failure() {
     let dir = tempfile::tempdir().expect("tempdir");
     let registry = Registry::new(Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![Arc::new(flotilla_plugins::BuiltinFactory), Arc::new(flotilla_wasm::WasmFactory::new())],
+        factories: vec![
+            Arc::new(flotilla_plugins::BuiltinFactory),
+            Arc::new(flotilla_wasm::WasmFactory::new()),
+        ],
         module_dir: Some(dir.path().to_path_buf()),
     });
     let v1 = filter_module(1, 1);
-    let wp = |module: &str| Object { name: "pick".into(), generation: Some(1), spec: wasm_plugin("pick", module)["spec"].clone() };
-    let profile = Object { name: "wasm-pick".into(), generation: Some(1), spec: json!({"filters": [{"name": "pick", "wasm": {"plugin": "pick"}}]}) };
+    let wp = |module: &str| Object {
+        name: "pick".into(),
+        generation: Some(1),
+        spec: wasm_plugin("pick", module)["spec"].clone(),
+    };
+    let profile = Object {
+        name: "wasm-pick".into(),
+        generation: Some(1),
+        spec: json!({"filters": [{"name": "pick", "wasm": {"plugin": "pick"}}]}),
+    };
     let r = registry.sync(&[wp(&v1)], std::slice::from_ref(&profile));
     assert!(r.changed);
-    assert_eq!(r.plugins["pick"].digest.as_deref(), Some(format!("sha256:{}", sha(&v1)).as_str()));
+    assert_eq!(
+        r.plugins["pick"].digest.as_deref(),
+        Some(format!("sha256:{}", sha(&v1)).as_str())
+    );
     assert_eq!(r.plugins["pick"].error, None);
     assert_eq!(r.plugins["pick"].used_by, ["wasm-pick/filters[0]"]);
     assert_eq!(r.profiles["wasm-pick"].error, None);
     let names: Vec<String> = registry.profiles().iter().map(|p| p.name.clone()).collect();
     assert_eq!(names, ["default-scheduler", "wasm-pick"]);
-    assert!(!registry.sync(&[wp(&v1)], std::slice::from_ref(&profile)).changed, "unchanged inputs: nothing rebuilt or swapped");
+    assert!(
+        !registry
+            .sync(&[wp(&v1)], std::slice::from_ref(&profile))
+            .changed,
+        "unchanged inputs: nothing rebuilt or swapped"
+    );
 
     let broken = "(module (import \"env\" \"abort\" (func)) (func (export \"flotilla_abi_version\") (result i32) (i32.const 1)))";
     let r = registry.sync(&[wp(broken)], std::slice::from_ref(&profile));
     assert!(!r.changed, "the previous version keeps serving");
-    let err = r.plugins["pick"].error.clone().unwrap_or_else(|| panic!("plugin error: {r:?}"));
+    let err = r.plugins["pick"]
+        .error
+        .clone()
+        .unwrap_or_else(|| panic!("plugin error: {r:?}"));
     assert!(err.contains("env") && err.contains("abort"), "{err}");
     assert!(r.profiles["wasm-pick"].serving_previous);
-    assert!(r.profiles["wasm-pick"].error.as_deref().is_some_and(|e| e.contains("spec.filters[0] (pick)")), "{:?}", r.profiles["wasm-pick"]);
+    assert!(
+        r.profiles["wasm-pick"]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("spec.filters[0] (pick)")),
+        "{:?}",
+        r.profiles["wasm-pick"]
+    );
 }

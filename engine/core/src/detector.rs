@@ -7,7 +7,9 @@ use flotilla_api::Object;
 use flotilla_api::labels;
 use flotilla_api::meta::{ObjectMeta, ObjectReference, OwnerReference, Quantity};
 use flotilla_api::policy::PropagationPolicy;
-use flotilla_api::work::{BINDING_API_VERSION, ReplicaRequirements, ResourceBinding, ResourceBindingSpec};
+use flotilla_api::work::{
+    BINDING_API_VERSION, ReplicaRequirements, ResourceBinding, ResourceBindingSpec,
+};
 use serde_json::Value;
 
 use crate::selector::selectors_priority;
@@ -30,13 +32,22 @@ pub const SKIPPED_GROUPS: &[&str] = &[
 /// labelled `resourcetemplate.karmada.io/claimed-by`.
 pub fn is_ignored(template: &Object) -> bool {
     let ns = template.namespace();
-    if ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with(labels::EXECUTION_NAMESPACE_PREFIX) || ns.starts_with("kube-") {
+    if ns == "karmada-system"
+        || ns == "karmada-cluster"
+        || ns.starts_with(labels::EXECUTION_NAMESPACE_PREFIX)
+        || ns.starts_with("kube-")
+    {
         return true;
     }
-    if SKIPPED_GROUPS.contains(&template.group()) || (template.api_version() == "v1" && template.kind() == "Event") {
+    if SKIPPED_GROUPS.contains(&template.group())
+        || (template.api_version() == "v1" && template.kind() == "Event")
+    {
         return true;
     }
-    template.labels().get(labels::CLAIMED_BY).is_some_and(|v| !v.is_empty())
+    template
+        .labels()
+        .get(labels::CLAIMED_BY)
+        .is_some_and(|v| !v.is_empty())
 }
 
 /// Which kind of policy claimed a template.
@@ -60,16 +71,31 @@ pub struct Claim<'a> {
 /// Pick the policy for `template`: PropagationPolicies in its namespace first, then
 /// ClusterPropagationPolicies; within each, highest explicit priority, then highest implicit
 /// priority (name 3 > label selector 2 > match-all 1), then the lexicographically smallest name.
-pub fn claim<'a>(template: &Object, pps: &'a [PropagationPolicy], cpps: &'a [PropagationPolicy]) -> Option<Claim<'a>> {
+pub fn claim<'a>(
+    template: &Object,
+    pps: &'a [PropagationPolicy],
+    cpps: &'a [PropagationPolicy],
+) -> Option<Claim<'a>> {
     let ns = template.namespace();
-    let in_ns = pps.iter().filter(|p| p.metadata.namespace() == ns && !ns.is_empty());
+    let in_ns = pps
+        .iter()
+        .filter(|p| p.metadata.namespace() == ns && !ns.is_empty());
     if let Some(p) = best(template, in_ns) {
-        return Some(Claim { policy: p, scope: PolicyScope::Namespaced });
+        return Some(Claim {
+            policy: p,
+            scope: PolicyScope::Namespaced,
+        });
     }
-    best(template, cpps.iter()).map(|p| Claim { policy: p, scope: PolicyScope::Cluster })
+    best(template, cpps.iter()).map(|p| Claim {
+        policy: p,
+        scope: PolicyScope::Cluster,
+    })
 }
 
-fn best<'a>(template: &Object, policies: impl Iterator<Item = &'a PropagationPolicy>) -> Option<&'a PropagationPolicy> {
+fn best<'a>(
+    template: &Object,
+    policies: impl Iterator<Item = &'a PropagationPolicy>,
+) -> Option<&'a PropagationPolicy> {
     let mut best: Option<(&PropagationPolicy, i32, u8)> = None;
     for p in policies {
         if p.metadata.deletion_timestamp.is_some() {
@@ -82,7 +108,10 @@ fn best<'a>(template: &Object, policies: impl Iterator<Item = &'a PropagationPol
         let explicit = p.spec.explicit_priority();
         let better = match best {
             None => true,
-            Some((b, be, bi)) => (explicit, implicit) > (be, bi) || ((explicit, implicit) == (be, bi) && p.metadata.name() < b.metadata.name()),
+            Some((b, be, bi)) => {
+                (explicit, implicit) > (be, bi)
+                    || ((explicit, implicit) == (be, bi) && p.metadata.name() < b.metadata.name())
+            }
         };
         if better {
             best = Some((p, explicit, implicit));
@@ -118,16 +147,24 @@ pub fn permanent_id(seed: &str) -> String {
 /// (replicas and parallelism 1), since offline templates have not been through it.
 pub fn interpret_replicas(template: &Object) -> (i32, Option<ReplicaRequirements>) {
     let v = &template.0;
-    let int = |p: &str| v.pointer(p).and_then(Value::as_i64).map(|i| i32::try_from(i).unwrap_or(i32::MAX));
+    let int = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_i64)
+            .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
+    };
     let (api, kind) = (template.api_version(), template.kind());
     let (replicas, pod_spec) = match (api, kind) {
-        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") => {
-            (int("/spec/replicas").unwrap_or(1), v.pointer("/spec/template/spec"))
-        }
+        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") => (
+            int("/spec/replicas").unwrap_or(1),
+            v.pointer("/spec/template/spec"),
+        ),
         ("batch/v1", "Job") => {
             let parallelism = int("/spec/parallelism").unwrap_or(1);
             let completions = int("/spec/completions").unwrap_or(parallelism);
-            (parallelism.min(completions), v.pointer("/spec/template/spec"))
+            (
+                parallelism.min(completions),
+                v.pointer("/spec/template/spec"),
+            )
         }
         ("v1", "Pod") => (1, v.pointer("/spec")),
         _ => return (0, None),
@@ -137,13 +174,21 @@ pub fn interpret_replicas(template: &Object) -> (i32, Option<ReplicaRequirements
 
 fn replica_requirements(pod: &Value) -> Option<ReplicaRequirements> {
     let mut node_claim = serde_json::Map::new();
-    if let Some(ns) = pod.get("nodeSelector").filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
+    if let Some(ns) = pod
+        .get("nodeSelector")
+        .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+    {
         node_claim.insert("nodeSelector".into(), ns.clone());
     }
-    if let Some(req) = pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution") {
+    if let Some(req) =
+        pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution")
+    {
         node_claim.insert("hardNodeAffinity".into(), req.clone());
     }
-    if let Some(t) = pod.get("tolerations").filter(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
+    if let Some(t) = pod
+        .get("tolerations")
+        .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+    {
         node_claim.insert("tolerations".into(), t.clone());
     }
 
@@ -153,7 +198,10 @@ fn replica_requirements(pod: &Value) -> Option<ReplicaRequirements> {
     let requests = |c: &Value| -> BTreeMap<String, i128> {
         let mut r: BTreeMap<String, i128> = BTreeMap::new();
         for src in ["limits", "requests"] {
-            if let Some(m) = c.pointer(&format!("/resources/{src}")).and_then(Value::as_object) {
+            if let Some(m) = c
+                .pointer(&format!("/resources/{src}"))
+                .and_then(Value::as_object)
+            {
                 for (k, q) in m {
                     if let Some(milli) = quantity_milli(q) {
                         r.insert(k.clone(), milli);
@@ -163,12 +211,22 @@ fn replica_requirements(pod: &Value) -> Option<ReplicaRequirements> {
         }
         r
     };
-    for c in pod.get("containers").and_then(Value::as_array).into_iter().flatten() {
+    for c in pod
+        .get("containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         for (k, m) in requests(c) {
             *total.entry(k).or_default() += m;
         }
     }
-    for c in pod.get("initContainers").and_then(Value::as_array).into_iter().flatten() {
+    for c in pod
+        .get("initContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         for (k, m) in requests(c) {
             let e = total.entry(k).or_default();
             *e = (*e).max(m);
@@ -203,10 +261,15 @@ fn replica_requirements(pod: &Value) -> Option<ReplicaRequirements> {
 /// memory, ephemeral storage and hugepages as BinarySI, everything else as DecimalSI integers.
 fn format_canonical(resource: &str, milli: i128) -> String {
     if resource == "cpu" {
-        return if milli % 1000 == 0 { format_decimal(milli / 1000) } else { format!("{milli}m") };
+        return if milli % 1000 == 0 {
+            format_decimal(milli / 1000)
+        } else {
+            format!("{milli}m")
+        };
     }
     let value = (milli + 999).div_euclid(1000);
-    if resource == "memory" || resource == "ephemeral-storage" || resource.starts_with("hugepages-") {
+    if resource == "memory" || resource == "ephemeral-storage" || resource.starts_with("hugepages-")
+    {
         let mut v = value;
         for suffix in ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"] {
             if v % 1024 != 0 || v == 0 || suffix == "Ei" {
@@ -252,12 +315,25 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
     };
     match claim.scope {
         PolicyScope::Namespaced => {
-            let id = policy.metadata.labels.get(labels::PP_PERMANENT_ID).cloned().unwrap_or_else(|| {
-                permanent_id(&format!("pp/{}/{}", policy.metadata.namespace(), policy.metadata.name()))
-            });
+            let id = policy
+                .metadata
+                .labels
+                .get(labels::PP_PERMANENT_ID)
+                .cloned()
+                .unwrap_or_else(|| {
+                    permanent_id(&format!(
+                        "pp/{}/{}",
+                        policy.metadata.namespace(),
+                        policy.metadata.name()
+                    ))
+                });
             meta.labels.insert(labels::PP_PERMANENT_ID.into(), id);
-            meta.annotations.insert(labels::PP_NAMESPACE.into(), policy.metadata.namespace().into());
-            meta.annotations.insert(labels::PP_NAME.into(), policy.metadata.name().into());
+            meta.annotations.insert(
+                labels::PP_NAMESPACE.into(),
+                policy.metadata.namespace().into(),
+            );
+            meta.annotations
+                .insert(labels::PP_NAME.into(), policy.metadata.name().into());
         }
         PolicyScope::Cluster => {
             let id = policy
@@ -267,13 +343,32 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
                 .cloned()
                 .unwrap_or_else(|| permanent_id(&format!("cpp/{}", policy.metadata.name())));
             meta.labels.insert(labels::CPP_PERMANENT_ID.into(), id);
-            meta.annotations.insert(labels::CPP_NAME.into(), policy.metadata.name().into());
+            meta.annotations
+                .insert(labels::CPP_NAME.into(), policy.metadata.name().into());
         }
     }
-    let binding_key = format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""));
-    let rb_id_label = if namespaced { labels::RB_PERMANENT_ID } else { labels::CRB_PERMANENT_ID };
-    meta.labels.insert(rb_id_label.into(), permanent_id(&format!("rb/{binding_key}")));
-    meta.finalizers.push(if namespaced { labels::BINDING_FINALIZER } else { labels::CLUSTER_BINDING_FINALIZER }.to_owned());
+    let binding_key = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    );
+    let rb_id_label = if namespaced {
+        labels::RB_PERMANENT_ID
+    } else {
+        labels::CRB_PERMANENT_ID
+    };
+    meta.labels.insert(
+        rb_id_label.into(),
+        permanent_id(&format!("rb/{binding_key}")),
+    );
+    meta.finalizers.push(
+        if namespaced {
+            labels::BINDING_FINALIZER
+        } else {
+            labels::CLUSTER_BINDING_FINALIZER
+        }
+        .to_owned(),
+    );
     meta.owner_references.push(OwnerReference {
         api_version: template.api_version().into(),
         kind: template.kind().into(),
@@ -298,16 +393,27 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
         replica_requirements,
         replicas,
         placement: ps.placement.clone(),
-        scheduler_name: ps.scheduler_name.clone().unwrap_or_else(|| labels::DEFAULT_SCHEDULER.to_owned()),
+        scheduler_name: ps
+            .scheduler_name
+            .clone()
+            .unwrap_or_else(|| labels::DEFAULT_SCHEDULER.to_owned()),
         failover: ps.failover.clone(),
-        conflict_resolution: ps.conflict_resolution.clone().unwrap_or_else(|| "Abort".to_owned()),
+        conflict_resolution: ps
+            .conflict_resolution
+            .clone()
+            .unwrap_or_else(|| "Abort".to_owned()),
         suspension: ps.suspension.clone(),
         preserve_resources_on_deletion: ps.preserve_resources_on_deletion,
         ..Default::default()
     };
     ResourceBinding {
         api_version: BINDING_API_VERSION.into(),
-        kind: if namespaced { "ResourceBinding" } else { "ClusterResourceBinding" }.into(),
+        kind: if namespaced {
+            "ResourceBinding"
+        } else {
+            "ClusterResourceBinding"
+        }
+        .into(),
         metadata: meta,
         spec,
         status: None,
@@ -324,14 +430,24 @@ mod tests {
         PropagationPolicy {
             api_version: "policy.karmada.io/v1alpha1".into(),
             kind: "PropagationPolicy".into(),
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() },
-            spec: PropagationSpec { resource_selectors: vec![sel], priority, ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            spec: PropagationSpec {
+                resource_selectors: vec![sel],
+                priority,
+                ..Default::default()
+            },
         }
     }
 
     fn deploy() -> Object {
-        Object(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","namespace":"default","labels":{"app":"nginx"}},
-            "spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"c","image":"nginx","resources":{"requests":{"cpu":"250m","memory":"64Mi"}}},{"name":"d","image":"x","resources":{"limits":{"cpu":"1"}}}]}}}}))
+        Object(
+            json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","namespace":"default","labels":{"app":"nginx"}},
+            "spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"c","image":"nginx","resources":{"requests":{"cpu":"250m","memory":"64Mi"}}},{"name":"d","image":"x","resources":{"limits":{"cpu":"1"}}}]}}}}),
+        )
     }
 
     fn sel(name: &str, labels: bool) -> ResourceSelector {
@@ -350,12 +466,30 @@ mod tests {
     #[test]
     fn explicit_priority_beats_implicit_and_name_breaks_ties() {
         let t = deploy();
-        let pps = vec![pp("default", "b-all", None, sel("", false)), pp("default", "a-all", None, sel("", false))];
-        assert_eq!(claim(&t, &pps, &[]).unwrap().policy.metadata.name(), "a-all");
-        let pps = vec![pp("default", "all", None, sel("", false)), pp("default", "named", None, sel("nginx", false))];
-        assert_eq!(claim(&t, &pps, &[]).unwrap().policy.metadata.name(), "named");
-        let pps = vec![pp("default", "labels", Some(5), sel("", true)), pp("default", "named", None, sel("nginx", false))];
-        assert_eq!(claim(&t, &pps, &[]).unwrap().policy.metadata.name(), "labels");
+        let pps = vec![
+            pp("default", "b-all", None, sel("", false)),
+            pp("default", "a-all", None, sel("", false)),
+        ];
+        assert_eq!(
+            claim(&t, &pps, &[]).unwrap().policy.metadata.name(),
+            "a-all"
+        );
+        let pps = vec![
+            pp("default", "all", None, sel("", false)),
+            pp("default", "named", None, sel("nginx", false)),
+        ];
+        assert_eq!(
+            claim(&t, &pps, &[]).unwrap().policy.metadata.name(),
+            "named"
+        );
+        let pps = vec![
+            pp("default", "labels", Some(5), sel("", true)),
+            pp("default", "named", None, sel("nginx", false)),
+        ];
+        assert_eq!(
+            claim(&t, &pps, &[]).unwrap().policy.metadata.name(),
+            "labels"
+        );
     }
 
     #[test]
@@ -364,20 +498,34 @@ mod tests {
         let pps = vec![pp("other", "named", Some(100), sel("nginx", false))];
         let cpps = vec![pp("", "cpp", Some(100), sel("nginx", false))];
         let c = claim(&t, &pps, &cpps).unwrap();
-        assert_eq!((c.policy.metadata.name(), c.scope), ("cpp", PolicyScope::Cluster));
+        assert_eq!(
+            (c.policy.metadata.name(), c.scope),
+            ("cpp", PolicyScope::Cluster)
+        );
         let pps = vec![pp("default", "low", Some(-5), sel("", false))];
-        assert_eq!(claim(&t, &pps, &cpps).unwrap().scope, PolicyScope::Namespaced);
+        assert_eq!(
+            claim(&t, &pps, &cpps).unwrap().scope,
+            PolicyScope::Namespaced
+        );
     }
 
     #[test]
     fn binding_carries_claim_labels_owner_and_interpreted_replicas() {
         let t = deploy();
-        let pps = vec![pp("default", "nginx-propagation", None, sel("nginx", false))];
+        let pps = vec![pp(
+            "default",
+            "nginx-propagation",
+            None,
+            sel("nginx", false),
+        )];
         let rb = build_binding(&t, claim(&t, &pps, &[]).unwrap());
         assert_eq!(rb.metadata.name(), "nginx-deployment");
         assert_eq!(rb.kind, "ResourceBinding");
         assert_eq!(rb.spec.replicas, 3);
-        assert_eq!(rb.metadata.annotations[labels::PP_NAME], "nginx-propagation");
+        assert_eq!(
+            rb.metadata.annotations[labels::PP_NAME],
+            "nginx-propagation"
+        );
         assert!(rb.metadata.labels.contains_key(labels::PP_PERMANENT_ID));
         let req = rb.spec.replica_requirements.unwrap();
         assert_eq!(req.resource_request["cpu"].as_text(), "1250m");
@@ -387,7 +535,9 @@ mod tests {
 
     #[test]
     fn job_replicas_are_parallelism_capped_by_completions_and_configmaps_have_none() {
-        let job = Object(json!({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"parallelism":5,"completions":2,"template":{"spec":{"containers":[]}}}}));
+        let job = Object(
+            json!({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"parallelism":5,"completions":2,"template":{"spec":{"containers":[]}}}}),
+        );
         assert_eq!(interpret_replicas(&job), (2, None));
         let cm = Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}));
         assert_eq!(interpret_replicas(&cm), (0, None));
@@ -396,9 +546,15 @@ mod tests {
 
     #[test]
     fn reserved_namespaces_and_karmada_groups_are_ignored() {
-        assert!(is_ignored(&Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"kube-system"}}))));
-        assert!(is_ignored(&Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"karmada-es-member1"}}))));
-        assert!(is_ignored(&Object(json!({"apiVersion":"work.karmada.io/v1alpha1","kind":"Work","metadata":{"name":"w"}}))));
+        assert!(is_ignored(&Object(
+            json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"kube-system"}})
+        )));
+        assert!(is_ignored(&Object(
+            json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"karmada-es-member1"}})
+        )));
+        assert!(is_ignored(&Object(
+            json!({"apiVersion":"work.karmada.io/v1alpha1","kind":"Work","metadata":{"name":"w"}})
+        )));
         assert!(!is_ignored(&deploy()));
     }
 }

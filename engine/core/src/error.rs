@@ -37,7 +37,10 @@ pub enum PluginError {
 impl PluginError {
     /// A generic failure of `plugin`.
     pub fn failed(plugin: impl Into<String>, message: impl Into<String>) -> Self {
-        PluginError::Failed { plugin: plugin.into(), message: message.into() }
+        PluginError::Failed {
+            plugin: plugin.into(),
+            message: message.into(),
+        }
     }
 
     /// The faulting plugin's name.

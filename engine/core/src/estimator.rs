@@ -117,7 +117,11 @@ pub fn available_replicas(clusters: &[&Cluster], spec: &ResourceBindingSpec) -> 
             if estimate != -1 && i64::from(estimate) < v {
                 v = i64::from(estimate);
             }
-            if v == MAX_INT32 { i64::from(spec.replicas) } else { v }
+            if v == MAX_INT32 {
+                i64::from(spec.replicas)
+            } else {
+                v
+            }
         })
         .collect()
 }
@@ -140,24 +144,33 @@ struct ParsedSummary {
 impl Capacity {
     /// Parse `cluster`'s `status.resourceSummary`.
     pub fn of(cluster: &Cluster) -> Self {
-        let parsed = cluster.status.as_ref().and_then(|s| s.resource_summary.as_ref()).map(|s| ParsedSummary {
-            allowed_pods: allowed_pods(s),
-            has_modelings: !s.allocatable_modelings.is_empty(),
-            available: s
-                .allocatable
-                .iter()
-                .map(|(name, q)| {
-                    let avail = nano(q) - nano_of(&s.allocated, name).unwrap_or(0) - nano_of(&s.allocating, name).unwrap_or(0);
-                    (name.clone(), avail)
-                })
-                .collect(),
-        });
+        let parsed = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_summary.as_ref())
+            .map(|s| ParsedSummary {
+                allowed_pods: allowed_pods(s),
+                has_modelings: !s.allocatable_modelings.is_empty(),
+                available: s
+                    .allocatable
+                    .iter()
+                    .map(|(name, q)| {
+                        let avail = nano(q)
+                            - nano_of(&s.allocated, name).unwrap_or(0)
+                            - nano_of(&s.allocating, name).unwrap_or(0);
+                        (name.clone(), avail)
+                    })
+                    .collect(),
+            });
         Capacity { parsed }
     }
 }
 
 /// [`available_replicas`] with capacities parsed ahead of time ([`Capacity::of`]), same results.
-pub fn available_replicas_with(clusters: &[(&Cluster, &Capacity)], spec: &ResourceBindingSpec) -> Vec<i64> {
+pub fn available_replicas_with(
+    clusters: &[(&Cluster, &Capacity)],
+    spec: &ResourceBindingSpec,
+) -> Vec<i64> {
     if spec.replicas == 0 && spec.components.is_empty() {
         return vec![MAX_INT32; clusters.len()];
     }
@@ -170,8 +183,16 @@ pub fn available_replicas_with(clusters: &[(&Cluster, &Capacity)], spec: &Resour
                 Some(p) if p.has_modelings => general_estimate(c, requests.as_deref()),
                 Some(p) => cached_estimate(p, requests.as_deref()),
             };
-            let v = if estimate != -1 && i64::from(estimate) < MAX_INT32 { i64::from(estimate) } else { MAX_INT32 };
-            if v == MAX_INT32 { i64::from(spec.replicas) } else { v }
+            let v = if estimate != -1 && i64::from(estimate) < MAX_INT32 {
+                i64::from(estimate)
+            } else {
+                MAX_INT32
+            };
+            if v == MAX_INT32 {
+                i64::from(spec.replicas)
+            } else {
+                v
+            }
         })
         .collect()
 }
@@ -183,8 +204,17 @@ fn parse_requests(spec: &ResourceBindingSpec) -> Option<Vec<Request<'_>>> {
             .map(|(name, q)| {
                 let n = nano(q);
                 let kind = kind_of(name);
-                let amount = if kind == Kind::Cpu { nano_to_milli(n) } else { nano_to_value(n) };
-                Request { name, value: nano_to_value(n), amount, kind }
+                let amount = if kind == Kind::Cpu {
+                    nano_to_milli(n)
+                } else {
+                    nano_to_value(n)
+                };
+                Request {
+                    name,
+                    value: nano_to_value(n),
+                    amount,
+                    kind,
+                }
             })
             .collect()
     })
@@ -196,14 +226,22 @@ fn cached_estimate(p: &ParsedSummary, requests: Option<&[Request<'_>]>) -> i32 {
     if maximum <= 0 {
         return 0;
     }
-    let Some(requests) = requests else { return truncate_i32(maximum) };
-    let fit_max = summary_fit(requests, |name| p.available.iter().find(|(n, _)| n == name).map(|&(_, a)| a));
+    let Some(requests) = requests else {
+        return truncate_i32(maximum);
+    };
+    let fit_max = summary_fit(requests, |name| {
+        p.available.iter().find(|(n, _)| n == name).map(|&(_, a)| a)
+    });
     truncate_i32(maximum.min(fit_max))
 }
 
 /// `GeneralEstimator.maxAvailableReplicas` for one cluster, truncated to `int32` like Go.
 fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 {
-    let Some(summary) = cluster.status.as_ref().and_then(|s| s.resource_summary.as_ref()) else {
+    let Some(summary) = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_summary.as_ref())
+    else {
         return 0;
     };
     let mut maximum = allowed_pods(summary);
@@ -213,8 +251,11 @@ fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 
     let Some(requests) = requests else {
         return truncate_i32(maximum);
     };
-    let modelled =
-        if summary.allocatable_modelings.is_empty() { None } else { model_estimate(cluster, summary, requests) };
+    let modelled = if summary.allocatable_modelings.is_empty() {
+        None
+    } else {
+        model_estimate(cluster, summary, requests)
+    };
     if let Some(num) = modelled {
         return truncate_i32(maximum.min(num));
     }
@@ -240,7 +281,11 @@ fn allowed_pods(s: &ResourceSummary) -> i128 {
 fn summary_estimate(s: &ResourceSummary, requests: &[Request<'_>]) -> i128 {
     summary_fit(requests, |name| {
         let allocatable = nano_of(&s.allocatable, name)?;
-        Some(allocatable - nano_of(&s.allocated, name).unwrap_or(0) - nano_of(&s.allocating, name).unwrap_or(0))
+        Some(
+            allocatable
+                - nano_of(&s.allocated, name).unwrap_or(0)
+                - nano_of(&s.allocating, name).unwrap_or(0),
+        )
     })
 }
 
@@ -258,7 +303,11 @@ fn summary_fit(requests: &[Request<'_>], available: impl Fn(&str) -> Option<i128
         if nano_to_value(avail) <= 0 {
             return 0;
         }
-        let (avail, req) = if r.name == CPU { (nano_to_milli(avail), r.amount) } else { (nano_to_value(avail), r.value) };
+        let (avail, req) = if r.name == CPU {
+            (nano_to_milli(avail), r.amount)
+        } else {
+            (nano_to_value(avail), r.value)
+        };
         if req <= 0 {
             continue;
         }
@@ -277,10 +326,19 @@ fn model_capacity(model: &ResourceModel, name: &str, kind: Kind, lowest: bool) -
         // Karmada standardizes models on create: the lowest grade's minimums act as zero.
         return 0;
     }
-    model.ranges.iter().rev().find(|r| r.name == name).map_or(0, |r| {
-        let n = nano(&r.min);
-        if kind == Kind::Cpu { nano_to_milli(n) } else { nano_to_value(n) }
-    })
+    model
+        .ranges
+        .iter()
+        .rev()
+        .find(|r| r.name == name)
+        .map_or(0, |r| {
+            let n = nano(&r.min);
+            if kind == Kind::Cpu {
+                nano_to_milli(n)
+            } else {
+                nano_to_value(n)
+            }
+        })
 }
 
 /// How many 1-pod replicas fit on one virtual node (`Resource.MaxDivided`).
@@ -296,12 +354,20 @@ fn per_node(requests: &[Request<'_>], capacity: impl Fn(&str, Kind) -> i128) -> 
 }
 
 /// `getMaximumReplicasBasedOnResourceModels`; `None` when Karmada's model path errors.
-fn model_estimate(cluster: &Cluster, s: &ResourceSummary, requests: &[Request<'_>]) -> Option<i128> {
+fn model_estimate(
+    cluster: &Cluster,
+    s: &ResourceSummary,
+    requests: &[Request<'_>],
+) -> Option<i128> {
     if s.allocatable_modelings.iter().any(|a| a.count < 0) {
         return None;
     }
     let count_of = |grade: u32| -> i128 {
-        s.allocatable_modelings.iter().filter(|a| a.grade == grade).map(|a| i128::from(a.count)).sum()
+        s.allocatable_modelings
+            .iter()
+            .filter(|a| a.grade == grade)
+            .map(|a| i128::from(a.count))
+            .sum()
     };
     let mut total: i128 = 0;
     let models = &cluster.spec.resource_models;
@@ -330,7 +396,9 @@ fn model_estimate(cluster: &Cluster, s: &ResourceSummary, requests: &[Request<'_
                 continue;
             }
             let is_lowest = model.grade == lowest;
-            let fit = per_node(requests, |name, kind| model_capacity(model, name, kind, is_lowest));
+            let fit = per_node(requests, |name, kind| {
+                model_capacity(model, name, kind, is_lowest)
+            });
             total += count * fit;
         }
     }
@@ -365,7 +433,11 @@ mod tests {
     fn one(c: &Cluster, s: &ResourceBindingSpec) -> i64 {
         let direct = available_replicas(&[c], s)[0];
         let cap = Capacity::of(c);
-        assert_eq!(available_replicas_with(&[(c, &cap)], s)[0], direct, "cached capacity path disagrees");
+        assert_eq!(
+            available_replicas_with(&[(c, &cap)], s)[0],
+            direct,
+            "cached capacity path disagrees"
+        );
         direct
     }
 
@@ -385,7 +457,10 @@ mod tests {
     #[test]
     fn non_workload_short_path_is_max_int32() {
         let c = cluster(json!({}), None);
-        assert_eq!(available_replicas(&[&c, &c], &spec(0, None)), vec![MAX_INT32, MAX_INT32]);
+        assert_eq!(
+            available_replicas(&[&c, &c], &spec(0, None)),
+            vec![MAX_INT32, MAX_INT32]
+        );
     }
 
     #[test]
@@ -396,10 +471,16 @@ mod tests {
         let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "10"}})));
         assert_eq!(one(&c, &spec(3, None)), 10);
         // "no allowed pods": 10 − 10 → 0.
-        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "10"}, "allocated": {"pods": "10"}})));
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "10"}, "allocated": {"pods": "10"}})),
+        );
         assert_eq!(one(&c, &spec(3, None)), 0);
         // Over-allocation clamps to 0.
-        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": 10}, "allocating": {"pods": 30}})));
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": 10}, "allocating": {"pods": 30}})),
+        );
         assert_eq!(one(&c, &spec(3, None)), 0);
     }
 
@@ -408,25 +489,37 @@ mod tests {
         // general_test "basic resource estimation": 3 CPU / 6Gi left, 500m / 1Gi each → 6.
         let c = cluster(
             json!({}),
-            Some(json!({"allocatable": {"pods": "100", "cpu": "4", "memory": "8Gi"},
-                        "allocated": {"pods": "20", "cpu": "1", "memory": "2Gi"}})),
+            Some(
+                json!({"allocatable": {"pods": "100", "cpu": "4", "memory": "8Gi"},
+                        "allocated": {"pods": "20", "cpu": "1", "memory": "2Gi"}}),
+            ),
         );
-        assert_eq!(one(&c, &spec(2, Some(json!({"cpu": "500m", "memory": "1Gi"})))), 6);
+        assert_eq!(
+            one(&c, &spec(2, Some(json!({"cpu": "500m", "memory": "1Gi"})))),
+            6
+        );
         // "insufficient memory": 0.5Gi left for 1Gi → 0.
         let c = cluster(
             json!({}),
-            Some(json!({"allocatable": {"pods": "100", "cpu": "4", "memory": "2Gi"},
-                        "allocated": {"cpu": "1", "memory": "1.5Gi"}})),
+            Some(
+                json!({"allocatable": {"pods": "100", "cpu": "4", "memory": "2Gi"},
+                        "allocated": {"cpu": "1", "memory": "1.5Gi"}}),
+            ),
         );
-        assert_eq!(one(&c, &spec(2, Some(json!({"cpu": "500m", "memory": "1Gi"})))), 0);
+        assert_eq!(
+            one(&c, &spec(2, Some(json!({"cpu": "500m", "memory": "1Gi"})))),
+            0
+        );
     }
 
     #[test]
     fn summary_path_details() {
         let c = cluster(
             json!({}),
-            Some(json!({"allocatable": {"pods": "7", "cpu": "2500m", "nvidia.com/gpu": "4"},
-                        "allocating": {"cpu": "100m"}})),
+            Some(
+                json!({"allocatable": {"pods": "7", "cpu": "2500m", "nvidia.com/gpu": "4"},
+                        "allocating": {"cpu": "100m"}}),
+            ),
         );
         // CPU compared in milli: 2400m / 300m = 8, capped by 7 pods.
         assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "300m"})))), 7);
@@ -438,24 +531,37 @@ mod tests {
         // Zero requests are skipped → allowed pods.
         assert_eq!(one(&c, &spec(1, Some(json!({"memory": "0"})))), 7);
         // Unparseable capacity counts as 0.
-        let bad = cluster(json!({}), Some(json!({"allocatable": {"pods": "7", "cpu": "lots"}})));
+        let bad = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "7", "cpu": "lots"}})),
+        );
         assert_eq!(one(&bad, &spec(1, Some(json!({"cpu": "1"})))), 0);
     }
 
     #[test]
     fn max_int32_falls_back_to_spec_replicas() {
-        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "3000000000"}})));
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "3000000000"}})),
+        );
         // int32(3e9) wraps negative in Go; the merge keeps the negative number.
         assert_eq!(one(&c, &spec(5, None)), i64::from(3_000_000_000u32 as i32));
-        let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "2147483647"}})));
+        let c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "2147483647"}})),
+        );
         assert_eq!(one(&c, &spec(5, None)), 5);
     }
 
     #[test]
     fn resource_models_match_karmada_cases() {
         let models = three_grades(&[("cpu", ["0", "1", "2"])]);
-        let modelings = json!([{"grade": 0, "count": 1}, {"grade": 1, "count": 1}, {"grade": 2, "count": 1}]);
-        let c = cluster(models.clone(), Some(json!({"allocatable": {"pods": "100"}, "allocatableModelings": modelings})));
+        let modelings =
+            json!([{"grade": 0, "count": 1}, {"grade": 1, "count": 1}, {"grade": 2, "count": 1}]);
+        let c = cluster(
+            models.clone(),
+            Some(json!({"allocatable": {"pods": "100"}, "allocatableModelings": modelings})),
+        );
         // "Partially compliant grades": 1.5 CPU fits once on the 2-CPU node.
         assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1.5"})))), 1);
         // "No compliant grades".
@@ -464,11 +570,20 @@ mod tests {
         assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "500m"})))), 6);
 
         let models = three_grades(&[("cpu", ["0", "1", "2"]), ("memory", ["0", "1Gi", "2Gi"])]);
-        let c = cluster(models, Some(json!({"allocatable": {"pods": "100"}, "allocatableModelings": modelings})));
+        let c = cluster(
+            models,
+            Some(json!({"allocatable": {"pods": "100"}, "allocatableModelings": modelings})),
+        );
         // "Multi resource request".
-        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "1.5Gi"})))), 1);
+        assert_eq!(
+            one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "1.5Gi"})))),
+            1
+        );
         // "request exceeds highest grade".
-        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "2.5Gi"})))), 0);
+        assert_eq!(
+            one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "2.5Gi"})))),
+            0
+        );
     }
 
     #[test]
@@ -511,13 +626,21 @@ mod tests {
     fn default_models_apply_without_resource_models() {
         let c = cluster(
             json!({}),
-            Some(json!({"allocatable": {"pods": "1000", "cpu": "1000", "memory": "1000Gi"},
-                        "allocatableModelings": [{"grade": 0, "count": 5}, {"grade": 2, "count": 2}, {"grade": 3, "count": 1}]})),
+            Some(
+                json!({"allocatable": {"pods": "1000", "cpu": "1000", "memory": "1000Gi"},
+                        "allocatableModelings": [{"grade": 0, "count": 5}, {"grade": 2, "count": 2}, {"grade": 3, "count": 1}]}),
+            ),
         );
         // grade 2: 2 CPU / 16Gi → 2 per node; grade 3: 4 CPU / 32Gi → 4; grade 0 → 0.
-        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "1Gi"})))), 2 * 2 + 4);
+        assert_eq!(
+            one(&c, &spec(1, Some(json!({"cpu": "1", "memory": "1Gi"})))),
+            2 * 2 + 4
+        );
         // Memory-bound: 16Gi / 10Gi = 1, 32Gi / 10Gi = 3.
-        assert_eq!(one(&c, &spec(1, Some(json!({"cpu": "100m", "memory": "10Gi"})))), 2 + 3);
+        assert_eq!(
+            one(&c, &spec(1, Some(json!({"cpu": "100m", "memory": "10Gi"})))),
+            2 + 3
+        );
     }
 
     #[test]
@@ -535,7 +658,10 @@ mod tests {
         let a = cluster(json!({}), Some(json!({"allocatable": {"pods": "3"}})));
         let b = cluster(json!({}), None);
         let c = cluster(json!({}), Some(json!({"allocatable": {"pods": "9"}})));
-        assert_eq!(available_replicas(&[&a, &b, &c], &spec(2, None)), vec![3, 0, 9]);
+        assert_eq!(
+            available_replicas(&[&a, &b, &c], &spec(2, None)),
+            vec![3, 0, 9]
+        );
     }
 }
 
@@ -550,12 +676,14 @@ mod perf {
     fn thousand_clusters() {
         let clusters: Vec<Cluster> = (0..1000)
             .map(|i| {
-                serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                serde_json::from_value(
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
                     "metadata": {"name": format!("m{i}")},
                     "status": {"resourceSummary": {
                         "allocatable": {"pods": "110", "cpu": "64", "memory": "256Gi"},
                         "allocated": {"pods": "40", "cpu": "20500m", "memory": "100Gi"},
-                        "allocating": {"pods": "1", "cpu": "250m", "memory": "1Gi"}}}}))
+                        "allocating": {"pods": "1", "cpu": "250m", "memory": "1Gi"}}}}),
+                )
                 .expect("cluster")
             })
             .collect();
@@ -570,11 +698,20 @@ mod perf {
         for _ in 0..rounds {
             total += available_replicas(&refs, &spec).iter().sum::<i64>();
         }
-        eprintln!("available_replicas(1000 clusters): {:?} per call ({total})", start.elapsed() / rounds);
+        eprintln!(
+            "available_replicas(1000 clusters): {:?} per call ({total})",
+            start.elapsed() / rounds
+        );
         let start = std::time::Instant::now();
         let mut acc = 0i128;
         for _ in 0..rounds {
-            for q in ["110", "20500m", "256Gi", "40", "1", "250m", "100Gi", "1Gi", "64"].iter().cycle().take(9000) {
+            for q in [
+                "110", "20500m", "256Gi", "40", "1", "250m", "100Gi", "1Gi", "64",
+            ]
+            .iter()
+            .cycle()
+            .take(9000)
+            {
                 acc += parse_nano(std::hint::black_box(q)).unwrap_or(0);
             }
         }

@@ -16,8 +16,8 @@
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{
-    ClusterAffinity, ClusterAffinityInline, CelSelector, OverridePolicy, Overriders, PropagationPolicy,
-    RuleWithCluster, cel_patch_type,
+    CelSelector, ClusterAffinity, ClusterAffinityInline, OverridePolicy, Overriders,
+    PropagationPolicy, RuleWithCluster, cel_patch_type,
 };
 use serde_json::Value;
 
@@ -87,13 +87,19 @@ pub struct ExpressionError {
 impl ExpressionError {
     /// An error of `kind` with `message` and no position.
     pub fn new(kind: ExpressionErrorKind, message: impl Into<String>) -> Self {
-        ExpressionError { kind, message: message.into(), column: None }
+        ExpressionError {
+            kind,
+            message: message.into(),
+            column: None,
+        }
     }
 
     /// The plugin fault this error is when it happens while `plugin` evaluates.
     pub fn into_plugin_error(self, plugin: &str) -> crate::PluginError {
         match self.kind {
-            ExpressionErrorKind::Timeout => crate::PluginError::Timeout { plugin: plugin.to_owned() },
+            ExpressionErrorKind::Timeout => crate::PluginError::Timeout {
+                plugin: plugin.to_owned(),
+            },
             _ => crate::PluginError::failed(plugin, format!("expression: {}", self.message)),
         }
     }
@@ -131,7 +137,12 @@ pub trait BoundObject {
     ///
     /// # Errors
     /// A compile error, a runtime error or a runtime bound.
-    fn evaluate(&self, kind: ExpressionKind, source: &str, cluster: &Cluster) -> Result<Value, ExpressionError>;
+    fn evaluate(
+        &self,
+        kind: ExpressionKind,
+        source: &str,
+        cluster: &Cluster,
+    ) -> Result<Value, ExpressionError>;
 }
 
 /// Whether `cluster` satisfies every expression of `selector` (`true` when it has none).
@@ -168,8 +179,16 @@ pub struct Site<'a> {
 }
 
 fn selector_sites<'a>(sel: Option<&'a CelSelector>, field: &str, out: &mut Vec<Site<'a>>) {
-    for (i, e) in sel.iter().flat_map(|s| s.cel_expressions.iter()).enumerate() {
-        out.push(Site { field: format!("{field}.celSelector.celExpressions[{i}]"), kind: ExpressionKind::ClusterSelector, source: e });
+    for (i, e) in sel
+        .iter()
+        .flat_map(|s| s.cel_expressions.iter())
+        .enumerate()
+    {
+        out.push(Site {
+            field: format!("{field}.celSelector.celExpressions[{i}]"),
+            kind: ExpressionKind::ClusterSelector,
+            source: e,
+        });
     }
 }
 
@@ -187,28 +206,47 @@ fn unsupported(sel: Option<&CelSelector>, field: &str, errors: &mut Vec<FieldErr
 pub fn propagation_sites(policy: &PropagationPolicy) -> (Vec<Site<'_>>, Vec<FieldError>) {
     let mut sites = Vec::new();
     let mut errors = Vec::new();
-    let Some(p) = &policy.spec.placement else { return (sites, errors) };
+    let Some(p) = &policy.spec.placement else {
+        return (sites, errors);
+    };
     let base = "spec.placement";
     if let Some(a) = &p.cluster_affinity {
-        selector_sites(a.cel_selector.as_ref(), &format!("{base}.clusterAffinity"), &mut sites);
+        selector_sites(
+            a.cel_selector.as_ref(),
+            &format!("{base}.clusterAffinity"),
+            &mut sites,
+        );
     }
     for (i, t) in p.cluster_affinities.iter().enumerate() {
         let field = format!("{base}.clusterAffinities[{i}]");
-        let overflow = t.overflow_affinities.as_ref().is_some_and(|o| !o.is_empty());
+        let overflow = t
+            .overflow_affinities
+            .as_ref()
+            .is_some_and(|o| !o.is_empty());
         if overflow {
             unsupported(t.affinity.cel_selector.as_ref(), &field, &mut errors);
         } else {
             selector_sites(t.affinity.cel_selector.as_ref(), &field, &mut sites);
         }
         for (j, o) in t.overflow_affinities.iter().flatten().enumerate() {
-            unsupported(o.affinity.cel_selector.as_ref(), &format!("{field}.overflowAffinities[{j}]"), &mut errors);
+            unsupported(
+                o.affinity.cel_selector.as_ref(),
+                &format!("{field}.overflowAffinities[{j}]"),
+                &mut errors,
+            );
         }
     }
-    if let Some(w) = p.replica_scheduling.as_ref().and_then(|r| r.weight_preference.as_ref()) {
+    if let Some(w) = p
+        .replica_scheduling
+        .as_ref()
+        .and_then(|r| r.weight_preference.as_ref())
+    {
         for (i, s) in w.static_weight_list.iter().enumerate() {
             unsupported(
                 s.target_cluster.cel_selector.as_ref(),
-                &format!("{base}.replicaScheduling.weightPreference.staticWeightList[{i}].targetCluster"),
+                &format!(
+                    "{base}.replicaScheduling.weightPreference.staticWeightList[{i}].targetCluster"
+                ),
                 &mut errors,
             );
         }
@@ -220,23 +258,43 @@ pub fn propagation_sites(policy: &PropagationPolicy) -> (Vec<Site<'_>>, Vec<Fiel
                 message: format!("Invalid value: {}: must be at least 1", s.weight),
             });
         }
-        sites.push(Site { field: format!("{base}.celScores[{i}].expression"), kind: ExpressionKind::Score, source: &s.expression });
+        sites.push(Site {
+            field: format!("{base}.celScores[{i}].expression"),
+            kind: ExpressionKind::Score,
+            source: &s.expression,
+        });
     }
     (sites, errors)
 }
 
 fn rules(policy: &OverridePolicy) -> Vec<(String, Option<&ClusterAffinity>, &Overriders)> {
     if policy.spec.override_rules.is_empty() {
-        return vec![("spec".to_owned(), policy.spec.target_cluster.as_ref(), &policy.spec.overriders)];
+        return vec![(
+            "spec".to_owned(),
+            policy.spec.target_cluster.as_ref(),
+            &policy.spec.overriders,
+        )];
     }
     policy
         .spec
         .override_rules
         .iter()
         .enumerate()
-        .map(|(i, RuleWithCluster { target_cluster, overriders })| {
-            (format!("spec.overrideRules[{i}]"), target_cluster.as_ref(), overriders)
-        })
+        .map(
+            |(
+                i,
+                RuleWithCluster {
+                    target_cluster,
+                    overriders,
+                },
+            )| {
+                (
+                    format!("spec.overrideRules[{i}]"),
+                    target_cluster.as_ref(),
+                    overriders,
+                )
+            },
+        )
         .collect()
 }
 
@@ -245,57 +303,106 @@ fn rules(policy: &OverridePolicy) -> Vec<(String, Option<&ClusterAffinity>, &Ove
 pub fn override_sites(policy: &OverridePolicy) -> (Vec<Site<'_>>, Vec<FieldError>) {
     let mut sites = Vec::new();
     let mut errors = Vec::new();
-    let mut err = |field: String, message: &str| errors.push(FieldError { field, message: message.to_owned() });
+    let mut err = |field: String, message: &str| {
+        errors.push(FieldError {
+            field,
+            message: message.to_owned(),
+        })
+    };
     for (base, target, o) in rules(policy) {
         if let Some(a) = target {
-            selector_sites(a.cel_selector.as_ref(), &format!("{base}.targetCluster"), &mut sites);
+            selector_sites(
+                a.cel_selector.as_ref(),
+                &format!("{base}.targetCluster"),
+                &mut sites,
+            );
         }
         for (i, p) in o.plaintext.iter().enumerate() {
             let field = format!("{base}.overriders.plaintext[{i}]");
             if let Some(e) = &p.expression {
                 if p.value.is_some() {
-                    err(format!("{field}.expression"), "Forbidden: value and expression are mutually exclusive");
+                    err(
+                        format!("{field}.expression"),
+                        "Forbidden: value and expression are mutually exclusive",
+                    );
                 }
                 if p.operator == "remove" {
-                    err(format!("{field}.expression"), "Forbidden: expression is not allowed for remove operation");
+                    err(
+                        format!("{field}.expression"),
+                        "Forbidden: expression is not allowed for remove operation",
+                    );
                 }
-                sites.push(Site { field: format!("{field}.expression"), kind: ExpressionKind::Value, source: e });
+                sites.push(Site {
+                    field: format!("{field}.expression"),
+                    kind: ExpressionKind::Value,
+                    source: e,
+                });
             }
         }
-        for (list, name) in [(&o.labels_overrider, "labelsOverrider"), (&o.annotations_overrider, "annotationsOverrider")] {
+        for (list, name) in [
+            (&o.labels_overrider, "labelsOverrider"),
+            (&o.annotations_overrider, "annotationsOverrider"),
+        ] {
             for (i, l) in list.iter().enumerate() {
                 let field = format!("{base}.overriders.{name}[{i}]");
                 if let Some(e) = &l.expression {
                     if !l.value.is_empty() {
-                        err(format!("{field}.expression"), "Forbidden: value and expression are mutually exclusive");
+                        err(
+                            format!("{field}.expression"),
+                            "Forbidden: value and expression are mutually exclusive",
+                        );
                     }
-                    sites.push(Site { field: format!("{field}.expression"), kind: ExpressionKind::StringMap, source: e });
+                    sites.push(Site {
+                        field: format!("{field}.expression"),
+                        kind: ExpressionKind::StringMap,
+                        source: e,
+                    });
                 }
             }
         }
         for (i, m) in o.cel.iter().enumerate() {
             let field = format!("{base}.overriders.cel[{i}]");
             let (kind, own, other, own_name, other_name) = match m.patch_type.as_str() {
-                cel_patch_type::JSON_PATCH => {
-                    (ExpressionKind::JsonPatch, &m.json_patch, &m.apply_configuration, "jsonPatch", "applyConfiguration")
-                }
-                cel_patch_type::APPLY_CONFIGURATION => {
-                    (ExpressionKind::MergePatch, &m.apply_configuration, &m.json_patch, "applyConfiguration", "jsonPatch")
-                }
+                cel_patch_type::JSON_PATCH => (
+                    ExpressionKind::JsonPatch,
+                    &m.json_patch,
+                    &m.apply_configuration,
+                    "jsonPatch",
+                    "applyConfiguration",
+                ),
+                cel_patch_type::APPLY_CONFIGURATION => (
+                    ExpressionKind::MergePatch,
+                    &m.apply_configuration,
+                    &m.json_patch,
+                    "applyConfiguration",
+                    "jsonPatch",
+                ),
                 other => {
                     err(
                         format!("{field}.patchType"),
-                        &format!("Unsupported value: {other:?}: supported values: \"ApplyConfiguration\", \"JSONPatch\""),
+                        &format!(
+                            "Unsupported value: {other:?}: supported values: \"ApplyConfiguration\", \"JSONPatch\""
+                        ),
                     );
                     continue;
                 }
             };
             if other.is_some() {
-                err(format!("{field}.{other_name}"), &format!("Forbidden: not allowed with patchType {:?}", m.patch_type));
+                err(
+                    format!("{field}.{other_name}"),
+                    &format!("Forbidden: not allowed with patchType {:?}", m.patch_type),
+                );
             }
             match own {
-                Some(e) => sites.push(Site { field: format!("{field}.{own_name}.expression"), kind, source: &e.expression }),
-                None => err(format!("{field}.{own_name}"), &format!("Required value: required with patchType {:?}", m.patch_type)),
+                Some(e) => sites.push(Site {
+                    field: format!("{field}.{own_name}.expression"),
+                    kind,
+                    source: &e.expression,
+                }),
+                None => err(
+                    format!("{field}.{own_name}"),
+                    &format!("Required value: required with patchType {:?}", m.patch_type),
+                ),
             }
         }
     }

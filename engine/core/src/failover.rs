@@ -51,7 +51,12 @@ fn trigger_at(added: i64, secs: i64) -> i64 {
 ///   contribute nothing, and with no pair left every taint is tolerated forever;
 /// * the eviction time is inclusive: a toleration that expires at `now` evicts.
 pub fn taint_decision(cluster: &Cluster, tolerations: &[Toleration], now: i64) -> EvictionDecision {
-    let taints: Vec<&Taint> = cluster.spec.taints.iter().filter(|t| t.effect == effect::NO_EXECUTE).collect();
+    let taints: Vec<&Taint> = cluster
+        .spec
+        .taints
+        .iter()
+        .filter(|t| t.effect == effect::NO_EXECUTE)
+        .collect();
     let mut used: Vec<&Toleration> = Vec::with_capacity(taints.len());
     for taint in &taints {
         match tolerations.iter().find(|t| tolerates(t, taint)) {
@@ -66,7 +71,12 @@ pub fn taint_decision(cluster: &Cluster, tolerations: &[Toleration], now: i64) -
             taints
                 .iter()
                 .filter(move |t| tolerates(u, t))
-                .filter_map(move |t| t.time_added.as_deref().and_then(parse_rfc3339).map(|added| trigger_at(added, secs)))
+                .filter_map(move |t| {
+                    t.time_added
+                        .as_deref()
+                        .and_then(parse_rfc3339)
+                        .map(|added| trigger_at(added, secs))
+                })
         })
         .min();
     match earliest {
@@ -117,20 +127,53 @@ pub struct Purge {
 
 /// `GracefulEvictCluster` for the taint manager: the purge mode comes from
 /// `spec.failover.cluster.purgeMode` (default `Gracefully`).
-pub fn graceful_evict(binding: &mut ResourceBinding, cluster: &str, reason: &str, producer: &str, now: i64) {
-    let mode = binding.spec.failover.as_ref().and_then(|f| f.cluster.as_ref()).and_then(|c| c.purge_mode.clone()).unwrap_or_default();
-    evict_with(binding, cluster, reason, producer, &Purge { mode, grace_period_seconds: None }, now);
+pub fn graceful_evict(
+    binding: &mut ResourceBinding,
+    cluster: &str,
+    reason: &str,
+    producer: &str,
+    now: i64,
+) {
+    let mode = binding
+        .spec
+        .failover
+        .as_ref()
+        .and_then(|f| f.cluster.as_ref())
+        .and_then(|c| c.purge_mode.clone())
+        .unwrap_or_default();
+    evict_with(
+        binding,
+        cluster,
+        reason,
+        producer,
+        &Purge {
+            mode,
+            grace_period_seconds: None,
+        },
+        now,
+    );
 }
 
 /// `GracefulEvictCluster`: drop `cluster` from `spec.clusters` and record an eviction task (once)
 /// with `purge`'s mode: `Never` tasks carry `suppressDeletion: true`, `Gracefully` tasks the grace
 /// period, `Directly` tasks neither.
-pub fn evict_with(binding: &mut ResourceBinding, cluster: &str, reason: &str, producer: &str, purge: &Purge, now: i64) {
+pub fn evict_with(
+    binding: &mut ResourceBinding,
+    cluster: &str,
+    reason: &str,
+    producer: &str,
+    purge: &Purge,
+    now: i64,
+) {
     let spec = &mut binding.spec;
     let replicas = spec.assigned_replicas(cluster);
     let before: Vec<String> = spec.clusters.iter().map(|t| t.name.clone()).collect();
     spec.clusters.retain(|t| t.name != cluster);
-    if spec.graceful_eviction_tasks.iter().any(|t| t.from_cluster == cluster) {
+    if spec
+        .graceful_eviction_tasks
+        .iter()
+        .any(|t| t.from_cluster == cluster)
+    {
         return;
     }
     let mode = purge_mode::canonical(Some(purge.mode.as_str()));
@@ -140,10 +183,18 @@ pub fn evict_with(binding: &mut ResourceBinding, cluster: &str, reason: &str, pr
         replicas: (replicas > 0).then_some(replicas),
         reason: reason.to_owned(),
         producer: producer.to_owned(),
-        grace_period_seconds: if mode == purge_mode::GRACEFULLY { purge.grace_period_seconds } else { None },
+        grace_period_seconds: if mode == purge_mode::GRACEFULLY {
+            purge.grace_period_seconds
+        } else {
+            None
+        },
         suppress_deletion: (mode == purge_mode::NEVER).then_some(true),
         creation_timestamp: Some(format_rfc3339(now)),
-        clusters_before_failover: if reason == APPLICATION_FAILURE { before } else { Vec::new() },
+        clusters_before_failover: if reason == APPLICATION_FAILURE {
+            before
+        } else {
+            Vec::new()
+        },
         ..Default::default()
     });
 }
@@ -192,32 +243,73 @@ pub fn purged_directly(binding: &ResourceBinding) -> Vec<&str> {
 /// late in one second was evicted early in the next, up to a second before `tolerationSeconds`
 /// (a one-second toleration could fire on a workload that was unhealthy for a few milliseconds
 /// while it started).
-pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std::collections::BTreeMap<String, i64>, now_ms: i64) -> (Vec<String>, Option<i64>) {
-    let Some(app) = binding.spec.failover.as_ref().and_then(|f| f.application.clone()) else {
+pub fn application_failover(
+    binding: &mut ResourceBinding,
+    first_seen: &mut std::collections::BTreeMap<String, i64>,
+    now_ms: i64,
+) -> (Vec<String>, Option<i64>) {
+    let Some(app) = binding
+        .spec
+        .failover
+        .as_ref()
+        .and_then(|f| f.application.clone())
+    else {
         first_seen.clear();
         return (Vec::new(), None);
     };
-    let items = binding.status.as_ref().map(|s| s.aggregated_status.clone()).unwrap_or_default();
+    let items = binding
+        .status
+        .as_ref()
+        .map(|s| s.aggregated_status.clone())
+        .unwrap_or_default();
     if items.is_empty() || !binding.spec.propagate_deps {
         first_seen.clear();
         return (Vec::new(), None);
     }
-    let toleration = app.decision_conditions.toleration_seconds.map_or(DEFAULT_APPLICATION_TOLERATION_SECS, i64::from).saturating_mul(1000);
-    let in_task = |c: &str, b: &ResourceBinding| b.spec.graceful_eviction_tasks.iter().any(|t| t.from_cluster == c);
-    let scheduled: Vec<String> = binding.spec.clusters.iter().map(|t| t.name.clone()).collect();
+    let toleration = app
+        .decision_conditions
+        .toleration_seconds
+        .map_or(DEFAULT_APPLICATION_TOLERATION_SECS, i64::from)
+        .saturating_mul(1000);
+    let in_task = |c: &str, b: &ResourceBinding| {
+        b.spec
+            .graceful_eviction_tasks
+            .iter()
+            .any(|t| t.from_cluster == c)
+    };
+    let scheduled: Vec<String> = binding
+        .spec
+        .clusters
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
     let unhealthy: Vec<String> = items
         .iter()
-        .filter(|i| i.health == "Unhealthy" && scheduled.contains(&i.cluster_name) && !in_task(&i.cluster_name, binding))
+        .filter(|i| {
+            i.health == "Unhealthy"
+                && scheduled.contains(&i.cluster_name)
+                && !in_task(&i.cluster_name, binding)
+        })
         .map(|i| i.cluster_name.clone())
         .collect();
     first_seen.retain(|c, _| unhealthy.contains(c));
-    let purge = Purge { mode: app.purge_mode.clone().unwrap_or_default(), grace_period_seconds: app.grace_period_seconds };
+    let purge = Purge {
+        mode: app.purge_mode.clone().unwrap_or_default(),
+        grace_period_seconds: app.grace_period_seconds,
+    };
     let mut evicted = Vec::new();
     let mut next: Option<i64> = None;
     for c in unhealthy {
         let since = *first_seen.entry(c.clone()).or_insert(now_ms);
         if now_ms >= since.saturating_add(toleration) {
-            evict_with(binding, &c, APPLICATION_FAILURE, APPLICATION_FAILOVER_PRODUCER, &purge, now_ms.div_euclid(1000));
+            evict_with(
+                binding,
+                &c,
+                APPLICATION_FAILURE,
+                APPLICATION_FAILOVER_PRODUCER,
+                &purge,
+                now_ms.div_euclid(1000),
+            );
             first_seen.remove(&c);
             evicted.push(c);
         } else {
@@ -232,13 +324,26 @@ pub fn application_failover(binding: &mut ResourceBinding, first_seen: &mut std:
 /// not (or no longer) tolerated ([`taint_decision`]). Returns the evicted clusters and the next time
 /// (epoch seconds) a decision is due: the earliest [`EvictionDecision::EvictAt`] of the clusters
 /// kept, at which that cluster's decision is `Evict` (Karmada's `AddAfter` the remaining time).
-pub fn evict_tainted(binding: &mut ResourceBinding, clusters: &[Cluster], now: i64) -> (Vec<String>, Option<i64>) {
-    let tolerations = applied_placement(binding).map(|p| p.cluster_tolerations).unwrap_or_default();
+pub fn evict_tainted(
+    binding: &mut ResourceBinding,
+    clusters: &[Cluster],
+    now: i64,
+) -> (Vec<String>, Option<i64>) {
+    let tolerations = applied_placement(binding)
+        .map(|p| p.cluster_tolerations)
+        .unwrap_or_default();
     let mut evicted = Vec::new();
     let mut next: Option<i64> = None;
-    let targets: Vec<String> = binding.spec.clusters.iter().map(|t| t.name.clone()).collect();
+    let targets: Vec<String> = binding
+        .spec
+        .clusters
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
     for name in targets {
-        let Some(cluster) = clusters.iter().find(|c| c.name() == name) else { continue };
+        let Some(cluster) = clusters.iter().find(|c| c.name() == name) else {
+            continue;
+        };
         match taint_decision(cluster, &tolerations, now) {
             EvictionDecision::Keep => {}
             EvictionDecision::Evict => {
@@ -259,7 +364,11 @@ pub const GRACEFUL_EVICTION_TIMEOUT_SECS: i64 = 600;
 pub fn assess_eviction_tasks(binding: &mut ResourceBinding, now: i64) {
     let scheduled_and_healthy = binding.status.as_ref().is_some_and(|s| {
         s.scheduler_observed_generation == binding.metadata.generation.unwrap_or(0)
-            && binding.spec.clusters.iter().all(|c| s.aggregated_status.iter().any(|a| a.cluster_name == c.name && a.health == "Healthy"))
+            && binding.spec.clusters.iter().all(|c| {
+                s.aggregated_status
+                    .iter()
+                    .any(|a| a.cluster_name == c.name && a.health == "Healthy")
+            })
     });
     binding.spec.graceful_eviction_tasks.retain_mut(|task| {
         let created = match task.creation_timestamp.as_deref().and_then(parse_rfc3339) {
@@ -274,7 +383,9 @@ pub fn assess_eviction_tasks(binding: &mut ResourceBinding, now: i64) {
             Some(false) => return false,
             None => {}
         }
-        let timeout = task.grace_period_seconds.map_or(GRACEFUL_EVICTION_TIMEOUT_SECS, i64::from);
+        let timeout = task
+            .grace_period_seconds
+            .map_or(GRACEFUL_EVICTION_TIMEOUT_SECS, i64::from);
         if now > created + timeout {
             return false;
         }
@@ -287,15 +398,22 @@ mod tests {
     use super::*;
 
     fn app_binding(health: &[(&str, &str)], mode: &str) -> ResourceBinding {
-        use flotilla_api::policy::{ApplicationFailoverBehavior, DecisionConditions, FailoverBehavior};
+        use flotilla_api::policy::{
+            ApplicationFailoverBehavior, DecisionConditions, FailoverBehavior,
+        };
         use flotilla_api::work::{AggregatedStatusItem, ResourceBindingStatus, TargetCluster};
         let mut rb = ResourceBinding::default();
         rb.spec.propagate_deps = true;
         rb.spec.replicas = 4;
-        rb.spec.clusters = health.iter().map(|(c, _)| TargetCluster::new(*c, 2)).collect();
+        rb.spec.clusters = health
+            .iter()
+            .map(|(c, _)| TargetCluster::new(*c, 2))
+            .collect();
         rb.spec.failover = Some(FailoverBehavior {
             application: Some(ApplicationFailoverBehavior {
-                decision_conditions: DecisionConditions { toleration_seconds: Some(30) },
+                decision_conditions: DecisionConditions {
+                    toleration_seconds: Some(30),
+                },
                 purge_mode: Some(mode.into()),
                 grace_period_seconds: Some(120),
                 ..Default::default()
@@ -303,7 +421,14 @@ mod tests {
             ..Default::default()
         });
         rb.status = Some(ResourceBindingStatus {
-            aggregated_status: health.iter().map(|(c, h)| AggregatedStatusItem { cluster_name: (*c).into(), health: (*h).into(), ..Default::default() }).collect(),
+            aggregated_status: health
+                .iter()
+                .map(|(c, h)| AggregatedStatusItem {
+                    cluster_name: (*c).into(),
+                    health: (*h).into(),
+                    ..Default::default()
+                })
+                .collect(),
             ..Default::default()
         });
         rb
@@ -312,108 +437,264 @@ mod tests {
     #[test]
     fn application_failover_evicts_after_toleration_seconds_with_the_purge_mode() {
         let mut seen = std::collections::BTreeMap::new();
-        let mut rb = app_binding(&[("m1", "Unhealthy"), ("m2", "Healthy"), ("m3", "Unknown")], "Gracefully");
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_000_000), (vec![], Some(1_030_000)), "first seen: wait tolerationSeconds");
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_029_999), (vec![], Some(1_030_000)));
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_030_000), (vec!["m1".to_owned()], None));
-        assert_eq!(rb.spec.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["m2", "m3"]);
+        let mut rb = app_binding(
+            &[("m1", "Unhealthy"), ("m2", "Healthy"), ("m3", "Unknown")],
+            "Gracefully",
+        );
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_000_000),
+            (vec![], Some(1_030_000)),
+            "first seen: wait tolerationSeconds"
+        );
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_029_999),
+            (vec![], Some(1_030_000))
+        );
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_030_000),
+            (vec!["m1".to_owned()], None)
+        );
+        assert_eq!(
+            rb.spec
+                .clusters
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>(),
+            ["m2", "m3"]
+        );
         let t = &rb.spec.graceful_eviction_tasks[0];
-        assert_eq!((t.from_cluster.as_str(), t.reason.as_str(), t.purge_mode.as_deref()), ("m1", APPLICATION_FAILURE, Some("Gracefully")));
-        assert_eq!((t.grace_period_seconds, t.suppress_deletion, t.replicas), (Some(120), None, Some(2)));
+        assert_eq!(
+            (
+                t.from_cluster.as_str(),
+                t.reason.as_str(),
+                t.purge_mode.as_deref()
+            ),
+            ("m1", APPLICATION_FAILURE, Some("Gracefully"))
+        );
+        assert_eq!(
+            (t.grace_period_seconds, t.suppress_deletion, t.replicas),
+            (Some(120), None, Some(2))
+        );
         assert_eq!(t.clusters_before_failover, ["m1", "m2", "m3"]);
         assert_eq!(retained_by_eviction(&rb), ["m1"]);
         assert!(purged_directly(&rb).is_empty());
 
-        let t0 = rb.spec.graceful_eviction_tasks[0].creation_timestamp.clone();
-        assert_eq!(t0.as_deref(), Some("1970-01-01T00:17:10Z"), "tasks are stamped in whole seconds");
+        let t0 = rb.spec.graceful_eviction_tasks[0]
+            .creation_timestamp
+            .clone();
+        assert_eq!(
+            t0.as_deref(),
+            Some("1970-01-01T00:17:10Z"),
+            "tasks are stamped in whole seconds"
+        );
 
         // The toleration is measured to the millisecond: first seen late in one second, the
         // workload is not evicted early in the next.
         let mut seen = std::collections::BTreeMap::new();
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Never");
-        rb.spec.failover.as_mut().unwrap().application.as_mut().unwrap().decision_conditions.toleration_seconds = Some(1);
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_000_950), (vec![], Some(1_001_950)));
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_001_050), (vec![], Some(1_001_950)), "0.1 s later: not yet");
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_001_950).0, ["m1"]);
+        rb.spec
+            .failover
+            .as_mut()
+            .unwrap()
+            .application
+            .as_mut()
+            .unwrap()
+            .decision_conditions
+            .toleration_seconds = Some(1);
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_000_950),
+            (vec![], Some(1_001_950))
+        );
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_001_050),
+            (vec![], Some(1_001_950)),
+            "0.1 s later: not yet"
+        );
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_001_950).0,
+            ["m1"]
+        );
 
         // Recovery before the deadline resets the clock.
         let mut seen = std::collections::BTreeMap::new();
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Never");
         application_failover(&mut rb, &mut seen, 1_000_000);
         rb.status.as_mut().unwrap().aggregated_status[0].health = "Healthy".into();
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_020_000), (vec![], None));
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_020_000),
+            (vec![], None)
+        );
         rb.status.as_mut().unwrap().aggregated_status[0].health = "Unhealthy".into();
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_040_000), (vec![], Some(1_070_000)));
-        assert_eq!(application_failover(&mut rb, &mut seen, 1_070_000).0, ["m1"]);
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_040_000),
+            (vec![], Some(1_070_000))
+        );
+        assert_eq!(
+            application_failover(&mut rb, &mut seen, 1_070_000).0,
+            ["m1"]
+        );
         let t = &rb.spec.graceful_eviction_tasks[0];
-        assert_eq!((t.suppress_deletion, t.grace_period_seconds), (Some(true), None), "Never suppresses deletion");
+        assert_eq!(
+            (t.suppress_deletion, t.grace_period_seconds),
+            (Some(true), None),
+            "Never suppresses deletion"
+        );
 
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Immediately");
-        rb.spec.failover.as_mut().unwrap().application.as_mut().unwrap().decision_conditions.toleration_seconds = Some(0);
-        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 5_000).0, ["m1"], "0 is immediate");
-        assert_eq!(rb.spec.graceful_eviction_tasks[0].purge_mode.as_deref(), Some("Directly"), "old alias");
+        rb.spec
+            .failover
+            .as_mut()
+            .unwrap()
+            .application
+            .as_mut()
+            .unwrap()
+            .decision_conditions
+            .toleration_seconds = Some(0);
+        assert_eq!(
+            application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 5_000).0,
+            ["m1"],
+            "0 is immediate"
+        );
+        assert_eq!(
+            rb.spec.graceful_eviction_tasks[0].purge_mode.as_deref(),
+            Some("Directly"),
+            "old alias"
+        );
         assert_eq!(purged_directly(&rb), ["m1"]);
         assert!(retained_by_eviction(&rb).is_empty());
 
         // Off without propagateDeps or without the failover block.
         let mut rb = app_binding(&[("m1", "Unhealthy")], "Directly");
         rb.spec.propagate_deps = false;
-        assert_eq!(application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 10_000_000), (vec![], None));
+        assert_eq!(
+            application_failover(&mut rb, &mut std::collections::BTreeMap::new(), 10_000_000),
+            (vec![], None)
+        );
     }
     use flotilla_api::work::TargetCluster;
 
     fn tainted(name: &str, key: &str, added: Option<&str>) -> Cluster {
         let mut c = Cluster::default();
         c.metadata.name = Some(name.into());
-        c.spec.taints.push(Taint { key: key.into(), effect: "NoExecute".into(), time_added: added.map(Into::into), ..Default::default() });
+        c.spec.taints.push(Taint {
+            key: key.into(),
+            effect: "NoExecute".into(),
+            time_added: added.map(Into::into),
+            ..Default::default()
+        });
         c
     }
 
     #[test]
     fn untolerated_no_execute_evicts_and_toleration_seconds_delay_it() {
-        let c = tainted("m1", "cluster.karmada.io/not-ready", Some("2026-01-01T00:00:00Z"));
+        let c = tainted(
+            "m1",
+            "cluster.karmada.io/not-ready",
+            Some("2026-01-01T00:00:00Z"),
+        );
         let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
         assert_eq!(taint_decision(&c, &[], t0), EvictionDecision::Evict);
-        let tol = Toleration { key: "cluster.karmada.io/not-ready".into(), operator: "Exists".into(), effect: "NoExecute".into(), toleration_seconds: Some(300), ..Default::default() };
-        assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 10), EvictionDecision::EvictAt(t0 + 300));
-        assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 299), EvictionDecision::EvictAt(t0 + 300));
-        assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 300), EvictionDecision::Evict, "expiring now evicts");
-        assert_eq!(taint_decision(&c, std::slice::from_ref(&tol), t0 + 301), EvictionDecision::Evict);
-        let forever = Toleration { toleration_seconds: None, ..tol };
-        assert_eq!(taint_decision(&c, &[forever], t0 + 100_000), EvictionDecision::Keep);
+        let tol = Toleration {
+            key: "cluster.karmada.io/not-ready".into(),
+            operator: "Exists".into(),
+            effect: "NoExecute".into(),
+            toleration_seconds: Some(300),
+            ..Default::default()
+        };
+        assert_eq!(
+            taint_decision(&c, std::slice::from_ref(&tol), t0 + 10),
+            EvictionDecision::EvictAt(t0 + 300)
+        );
+        assert_eq!(
+            taint_decision(&c, std::slice::from_ref(&tol), t0 + 299),
+            EvictionDecision::EvictAt(t0 + 300)
+        );
+        assert_eq!(
+            taint_decision(&c, std::slice::from_ref(&tol), t0 + 300),
+            EvictionDecision::Evict,
+            "expiring now evicts"
+        );
+        assert_eq!(
+            taint_decision(&c, std::slice::from_ref(&tol), t0 + 301),
+            EvictionDecision::Evict
+        );
+        let forever = Toleration {
+            toleration_seconds: None,
+            ..tol
+        };
+        assert_eq!(
+            taint_decision(&c, &[forever], t0 + 100_000),
+            EvictionDecision::Keep
+        );
     }
 
     fn exists(key: &str, secs: Option<i64>) -> Toleration {
-        Toleration { key: key.into(), operator: "Exists".into(), effect: "NoExecute".into(), toleration_seconds: secs, ..Default::default() }
+        Toleration {
+            key: key.into(),
+            operator: "Exists".into(),
+            effect: "NoExecute".into(),
+            toleration_seconds: secs,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn eviction_time_is_the_earliest_over_used_tolerations_and_the_taints_they_match() {
         let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
         let mut c = tainted("m1", "a", Some("2026-01-01T00:00:00Z"));
-        c.spec.taints.push(Taint { key: "b".into(), effect: "NoExecute".into(), time_added: Some("2026-01-01T00:00:50Z".into()), ..Default::default() });
+        c.spec.taints.push(Taint {
+            key: "b".into(),
+            effect: "NoExecute".into(),
+            time_added: Some("2026-01-01T00:00:50Z".into()),
+            ..Default::default()
+        });
         // Each taint's own toleration: a at t0 + 100, b at t0 + 50 + 30.
         let own = [exists("a", Some(100)), exists("b", Some(30))];
-        assert_eq!(taint_decision(&c, &own, t0), EvictionDecision::EvictAt(t0 + 80));
+        assert_eq!(
+            taint_decision(&c, &own, t0),
+            EvictionDecision::EvictAt(t0 + 80)
+        );
         assert_eq!(taint_decision(&c, &own, t0 + 80), EvictionDecision::Evict);
         // `a` uses the catch-all (b's forever toleration does not match it); the catch-all also
         // matches b, so b times out with it too: min(t0 + 300, t0 + 50 + 300).
         let mut b_first = c.clone();
         b_first.spec.taints[1].time_added = Some("2025-12-31T23:40:00Z".into());
         let catch_all = [exists("b", None), exists("", Some(300))];
-        assert_eq!(taint_decision(&b_first, &catch_all, t0 - 901), EvictionDecision::EvictAt(t0 - 900));
-        assert_eq!(taint_decision(&b_first, &catch_all, t0 - 900), EvictionDecision::Evict);
+        assert_eq!(
+            taint_decision(&b_first, &catch_all, t0 - 901),
+            EvictionDecision::EvictAt(t0 - 900)
+        );
+        assert_eq!(
+            taint_decision(&b_first, &catch_all, t0 - 900),
+            EvictionDecision::Evict
+        );
         // A toleration no taint uses does not count: both taints use the forever one.
         let unused = [exists("", None), exists("a", Some(1))];
-        assert_eq!(taint_decision(&c, &unused, t0 + 1_000_000), EvictionDecision::Keep);
+        assert_eq!(
+            taint_decision(&c, &unused, t0 + 1_000_000),
+            EvictionDecision::Keep
+        );
         // A taint without timeAdded has no trigger time.
         c.spec.taints[1].time_added = None;
-        assert_eq!(taint_decision(&c, &[exists("", Some(10))], t0 + 9), EvictionDecision::EvictAt(t0 + 10));
+        assert_eq!(
+            taint_decision(&c, &[exists("", Some(10))], t0 + 9),
+            EvictionDecision::EvictAt(t0 + 10)
+        );
         c.spec.taints[0].time_added = None;
-        assert_eq!(taint_decision(&c, &[exists("", Some(10))], t0 + 1_000_000), EvictionDecision::Keep);
+        assert_eq!(
+            taint_decision(&c, &[exists("", Some(10))], t0 + 1_000_000),
+            EvictionDecision::Keep
+        );
         // Only NoExecute taints count.
-        c.spec.taints.push(Taint { key: "c".into(), effect: "NoSchedule".into(), ..Default::default() });
-        assert_eq!(taint_decision(&c, &[exists("", None)], t0), EvictionDecision::Keep);
+        c.spec.taints.push(Taint {
+            key: "c".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            taint_decision(&c, &[exists("", None)], t0),
+            EvictionDecision::Keep
+        );
     }
 
     #[test]
@@ -421,12 +702,21 @@ mod tests {
         let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
         let c = tainted("m1", "a", Some("2026-01-01T00:00:00Z"));
         // Not clamped to 0: the trigger time is before timeAdded.
-        assert_eq!(taint_decision(&c, &[exists("a", Some(-10))], t0 - 11), EvictionDecision::EvictAt(t0 - 10));
-        assert_eq!(taint_decision(&c, &[exists("a", Some(-10))], t0 - 10), EvictionDecision::Evict);
+        assert_eq!(
+            taint_decision(&c, &[exists("a", Some(-10))], t0 - 11),
+            EvictionDecision::EvictAt(t0 - 10)
+        );
+        assert_eq!(
+            taint_decision(&c, &[exists("a", Some(-10))], t0 - 10),
+            EvictionDecision::Evict
+        );
         // `time.Duration(s) * time.Second` wraps past ~292 years: 9,223,372,037 s is
         // -9,223,372,036.709551616 s.
         assert_eq!(trigger_at(t0, 9_223_372_037), t0 - 9_223_372_036);
-        assert_eq!(taint_decision(&c, &[exists("a", Some(9_223_372_037))], t0), EvictionDecision::Evict);
+        assert_eq!(
+            taint_decision(&c, &[exists("a", Some(9_223_372_037))], t0),
+            EvictionDecision::Evict
+        );
         assert_eq!(trigger_at(t0, 9_223_372_036), t0 + 9_223_372_036);
         assert_eq!(trigger_at(t0, i64::MIN), t0, "i64::MIN × 10^9 wraps to 0");
     }
@@ -436,11 +726,26 @@ mod tests {
         let t0 = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
         let mut rb = ResourceBinding::default();
         rb.spec.clusters = vec![TargetCluster::new("m1", 1), TargetCluster::new("m2", 1)];
-        rb.spec.placement = Some(Placement { cluster_tolerations: vec![exists("slow", Some(300)), exists("fast", Some(100))], ..Default::default() });
-        let clusters = [tainted("m1", "slow", Some("2026-01-01T00:00:00Z")), tainted("m2", "fast", Some("2026-01-01T00:00:00Z"))];
-        assert_eq!(evict_tainted(&mut rb, &clusters, t0 + 99), (vec![], Some(t0 + 100)));
-        assert_eq!(evict_tainted(&mut rb, &clusters, t0 + 100), (vec!["m2".to_owned()], Some(t0 + 300)));
-        assert_eq!(evict_tainted(&mut rb, &clusters, t0 + 300), (vec!["m1".to_owned()], None));
+        rb.spec.placement = Some(Placement {
+            cluster_tolerations: vec![exists("slow", Some(300)), exists("fast", Some(100))],
+            ..Default::default()
+        });
+        let clusters = [
+            tainted("m1", "slow", Some("2026-01-01T00:00:00Z")),
+            tainted("m2", "fast", Some("2026-01-01T00:00:00Z")),
+        ];
+        assert_eq!(
+            evict_tainted(&mut rb, &clusters, t0 + 99),
+            (vec![], Some(t0 + 100))
+        );
+        assert_eq!(
+            evict_tainted(&mut rb, &clusters, t0 + 100),
+            (vec!["m2".to_owned()], Some(t0 + 300))
+        );
+        assert_eq!(
+            evict_tainted(&mut rb, &clusters, t0 + 300),
+            (vec!["m1".to_owned()], None)
+        );
         assert!(rb.spec.clusters.is_empty());
     }
 
@@ -448,25 +753,63 @@ mod tests {
     fn eviction_removes_cluster_and_records_one_task_with_replicas() {
         let mut rb = ResourceBinding::default();
         rb.spec.clusters = vec![TargetCluster::new("m1", 2), TargetCluster::new("m2", 3)];
-        let clusters = vec![tainted("m1", "k", None), Cluster { metadata: flotilla_api::meta::ObjectMeta { name: Some("m2".into()), ..Default::default() }, ..Default::default() }];
+        let clusters = vec![
+            tainted("m1", "k", None),
+            Cluster {
+                metadata: flotilla_api::meta::ObjectMeta {
+                    name: Some("m2".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        ];
         let (evicted, _) = evict_tainted(&mut rb, &clusters, 0);
         assert_eq!(evicted, vec!["m1"]);
         assert_eq!(rb.spec.clusters, vec![TargetCluster::new("m2", 3)]);
         let task = &rb.spec.graceful_eviction_tasks[0];
-        assert_eq!((task.from_cluster.as_str(), task.replicas, task.purge_mode.as_deref()), ("m1", Some(2), Some("Gracefully")));
-        assert_eq!((task.reason.as_str(), task.producer.as_str()), ("TaintUntolerated", "TaintManager"));
+        assert_eq!(
+            (
+                task.from_cluster.as_str(),
+                task.replicas,
+                task.purge_mode.as_deref()
+            ),
+            ("m1", Some(2), Some("Gracefully"))
+        );
+        assert_eq!(
+            (task.reason.as_str(), task.producer.as_str()),
+            ("TaintUntolerated", "TaintManager")
+        );
     }
 
     #[test]
     fn tasks_expire_after_grace_period_and_suppressed_tasks_stay() {
         let mut rb = ResourceBinding::default();
         rb.spec.graceful_eviction_tasks = vec![
-            GracefulEvictionTask { from_cluster: "a".into(), creation_timestamp: Some(format_rfc3339(0)), ..Default::default() },
-            GracefulEvictionTask { from_cluster: "b".into(), creation_timestamp: Some(format_rfc3339(0)), suppress_deletion: Some(true), ..Default::default() },
-            GracefulEvictionTask { from_cluster: "c".into(), creation_timestamp: Some(format_rfc3339(0)), grace_period_seconds: Some(5000), ..Default::default() },
+            GracefulEvictionTask {
+                from_cluster: "a".into(),
+                creation_timestamp: Some(format_rfc3339(0)),
+                ..Default::default()
+            },
+            GracefulEvictionTask {
+                from_cluster: "b".into(),
+                creation_timestamp: Some(format_rfc3339(0)),
+                suppress_deletion: Some(true),
+                ..Default::default()
+            },
+            GracefulEvictionTask {
+                from_cluster: "c".into(),
+                creation_timestamp: Some(format_rfc3339(0)),
+                grace_period_seconds: Some(5000),
+                ..Default::default()
+            },
         ];
         assess_eviction_tasks(&mut rb, 601);
-        let left: Vec<_> = rb.spec.graceful_eviction_tasks.iter().map(|t| t.from_cluster.as_str()).collect();
+        let left: Vec<_> = rb
+            .spec
+            .graceful_eviction_tasks
+            .iter()
+            .map(|t| t.from_cluster.as_str())
+            .collect();
         assert_eq!(left, vec!["b", "c"]);
     }
 }

@@ -69,14 +69,21 @@ type Identity = (usize, usize, usize);
 impl SharedEncodings {
     /// The binding's JSON for `ctx`, made by `encode` the first time (and for a `ctx` over another
     /// binding than the first one's, every time).
-    pub fn json<'s>(&'s self, ctx: &BindingContext<'_>, encode: impl FnOnce() -> Vec<u8>) -> std::borrow::Cow<'s, [u8]> {
+    pub fn json<'s>(
+        &'s self,
+        ctx: &BindingContext<'_>,
+        encode: impl FnOnce() -> Vec<u8>,
+    ) -> std::borrow::Cow<'s, [u8]> {
         let id: Identity = (
             std::ptr::from_ref(ctx.spec) as usize,
             std::ptr::from_ref(ctx.placement) as usize,
-            ctx.affinity_term.map_or(0, |t| std::ptr::from_ref(t) as usize),
+            ctx.affinity_term
+                .map_or(0, |t| std::ptr::from_ref(t) as usize),
         );
         let mut fresh = Some(encode);
-        let (made_for, json) = self.json.get_or_init(|| (id, fresh.take().map(|f| f()).unwrap_or_default()));
+        let (made_for, json) = self
+            .json
+            .get_or_init(|| (id, fresh.take().map(|f| f()).unwrap_or_default()));
         match fresh {
             Some(encode) if *made_for != id => std::borrow::Cow::Owned(encode()),
             // Made just now, or earlier for this very binding.
@@ -104,7 +111,15 @@ impl<'a> BindingContext<'a> {
         placement: &'a Placement,
         affinity_term: Option<&'a ClusterAffinityTerm>,
     ) -> Self {
-        BindingContext { spec, placement, affinity_term, snapshot: None, object: None, expressions: None, encodings: None }
+        BindingContext {
+            spec,
+            placement,
+            affinity_term,
+            snapshot: None,
+            object: None,
+            expressions: None,
+            encodings: None,
+        }
     }
 
     /// The same context with encodings shared by the plugins it is passed to ([`SharedEncodings`]).
@@ -173,7 +188,11 @@ pub struct FilterInput<'a> {
 impl<'a> FilterInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
     pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [&'a Cluster]) -> Self {
-        FilterInput { binding, clusters, rows: None }
+        FilterInput {
+            binding,
+            clusters,
+            rows: None,
+        }
     }
 
     /// The same input with the clusters' snapshot rows ([`FilterInput::rows`]; one per cluster).
@@ -208,7 +227,11 @@ pub struct ScoreInput<'a> {
 impl<'a> ScoreInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
     pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [&'a Cluster]) -> Self {
-        ScoreInput { binding, clusters, rows: None }
+        ScoreInput {
+            binding,
+            clusters,
+            rows: None,
+        }
     }
 
     /// The same input with the clusters' snapshot rows ([`ScoreInput::rows`]; one per cluster).
@@ -327,8 +350,18 @@ pub struct AssignInput<'a> {
 
 impl<'a> AssignInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
-    pub fn new(binding: &'a BindingContext<'a>, clusters: &'a [ClusterDetail<'a>], replicas: i32, mode: AssignMode) -> Self {
-        AssignInput { binding, clusters, replicas, mode }
+    pub fn new(
+        binding: &'a BindingContext<'a>,
+        clusters: &'a [ClusterDetail<'a>],
+        replicas: i32,
+        mode: AssignMode,
+    ) -> Self {
+        AssignInput {
+            binding,
+            clusters,
+            replicas,
+            mode,
+        }
     }
 }
 
@@ -368,8 +401,17 @@ pub struct OverrideInput<'a> {
 
 impl<'a> OverrideInput<'a> {
     /// Build the input (the framework does this; tests and other hosts may too).
-    pub fn new(object: &'a Value, cluster: &'a Cluster, policies: &'a crate::overrides::OverridePolicies) -> Self {
-        OverrideInput { object, cluster, policies, expressions: None }
+    pub fn new(
+        object: &'a Value,
+        cluster: &'a Cluster,
+        policies: &'a crate::overrides::OverridePolicies,
+    ) -> Self {
+        OverrideInput {
+            object,
+            cluster,
+            policies,
+            expressions: None,
+        }
     }
 
     /// Set the expression engine.
@@ -439,14 +481,22 @@ pub struct Slot<P: ?Sized> {
 
 impl<P: ?Sized> Clone for Slot<P> {
     fn clone(&self) -> Self {
-        Slot { plugin: Arc::clone(&self.plugin), failure_policy: self.failure_policy, weight: self.weight }
+        Slot {
+            plugin: Arc::clone(&self.plugin),
+            failure_policy: self.failure_policy,
+            weight: self.weight,
+        }
     }
 }
 
 impl<P: ?Sized> Slot<P> {
     /// A slot with `Fail` policy and weight 1.
     pub fn new(plugin: Arc<P>) -> Self {
-        Slot { plugin, failure_policy: FailurePolicy::Fail, weight: 1 }
+        Slot {
+            plugin,
+            failure_policy: FailurePolicy::Fail,
+            weight: 1,
+        }
     }
 
     /// Set the failure policy.
@@ -493,7 +543,10 @@ impl std::fmt::Debug for Profile {
             .field("selects", &names(&self.selects))
             .field("assigners", &names(&self.assigners))
             .field("overriders", &names(&self.overriders))
-            .field("expressions", &self.expressions.as_ref().map(|e| e.language()))
+            .field(
+                "expressions",
+                &self.expressions.as_ref().map(|e| e.language()),
+            )
             .finish()
     }
 }
@@ -504,7 +557,16 @@ mod tests {
 
     #[test]
     fn shared_encodings_are_made_once_per_binding_and_never_for_another() {
-        let (a, b) = (ResourceBindingSpec { replicas: 1, ..Default::default() }, ResourceBindingSpec { replicas: 2, ..Default::default() });
+        let (a, b) = (
+            ResourceBindingSpec {
+                replicas: 1,
+                ..Default::default()
+            },
+            ResourceBindingSpec {
+                replicas: 2,
+                ..Default::default()
+            },
+        );
         let placement = Placement::default();
         let encodings = SharedEncodings::default();
         let ctx_a = BindingContext::new(&a, &placement, None).with_encodings(Some(&encodings));

@@ -9,6 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// One typed input document.
+// Documents are parsed once and consumed right away; boxing the policies would only add indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Document {
     /// Any other Kubernetes object: a resource template.
@@ -50,7 +52,11 @@ fn describe(v: &Value) -> String {
 fn typed<T: DeserializeOwned>(v: Value) -> Result<T, String> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." { e.into_inner().to_string() } else { format!("{path}: {}", e.into_inner()) }
+        if path == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("{path}: {}", e.into_inner())
+        }
     })
 }
 
@@ -61,10 +67,13 @@ fn typed<T: DeserializeOwned>(v: Value) -> Result<T, String> {
 /// field that does not fit the Karmada schema (with its path).
 pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, InputError> {
     let mut out = Vec::new();
-    let mut index = 0;
-    for de in serde_yaml::Deserializer::from_str(text) {
-        index += 1;
-        let fail = |what: String, message: String| InputError { source_name: source_name.to_owned(), index, what, message };
+    for (index, de) in (1..).zip(serde_yaml::Deserializer::from_str(text)) {
+        let fail = |what: String, message: String| InputError {
+            source_name: source_name.to_owned(),
+            index,
+            what,
+            message,
+        };
         let value: Value = match serde::Deserialize::deserialize(de) {
             Ok(v) => v,
             Err(e) => return Err(fail(String::new(), format!("invalid YAML: {e}"))),
@@ -72,7 +81,11 @@ pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, I
         if value.is_null() {
             continue; // empty document (`---` at the end)
         }
-        let items = if value.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) {
+        let items = if value
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"))
+        {
             match value.get("items") {
                 Some(Value::Array(items)) => items.clone(),
                 _ => vec![value],
@@ -90,26 +103,52 @@ pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, I
 fn document(v: Value) -> Result<Document, (String, String)> {
     let what = describe(&v);
     if !v.is_object() {
-        return Err((what, "expected a Kubernetes object (a mapping with apiVersion and kind)".into()));
+        return Err((
+            what,
+            "expected a Kubernetes object (a mapping with apiVersion and kind)".into(),
+        ));
     }
-    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_owned();
-    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+    let api_version = v
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let kind = v
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     if api_version.is_empty() {
         return Err((what, "apiVersion: missing or not a string".into()));
     }
     if kind.is_empty() {
         return Err((what, "kind: missing or not a string".into()));
     }
-    if v.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
+    if v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         return Err((what, "metadata.name: missing".into()));
     }
     let w = what.clone();
     let res = match (api_version.as_str(), kind.as_str()) {
-        ("policy.karmada.io/v1alpha1", "PropagationPolicy" | "ClusterPropagationPolicy") => typed(v).map(Document::Propagation),
-        ("policy.karmada.io/v1alpha1", "OverridePolicy" | "ClusterOverridePolicy") => typed(v).map(Document::Override),
-        ("cluster.karmada.io/v1alpha1", "Cluster") => typed(v).map(|c| Document::Cluster(Box::new(c))),
-        ("work.karmada.io/v1alpha2", "ResourceBinding" | "ClusterResourceBinding") => typed(v).map(|b| Document::Binding(Box::new(b))),
-        (a, k) if a.starts_with("policy.karmada.io/") || a.starts_with("cluster.karmada.io/") || a.starts_with("work.karmada.io/") => {
+        ("policy.karmada.io/v1alpha1", "PropagationPolicy" | "ClusterPropagationPolicy") => {
+            typed(v).map(Document::Propagation)
+        }
+        ("policy.karmada.io/v1alpha1", "OverridePolicy" | "ClusterOverridePolicy") => {
+            typed(v).map(Document::Override)
+        }
+        ("cluster.karmada.io/v1alpha1", "Cluster") => {
+            typed(v).map(|c| Document::Cluster(Box::new(c)))
+        }
+        ("work.karmada.io/v1alpha2", "ResourceBinding" | "ClusterResourceBinding") => {
+            typed(v).map(|b| Document::Binding(Box::new(b)))
+        }
+        (a, k)
+            if a.starts_with("policy.karmada.io/")
+                || a.starts_with("cluster.karmada.io/")
+                || a.starts_with("work.karmada.io/") =>
+        {
             Err(format!("unsupported Karmada kind {k:?} in {a:?}"))
         }
         _ => {
@@ -129,9 +168,17 @@ mod tests {
 
     #[test]
     fn broken_yaml_names_source_document_and_line() {
-        let e = parse_documents("x.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [unclosed\n").unwrap_err();
+        let e = parse_documents(
+            "x.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: [unclosed\n",
+        )
+        .unwrap_err();
         assert_eq!(e.index, 2);
-        assert!(e.to_string().starts_with("x.yaml: document 2: invalid YAML:"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("x.yaml: document 2: invalid YAML:"),
+            "{e}"
+        );
         assert!(e.message.contains("line"), "{e}");
     }
 

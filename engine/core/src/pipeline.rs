@@ -37,7 +37,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { empty_workload_propagation: false, taint_eviction: true }
+        Options {
+            empty_workload_propagation: false,
+            taint_eviction: true,
+        }
     }
 }
 
@@ -61,7 +64,13 @@ impl Snapshot {
         clusters.sort_by(|a, b| a.name().cmp(b.name()));
         let capacity = clusters.iter().map(Capacity::of).collect();
         let generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Snapshot { clusters, capacity, generation, profiles, options }
+        Snapshot {
+            clusters,
+            capacity,
+            generation,
+            profiles,
+            options,
+        }
     }
 
     /// Process-unique identity of this snapshot (clones share it: they hold the same data).
@@ -81,7 +90,10 @@ impl Snapshot {
 
     /// The cluster named `name`.
     pub fn cluster(&self, name: &str) -> Option<&Cluster> {
-        self.clusters.binary_search_by(|c| c.name().cmp(name)).ok().map(|i| &self.clusters[i])
+        self.clusters
+            .binary_search_by(|c| c.name().cmp(name))
+            .ok()
+            .map(|i| &self.clusters[i])
     }
 
     /// The served profiles.
@@ -101,7 +113,10 @@ impl Snapshot {
 
     /// The snapshot as plugins see it ([`crate::framework::BindingContext::snapshot`]).
     pub fn plugin_view(&self) -> crate::framework::ClusterSnapshot<'_> {
-        crate::framework::ClusterSnapshot { generation: self.generation, clusters: &self.clusters }
+        crate::framework::ClusterSnapshot {
+            generation: self.generation,
+            clusters: &self.clusters,
+        }
     }
 }
 
@@ -116,7 +131,9 @@ pub struct Clock {
 impl Clock {
     /// At `now` epoch seconds.
     pub fn at_secs(now: i64) -> Self {
-        Clock { now_ms: now.saturating_mul(1000) }
+        Clock {
+            now_ms: now.saturating_mul(1000),
+        }
     }
 
     /// Epoch seconds.
@@ -180,7 +197,10 @@ pub fn decide(
 ) -> Decision {
     let mut d = Decision::default();
     let now_secs = clock.secs();
-    let (clusters_before, tasks_before) = (rb.spec.clusters.clone(), rb.spec.graceful_eviction_tasks.clone());
+    let (clusters_before, tasks_before) = (
+        rb.spec.clusters.clone(),
+        rb.spec.graceful_eviction_tasks.clone(),
+    );
     let mut due: Option<i64> = None;
     if snapshot.options.taint_eviction {
         let (evicted, next) = failover::evict_tainted(rb, &snapshot.clusters, now_secs);
@@ -196,7 +216,8 @@ pub fn decide(
     if d.taint_evicted.is_empty() && d.app_evicted.is_empty() {
         failover::assess_eviction_tasks(rb, now_secs);
     }
-    d.failover_changed = rb.spec.clusters != clusters_before || rb.spec.graceful_eviction_tasks != tasks_before;
+    d.failover_changed =
+        rb.spec.clusters != clusters_before || rb.spec.graceful_eviction_tasks != tasks_before;
     let mut generation = rb.metadata.generation.unwrap_or(1);
     if d.failover_changed {
         generation += 1;
@@ -210,24 +231,59 @@ pub fn decide(
         match snapshot.profile(&rb.spec.scheduler_name) {
             None => {
                 let message = format!("no scheduler profile named {:?}", rb.spec.scheduler_name);
-                set_scheduled(&mut status, false, FailureKind::SchedulerError.reason(), &message, &now, generation);
-                d.outcome = Some(Err(Failure { kind: FailureKind::SchedulerError, message }));
+                set_scheduled(
+                    &mut status,
+                    false,
+                    FailureKind::SchedulerError.reason(),
+                    &message,
+                    &now,
+                    generation,
+                );
+                d.outcome = Some(Err(Failure {
+                    kind: FailureKind::SchedulerError,
+                    message,
+                }));
             }
             Some(profile) => {
-                let res = scheduler::schedule(snapshot, profile, &rb.spec, &status, template.map(|t| &t.0), trace);
+                let res = scheduler::schedule(
+                    snapshot,
+                    profile,
+                    &rb.spec,
+                    &status,
+                    template.map(|t| &t.0),
+                    trace,
+                );
                 if let Some(c) = res.clusters_to_write() {
                     rb.spec.clusters = c;
-                    let placement = serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default()).unwrap_or_default();
-                    rb.metadata.annotations.insert(labels::APPLIED_PLACEMENT.to_owned(), placement);
+                    let placement =
+                        serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default())
+                            .unwrap_or_default();
+                    rb.metadata
+                        .annotations
+                        .insert(labels::APPLIED_PLACEMENT.to_owned(), placement);
                     d.clusters_written = true;
                 }
                 status.scheduler_observing_affinity_name = res.observed_affinity_name;
                 match &res.outcome {
                     Ok(_) => {
-                        set_scheduled(&mut status, true, "Success", SUCCESS_MESSAGE, &now, generation);
+                        set_scheduled(
+                            &mut status,
+                            true,
+                            "Success",
+                            SUCCESS_MESSAGE,
+                            &now,
+                            generation,
+                        );
                         status.last_scheduled_time = Some(now.clone());
                     }
-                    Err(f) => set_scheduled(&mut status, false, f.kind.reason(), &f.message, &now, generation),
+                    Err(f) => set_scheduled(
+                        &mut status,
+                        false,
+                        f.kind.reason(),
+                        &f.message,
+                        &now,
+                        generation,
+                    ),
                 }
                 d.outcome = Some(res.outcome.map(|_| ()));
                 d.ignored_faults = res.ignored_faults;
@@ -241,15 +297,30 @@ pub fn decide(
 
 /// Render a scheduled binding's Works (overrides applied by the profile its `schedulerName` names,
 /// or the first served profile): one per entry of `spec.clusters`, in that order.
-pub fn render(snapshot: &Snapshot, rb: &ResourceBinding, template: &Object, overrides: &OverridePolicies) -> Vec<Result<Work, RenderError>> {
-    let Some(profile) = snapshot.profile(&rb.spec.scheduler_name).or_else(|| snapshot.profiles.first()) else {
+pub fn render(
+    snapshot: &Snapshot,
+    rb: &ResourceBinding,
+    template: &Object,
+    overrides: &OverridePolicies,
+) -> Vec<Result<Work, RenderError>> {
+    let Some(profile) = snapshot
+        .profile(&rb.spec.scheduler_name)
+        .or_else(|| snapshot.profiles.first())
+    else {
         return Vec::new();
     };
     crate::render::render_works(rb, template, snapshot, overrides, profile)
 }
 
 /// Set the `Scheduled` condition, keeping the transition time when the status did not flip.
-pub fn set_scheduled(status: &mut flotilla_api::work::ResourceBindingStatus, ok: bool, reason: &str, message: &str, now: &str, generation: i64) {
+pub fn set_scheduled(
+    status: &mut flotilla_api::work::ResourceBindingStatus,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+    generation: i64,
+) {
     let cond = flotilla_api::meta::Condition {
         type_: "Scheduled".into(),
         status: if ok { "True" } else { "False" }.into(),
@@ -258,9 +329,15 @@ pub fn set_scheduled(status: &mut flotilla_api::work::ResourceBindingStatus, ok:
         reason: reason.into(),
         message: message.into(),
     };
-    match status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
+    match status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == "Scheduled")
+    {
         Some(c) => {
-            let keep = (c.status == cond.status).then(|| c.last_transition_time.clone()).flatten();
+            let keep = (c.status == cond.status)
+                .then(|| c.last_transition_time.clone())
+                .flatten();
             *c = cond;
             if keep.is_some() {
                 c.last_transition_time = keep;

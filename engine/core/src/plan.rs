@@ -40,9 +40,13 @@ impl Inventory {
         for d in docs {
             match d {
                 Document::Template(o) => self.templates.push(o),
-                Document::Propagation(p) if p.kind == "ClusterPropagationPolicy" => self.cluster_propagation_policies.push(p),
+                Document::Propagation(p) if p.kind == "ClusterPropagationPolicy" => {
+                    self.cluster_propagation_policies.push(p)
+                }
                 Document::Propagation(p) => self.propagation_policies.push(p),
-                Document::Override(o) if o.kind == "ClusterOverridePolicy" => self.overrides.cluster.push(o),
+                Document::Override(o) if o.kind == "ClusterOverridePolicy" => {
+                    self.overrides.cluster.push(o)
+                }
                 Document::Override(o) => self.overrides.namespaced.push(o),
                 Document::Cluster(c) => self.clusters.push(*c),
                 Document::Binding(b) => {
@@ -68,11 +72,35 @@ pub struct PolicyError {
 
 /// Built-in Kubernetes kinds a selector may name, by apiVersion (templates in the input add theirs).
 pub const KNOWN_KINDS: &[(&str, &[&str])] = &[
-    ("v1", &["ConfigMap", "Secret", "Service", "ServiceAccount", "Namespace", "PersistentVolumeClaim", "PersistentVolume", "Pod", "Endpoints", "LimitRange", "ResourceQuota"]),
-    ("apps/v1", &["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"]),
+    (
+        "v1",
+        &[
+            "ConfigMap",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+            "Namespace",
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+            "Pod",
+            "Endpoints",
+            "LimitRange",
+            "ResourceQuota",
+        ],
+    ),
+    (
+        "apps/v1",
+        &["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"],
+    ),
     ("batch/v1", &["Job", "CronJob"]),
-    ("networking.k8s.io/v1", &["Ingress", "IngressClass", "NetworkPolicy"]),
-    ("rbac.authorization.k8s.io/v1", &["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]),
+    (
+        "networking.k8s.io/v1",
+        &["Ingress", "IngressClass", "NetworkPolicy"],
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        &["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"],
+    ),
     ("autoscaling/v2", &["HorizontalPodAutoscaler"]),
     ("policy/v1", &["PodDisruptionBudget"]),
     ("storage.k8s.io/v1", &["StorageClass"]),
@@ -81,8 +109,13 @@ pub const KNOWN_KINDS: &[(&str, &[&str])] = &[
 ];
 
 fn known_kind(inv: &Inventory, api_version: &str, kind: &str) -> bool {
-    KNOWN_KINDS.iter().any(|(a, ks)| *a == api_version && ks.contains(&kind))
-        || inv.templates.iter().any(|t| t.api_version() == api_version && t.kind() == kind)
+    KNOWN_KINDS
+        .iter()
+        .any(|(a, ks)| *a == api_version && ks.contains(&kind))
+        || inv
+            .templates
+            .iter()
+            .any(|t| t.api_version() == api_version && t.kind() == kind)
 }
 
 /// Default and validate every policy (Karmada's webhooks) and check that selectors name known
@@ -93,47 +126,116 @@ pub fn admit(inv: &mut Inventory) -> Vec<PolicyError> {
 
 /// [`admit`], and compile every expression of Flotilla's extension fields with `engine`
 /// (syntax, types, static cost); errors name the policy, the field and the column.
-pub fn admit_with(inv: &mut Inventory, engine: Option<&dyn crate::expression::ExpressionEngine>) -> Vec<PolicyError> {
+pub fn admit_with(
+    inv: &mut Inventory,
+    engine: Option<&dyn crate::expression::ExpressionEngine>,
+) -> Vec<PolicyError> {
     let mut errors = Vec::new();
-    for p in inv.propagation_policies.iter_mut().chain(inv.cluster_propagation_policies.iter_mut()) {
+    for p in inv
+        .propagation_policies
+        .iter_mut()
+        .chain(inv.cluster_propagation_policies.iter_mut())
+    {
         default_propagation_policy(p);
     }
-    for o in inv.overrides.cluster.iter_mut().chain(inv.overrides.namespaced.iter_mut()) {
+    for o in inv
+        .overrides
+        .cluster
+        .iter_mut()
+        .chain(inv.overrides.namespaced.iter_mut())
+    {
         crate::overrides::set_defaults(o);
     }
-    inv.clusters.iter_mut().for_each(crate::validate::default_cluster);
-    let check_kinds = |inv: &Inventory, kind: &str, name: String, sels: &[flotilla_api::policy::ResourceSelector], field: &str, out: &mut Vec<PolicyError>| {
+    inv.clusters
+        .iter_mut()
+        .for_each(crate::validate::default_cluster);
+    let check_kinds = |inv: &Inventory,
+                       kind: &str,
+                       name: String,
+                       sels: &[flotilla_api::policy::ResourceSelector],
+                       field: &str,
+                       out: &mut Vec<PolicyError>| {
         for (i, s) in sels.iter().enumerate() {
-            if !s.api_version.is_empty() && !s.kind.is_empty() && !known_kind(inv, &s.api_version, &s.kind) {
-                let mut hint: Vec<&str> = KNOWN_KINDS.iter().filter(|(a, _)| *a == s.api_version).flat_map(|(_, k)| k.iter().copied()).collect();
-                hint.extend(inv.templates.iter().filter(|t| t.api_version() == s.api_version).map(Object::kind));
+            if !s.api_version.is_empty()
+                && !s.kind.is_empty()
+                && !known_kind(inv, &s.api_version, &s.kind)
+            {
+                let mut hint: Vec<&str> = KNOWN_KINDS
+                    .iter()
+                    .filter(|(a, _)| *a == s.api_version)
+                    .flat_map(|(_, k)| k.iter().copied())
+                    .collect();
+                hint.extend(
+                    inv.templates
+                        .iter()
+                        .filter(|t| t.api_version() == s.api_version)
+                        .map(Object::kind),
+                );
                 hint.sort_unstable();
                 hint.dedup();
-                let known = if hint.is_empty() { format!("no known kinds in {:?}", s.api_version) } else { format!("known kinds in {:?}: {}", s.api_version, hint.join(", ")) };
+                let known = if hint.is_empty() {
+                    format!("no known kinds in {:?}", s.api_version)
+                } else {
+                    format!("known kinds in {:?}: {}", s.api_version, hint.join(", "))
+                };
                 out.push(PolicyError {
                     kind: kind.to_owned(),
                     name: name.clone(),
-                    error: FieldError { field: format!("{field}[{i}].kind"), message: format!("unknown kind {:?} ({known})", s.kind) },
+                    error: FieldError {
+                        field: format!("{field}[{i}].kind"),
+                        message: format!("unknown kind {:?} ({known})", s.kind),
+                    },
                 });
             }
         }
     };
-    for p in inv.propagation_policies.iter().chain(inv.cluster_propagation_policies.iter()) {
+    for p in inv
+        .propagation_policies
+        .iter()
+        .chain(inv.cluster_propagation_policies.iter())
+    {
         let name = qualified(p.metadata.namespace(), p.metadata.name());
         for e in validate_propagation_policy(p) {
-            errors.push(PolicyError { kind: p.kind.clone(), name: name.clone(), error: e });
+            errors.push(PolicyError {
+                kind: p.kind.clone(),
+                name: name.clone(),
+                error: e,
+            });
         }
-        check_kinds(inv, &p.kind, name.clone(), &p.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+        check_kinds(
+            inv,
+            &p.kind,
+            name.clone(),
+            &p.spec.resource_selectors,
+            "spec.resourceSelectors",
+            &mut errors,
+        );
         let (sites, structural) = crate::expression::propagation_sites(p);
         expression_errors(&p.kind, &name, sites, structural, engine, &mut errors);
     }
-    let ops: Vec<&OverridePolicy> = inv.overrides.cluster.iter().chain(inv.overrides.namespaced.iter()).collect();
+    let ops: Vec<&OverridePolicy> = inv
+        .overrides
+        .cluster
+        .iter()
+        .chain(inv.overrides.namespaced.iter())
+        .collect();
     for o in ops {
         let name = qualified(o.metadata.namespace(), o.metadata.name());
         for e in crate::overrides::validate(o) {
-            errors.push(PolicyError { kind: o.kind.clone(), name: name.clone(), error: e });
+            errors.push(PolicyError {
+                kind: o.kind.clone(),
+                name: name.clone(),
+                error: e,
+            });
         }
-        check_kinds(inv, &o.kind, name.clone(), &o.spec.resource_selectors, "spec.resourceSelectors", &mut errors);
+        check_kinds(
+            inv,
+            &o.kind,
+            name.clone(),
+            &o.spec.resource_selectors,
+            "spec.resourceSelectors",
+            &mut errors,
+        );
         let (sites, structural) = crate::expression::override_sites(o);
         expression_errors(&o.kind, &name, sites, structural, engine, &mut errors);
     }
@@ -148,18 +250,31 @@ fn expression_errors(
     engine: Option<&dyn crate::expression::ExpressionEngine>,
     out: &mut Vec<PolicyError>,
 ) {
-    let mut push = |error: FieldError| out.push(PolicyError { kind: kind.to_owned(), name: name.to_owned(), error });
+    let mut push = |error: FieldError| {
+        out.push(PolicyError {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            error,
+        })
+    };
     structural.into_iter().for_each(&mut push);
     let Some(engine) = engine else { return };
     for site in sites {
         if let Err(e) = engine.check(site.kind, site.source) {
-            push(FieldError { field: site.field, message: format!("invalid {} expression: {}", engine.language(), e.message) });
+            push(FieldError {
+                field: site.field,
+                message: format!("invalid {} expression: {}", engine.language(), e.message),
+            });
         }
     }
 }
 
 fn qualified(ns: &str, name: &str) -> String {
-    if ns.is_empty() { name.to_owned() } else { format!("{ns}/{name}") }
+    if ns.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{ns}/{name}")
+    }
 }
 
 /// Plan options.
@@ -206,19 +321,42 @@ pub fn plan(inv: &Inventory, profiles: Arc<Vec<Profile>>, options: PlanOptions) 
 /// controllers run them.
 pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
     let mut out = Plan::default();
-    let mut templates: Vec<&Object> = inv.templates.iter().filter(|t| !detector::is_ignored(t)).collect();
-    templates.sort_by(|a, b| (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name())));
+    let mut templates: Vec<&Object> = inv
+        .templates
+        .iter()
+        .filter(|t| !detector::is_ignored(t))
+        .collect();
+    templates.sort_by(|a, b| {
+        (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name()))
+    });
     for t in templates {
         let Some((mut rb, _)) = binding_for(inv, t) else {
-            out.unmatched.push(format!("{} {}", t.kind(), qualified(t.namespace(), t.name())));
+            out.unmatched.push(format!(
+                "{} {}",
+                t.kind(),
+                qualified(t.namespace(), t.name())
+            ));
             continue;
         };
         let mut memory = FailoverMemory::default();
-        let d = decide(snapshot, &mut rb, Some(t), Clock::at_secs(now), &mut memory, None);
+        let d = decide(
+            snapshot,
+            &mut rb,
+            Some(t),
+            Clock::at_secs(now),
+            &mut memory,
+            None,
+        );
         let works = render(snapshot, &rb, t, &inv.overrides);
         let mut evicted = d.taint_evicted;
         evicted.extend(d.app_evicted);
-        out.bindings.push(PlannedBinding { binding: rb, scheduled: d.scheduled, evicted, ignored_faults: d.ignored_faults, works });
+        out.bindings.push(PlannedBinding {
+            binding: rb,
+            scheduled: d.scheduled,
+            evicted,
+            ignored_faults: d.ignored_faults,
+            works,
+        });
     }
     out
 }
@@ -226,8 +364,15 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
 /// The binding the detector makes of `template` (with the policy that claims it), continuing the
 /// binding of the same name in `inv`: its assignment, eviction tasks, status, uid, labels and
 /// annotations carry over, and its generation moves on when the detector changed the spec.
-pub fn binding_for<'a>(inv: &'a Inventory, template: &Object) -> Option<(ResourceBinding, detector::Claim<'a>)> {
-    let claim = detector::claim(template, &inv.propagation_policies, &inv.cluster_propagation_policies)?;
+pub fn binding_for<'a>(
+    inv: &'a Inventory,
+    template: &Object,
+) -> Option<(ResourceBinding, detector::Claim<'a>)> {
+    let claim = detector::claim(
+        template,
+        &inv.propagation_policies,
+        &inv.cluster_propagation_policies,
+    )?;
     let mut rb = detector::build_binding(template, claim);
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
     let mut generation = 1;
@@ -238,13 +383,23 @@ pub fn binding_for<'a>(inv: &'a Inventory, template: &Object) -> Option<(Resourc
         rb.status = prev.status.clone();
         rb.metadata.uid = prev.metadata.uid.clone();
         for (k, v) in &prev.metadata.annotations {
-            rb.metadata.annotations.entry(k.clone()).or_insert_with(|| v.clone());
+            rb.metadata
+                .annotations
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
         }
         for (k, v) in &prev.metadata.labels {
-            rb.metadata.labels.entry(k.clone()).or_insert_with(|| v.clone());
+            rb.metadata
+                .labels
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
         }
         let prev_gen = prev.metadata.generation.unwrap_or(1);
-        generation = if prev.spec == rb.spec { prev_gen } else { prev_gen + 1 };
+        generation = if prev.spec == rb.spec {
+            prev_gen
+        } else {
+            prev_gen + 1
+        };
     }
     rb.metadata.generation = Some(generation);
     Some((rb, claim))

@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::framework::{
-    AssignPlugin, FailurePolicy, FilterPlugin, OverridePlugin, Profile, ScorePlugin, SelectPlugin, Slot,
+    AssignPlugin, FailurePolicy, FilterPlugin, OverridePlugin, Profile, ScorePlugin, SelectPlugin,
+    Slot,
 };
 
 /// API version of [`ProfileDocument`].
@@ -222,7 +223,9 @@ pub enum BuiltPlugin {
 #[non_exhaustive]
 pub enum ProfileError {
     /// No factory knows the plugin.
-    #[error("profile {profile}: spec.{point}[{index}]: unknown plugin {name:?} (not a built-in {point} plugin, and no wasm or cel source given)")]
+    #[error(
+        "profile {profile}: spec.{point}[{index}]: unknown plugin {name:?} (not a built-in {point} plugin, and no wasm or cel source given)"
+    )]
     UnknownPlugin {
         /// Profile name.
         profile: String,
@@ -270,14 +273,22 @@ pub trait PluginFactory: Send + Sync {
     ///
     /// # Errors
     /// The spec is for this factory but invalid (message without the profile/field prefix).
-    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String>;
+    fn build(
+        &self,
+        point: ExtensionPoint,
+        spec: &PluginSpec,
+    ) -> Result<Option<BuiltPlugin>, String>;
 }
 
 /// Build a [`Profile`] from a document: absent lists come from `base` (the default profile).
 ///
 /// # Errors
 /// The first plugin no factory builds, or a factory's rejection.
-pub fn build_profile(doc: &ProfileDocument, base: &Profile, factories: &[&dyn PluginFactory]) -> Result<Profile, ProfileError> {
+pub fn build_profile(
+    doc: &ProfileDocument,
+    base: &Profile,
+    factories: &[&dyn PluginFactory],
+) -> Result<Profile, ProfileError> {
     if doc.kind != KIND || doc.api_version != API_VERSION {
         return Err(ProfileError::Document(format!(
             "expected apiVersion {API_VERSION} kind {KIND}, got {} {}",
@@ -286,21 +297,42 @@ pub fn build_profile(doc: &ProfileDocument, base: &Profile, factories: &[&dyn Pl
     }
     let profile = doc.metadata.name().to_owned();
     if profile.is_empty() {
-        return Err(ProfileError::Document("SchedulerProfile: metadata.name is required".into()));
+        return Err(ProfileError::Document(
+            "SchedulerProfile: metadata.name is required".into(),
+        ));
     }
-    let build = |point: ExtensionPoint, index: usize, spec: &PluginSpec| -> Result<BuiltPlugin, ProfileError> {
+    let build = |point: ExtensionPoint,
+                 index: usize,
+                 spec: &PluginSpec|
+     -> Result<BuiltPlugin, ProfileError> {
         for f in factories {
             match f.build(point, spec) {
                 Ok(Some(p)) => return Ok(p),
                 Ok(None) => {}
                 Err(message) => {
-                    return Err(ProfileError::Invalid { profile: profile.clone(), point, index, name: spec.name.clone(), message });
+                    return Err(ProfileError::Invalid {
+                        profile: profile.clone(),
+                        point,
+                        index,
+                        name: spec.name.clone(),
+                        message,
+                    });
                 }
             }
         }
-        Err(ProfileError::UnknownPlugin { profile: profile.clone(), point, index, name: spec.name.clone() })
+        Err(ProfileError::UnknownPlugin {
+            profile: profile.clone(),
+            point,
+            index,
+            name: spec.name.clone(),
+        })
     };
-    let wrong = |point, index, spec: &PluginSpec| ProfileError::WrongPoint { profile: profile.clone(), point, index, name: spec.name.clone() };
+    let wrong = |point, index, spec: &PluginSpec| ProfileError::WrongPoint {
+        profile: profile.clone(),
+        point,
+        index,
+        name: spec.name.clone(),
+    };
     let mut out = base.clone();
     out.name = profile.clone();
     macro_rules! point {
@@ -310,7 +342,9 @@ pub fn build_profile(doc: &ProfileDocument, base: &Profile, factories: &[&dyn Pl
                 for (i, s) in specs.iter().enumerate() {
                     match build($point, i, s)? {
                         BuiltPlugin::$variant(p) => out.$field.push(
-                            Slot::new(p).with_failure_policy(s.failure_policy).with_weight(s.weight.unwrap_or(1)),
+                            Slot::new(p)
+                                .with_failure_policy(s.failure_policy)
+                                .with_weight(s.weight.unwrap_or(1)),
                         ),
                         _ => return Err(wrong($point, i, s)),
                     }
@@ -382,16 +416,33 @@ impl WasmPluginSpec {
     ///
     /// # Errors
     /// `entry` sets `config` or `limits` itself (they belong to the object).
-    pub fn resolve(&self, entry: &PluginSpec, module_path: &str, sha256: &str) -> Result<PluginSpec, String> {
-        let name = entry.wasm.as_ref().and_then(|w| w.plugin.as_deref()).unwrap_or_default();
+    pub fn resolve(
+        &self,
+        entry: &PluginSpec,
+        module_path: &str,
+        sha256: &str,
+    ) -> Result<PluginSpec, String> {
+        let name = entry
+            .wasm
+            .as_ref()
+            .and_then(|w| w.plugin.as_deref())
+            .unwrap_or_default();
         if entry.config.is_some() && self.config.is_some() {
-            return Err(format!("config is set both here and in WasmPlugin {name:?}; set it in one place"));
+            return Err(format!(
+                "config is set both here and in WasmPlugin {name:?}; set it in one place"
+            ));
         }
         if entry.limits.is_some() && self.limits.is_some() {
-            return Err(format!("limits are set both here and in WasmPlugin {name:?}; set them in one place"));
+            return Err(format!(
+                "limits are set both here and in WasmPlugin {name:?}; set them in one place"
+            ));
         }
         let mut out = entry.clone();
-        out.wasm = Some(WasmSource { path: module_path.to_owned(), sha256: Some(sha256.to_owned()), plugin: None });
+        out.wasm = Some(WasmSource {
+            path: module_path.to_owned(),
+            sha256: Some(sha256.to_owned()),
+            plugin: None,
+        });
         if self.config.is_some() {
             out.config.clone_from(&self.config);
         }

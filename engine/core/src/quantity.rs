@@ -11,7 +11,9 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
     /// The text is not a Kubernetes quantity.
-    #[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text:?}")]
+    #[error(
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text:?}"
+    )]
     Invalid {
         /// The offending text.
         text: String,
@@ -174,7 +176,10 @@ fn parse_nano_general(q: &str) -> Result<i128, QuantityError> {
             significant = true;
         }
         if significant {
-            mantissa = mantissa.checked_mul(10).and_then(|m| m.checked_add(i128::from(d - b'0'))).ok_or_else(overflow)?;
+            mantissa = mantissa
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(i128::from(d - b'0')))
+                .ok_or_else(overflow)?;
         }
     }
     if mantissa == 0 {
@@ -309,36 +314,83 @@ mod tests {
     fn signs_and_forms() {
         assert_eq!(value_ceil("+4"), Ok(4));
         assert_eq!(value_ceil("-4"), Ok(-4));
-        assert_eq!(value_ceil("-100m"), Ok(-1), "away from zero like Kubernetes");
+        assert_eq!(
+            value_ceil("-100m"),
+            Ok(-1),
+            "away from zero like Kubernetes"
+        );
         assert_eq!(parse_milli(".5"), Ok(500));
         assert_eq!(parse_milli("5."), Ok(5000));
         assert_eq!(parse_milli("1.G"), Ok(1_000_000_000_000));
         assert_eq!(value_ceil("007"), Ok(7));
-        assert_eq!(value_ceil("1.000000000000000000000000000000000000000000000"), Ok(1));
+        assert_eq!(
+            value_ceil("1.000000000000000000000000000000000000000000000"),
+            Ok(1)
+        );
     }
 
     #[test]
     fn rejects_bad_text_and_names_it() {
-        for bad in ["", "abc", "1K", "1x", "1e", "1Gib", "--1", "1 ", " 1", ".", "1e+", "m", "1.2.3", "1ee3"] {
+        for bad in [
+            "", "abc", "1K", "1x", "1e", "1Gib", "--1", "1 ", " 1", ".", "1e+", "m", "1.2.3",
+            "1ee3",
+        ] {
             let err = parse_milli(bad).expect_err(bad);
-            assert_eq!(err, QuantityError::Invalid { text: bad.to_owned() });
+            assert_eq!(
+                err,
+                QuantityError::Invalid {
+                    text: bad.to_owned()
+                }
+            );
             assert!(err.to_string().contains(&format!("{bad:?}")));
         }
     }
 
     #[test]
     fn fast_and_general_paths_agree() {
-        for q in ["0", "7", "123456789012345678", "1.5", "0.001", "500m", "1.5m", "2.25Ki", "3Mi", "64k", "1.000000001",
-                  "12M", "3G", "1.25G", "7Gi", "0.1Gi", "0.5u", "1.2345678901", "999999999999999999", "5.", ".5", "1.5Gi", "2e3"] {
+        for q in [
+            "0",
+            "7",
+            "123456789012345678",
+            "1.5",
+            "0.001",
+            "500m",
+            "1.5m",
+            "2.25Ki",
+            "3Mi",
+            "64k",
+            "1.000000001",
+            "12M",
+            "3G",
+            "1.25G",
+            "7Gi",
+            "0.1Gi",
+            "0.5u",
+            "1.2345678901",
+            "999999999999999999",
+            "5.",
+            ".5",
+            "1.5Gi",
+            "2e3",
+        ] {
             assert_eq!(parse_nano(q), parse_nano_general(q), "{q}");
         }
     }
 
     #[test]
     fn overflow_is_an_error_not_a_panic() {
-        assert!(matches!(value_ceil("1e40"), Err(QuantityError::Overflow { .. })));
-        assert!(matches!(value_ceil("1e99999999999"), Err(QuantityError::Overflow { .. })));
-        assert!(matches!(value_ceil("999999999999999999999999999999999999999999"), Err(QuantityError::Overflow { .. })));
+        assert!(matches!(
+            value_ceil("1e40"),
+            Err(QuantityError::Overflow { .. })
+        ));
+        assert!(matches!(
+            value_ceil("1e99999999999"),
+            Err(QuantityError::Overflow { .. })
+        ));
+        assert!(matches!(
+            value_ceil("999999999999999999999999999999999999999999"),
+            Err(QuantityError::Overflow { .. })
+        ));
         assert_eq!(value_ceil("1e20"), Ok(100_000_000_000_000_000_000));
     }
 }

@@ -25,13 +25,20 @@ pub fn fnv1a32(bytes: &[u8]) -> u32 {
 /// Kubernetes `rand.SafeEncodeString`: maps each byte onto a vowel-free alphabet.
 pub fn safe_encode(s: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    s.bytes().map(|c| ALPHABET[usize::from(c) % ALPHABET.len()] as char).collect()
+    s.bytes()
+        .map(|c| ALPHABET[usize::from(c) % ALPHABET.len()] as char)
+        .collect()
 }
 
 /// `GenerateWorkName(kind, name, namespace)`.
 pub fn work_name(kind: &str, name: &str, namespace: &str) -> String {
     let n = name.replace(':', ".").to_lowercase();
-    let key = if namespace.is_empty() { format!("{n}-{kind}") } else { format!("{namespace}-{n}-{kind}") }.to_lowercase();
+    let key = if namespace.is_empty() {
+        format!("{n}-{kind}")
+    } else {
+        format!("{namespace}-{n}-{kind}")
+    }
+    .to_lowercase();
     format!("{n}-{}", safe_encode(&fnv1a32(key.as_bytes()).to_string()))
 }
 
@@ -53,24 +60,35 @@ pub struct RenderError {
 /// Set the per-cluster replica count on a workload (`ReviseReplica`): Deployment, ReplicaSet,
 /// StatefulSet `spec.replicas`; Job `spec.parallelism`. Other kinds are unchanged.
 pub fn revise_replicas(object: &mut Value, replicas: i32) {
-    let field = match (object.get("apiVersion").and_then(Value::as_str), object.get("kind").and_then(Value::as_str)) {
+    let field = match (
+        object.get("apiVersion").and_then(Value::as_str),
+        object.get("kind").and_then(Value::as_str),
+    ) {
         (Some("apps/v1"), Some("Deployment" | "ReplicaSet" | "StatefulSet")) => "replicas",
         (Some("batch/v1"), Some("Job")) => "parallelism",
         _ => return,
     };
-    if let Some(spec) = object.as_object_mut().map(|o| o.entry("spec").or_insert_with(|| Value::Object(Map::new()))) {
-        if let Some(spec) = spec.as_object_mut() {
-            spec.insert(field.into(), Value::from(replicas));
-        }
+    if let Some(spec) = object
+        .as_object_mut()
+        .map(|o| o.entry("spec").or_insert_with(|| Value::Object(Map::new())))
+        && let Some(spec) = spec.as_object_mut()
+    {
+        spec.insert(field.into(), Value::from(replicas));
     }
 }
 
 /// Drop what must not travel to a member (`prune.RemoveIrrelevantFields`): server-set metadata,
 /// `status`, Deployment revision annotations, Job auto-selector labels and ttl, Service cluster IPs.
 pub fn prune(object: &mut Value) {
-    let Some(o) = object.as_object_mut() else { return };
+    let Some(o) = object.as_object_mut() else {
+        return;
+    };
     o.remove("status");
-    let kind = o.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
+    let kind = o
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
         for f in [
             "creationTimestamp",
@@ -86,10 +104,10 @@ pub fn prune(object: &mut Value) {
         ] {
             meta.remove(f);
         }
-        if kind == "Deployment" {
-            if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-                a.remove("deployment.kubernetes.io/revision");
-            }
+        if kind == "Deployment"
+            && let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut)
+        {
+            a.remove("deployment.kubernetes.io/revision");
         }
     }
     match kind.as_str() {
@@ -99,11 +117,11 @@ pub fn prune(object: &mut Value) {
             }
         }
         "Service" => {
-            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
-                if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
-                    spec.remove("clusterIP");
-                    spec.remove("clusterIPs");
-                }
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut)
+                && spec.get("clusterIP").and_then(Value::as_str) != Some("None")
+            {
+                spec.remove("clusterIP");
+                spec.remove("clusterIPs");
             }
         }
         _ => {}
@@ -111,11 +129,18 @@ pub fn prune(object: &mut Value) {
 }
 
 fn merge_into(object: &mut Value, section: &str, key: &str, value: &str) {
-    let Some(meta) = object.as_object_mut().map(|o| o.entry("metadata").or_insert_with(|| Value::Object(Map::new()))) else {
+    let Some(meta) = object.as_object_mut().map(|o| {
+        o.entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()))
+    }) else {
         return;
     };
-    let Some(meta) = meta.as_object_mut() else { return };
-    let m = meta.entry(section).or_insert_with(|| Value::Object(Map::new()));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    let m = meta
+        .entry(section)
+        .or_insert_with(|| Value::Object(Map::new()));
     if !m.is_object() {
         *m = Value::Object(Map::new());
     }
@@ -135,32 +160,50 @@ pub fn render_works(
 ) -> Vec<Result<Work, RenderError>> {
     let spec = &binding.spec;
     let namespaced = binding.kind == "ResourceBinding";
-    let binding_id_key = if namespaced { labels::RB_PERMANENT_ID } else { labels::CRB_PERMANENT_ID };
-    let binding_id = binding.metadata.labels.get(binding_id_key).cloned().unwrap_or_default();
+    let binding_id_key = if namespaced {
+        labels::RB_PERMANENT_ID
+    } else {
+        labels::CRB_PERMANENT_ID
+    };
+    let binding_id = binding
+        .metadata
+        .labels
+        .get(binding_id_key)
+        .cloned()
+        .unwrap_or_default();
     let completions = job_completions(binding, template);
 
     spec.clusters
         .iter()
         .map(|target| {
-            let err = |message: String| RenderError { cluster: target.name.clone(), message };
-            let cluster = snapshot.cluster(&target.name).ok_or_else(|| err("cluster not found".into()))?;
+            let err = |message: String| RenderError {
+                cluster: target.name.clone(),
+                message,
+            };
+            let cluster = snapshot
+                .cluster(&target.name)
+                .ok_or_else(|| err("cluster not found".into()))?;
             let mut object = template.0.clone();
             if spec.is_workload() {
                 revise_replicas(&mut object, target.replicas);
             }
-            if let Some(c) = completions.as_ref().and_then(|m| m.get(target.name.as_str())) {
-                if let Some(s) = object.get_mut("spec").and_then(Value::as_object_mut) {
-                    s.insert("completions".into(), Value::from(*c));
-                }
+            if let Some(c) = completions
+                .as_ref()
+                .and_then(|m| m.get(target.name.as_str()))
+                && let Some(s) = object.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                s.insert("completions".into(), Value::from(*c));
             }
 
             // Overrides last: they have the final word.
             let mut applied = Vec::new();
             for slot in &profile.overriders {
-                let input = OverrideInput::new(&object, cluster, policies).with_expressions(profile.expressions.as_deref());
+                let input = OverrideInput::new(&object, cluster, policies)
+                    .with_expressions(profile.expressions.as_deref());
                 match slot.plugin.override_manifest(&input) {
                     Ok(p) => {
-                        object = crate::overrides::apply(&object, &p).map_err(|e| err(e.to_string()))?;
+                        object =
+                            crate::overrides::apply(&object, &p).map_err(|e| err(e.to_string()))?;
                         applied.extend(p.applied);
                     }
                     // An ignored overrider fault leaves the manifest as the earlier overriders made it.
@@ -175,31 +218,66 @@ pub fn render_works(
             merge_into(&mut object, "labels", binding_id_key, &binding_id);
             let mut annotations = BTreeMap::new();
             if template.generation() > 0 {
-                merge_into(&mut object, "annotations", labels::TEMPLATE_GENERATION, &template.generation().to_string());
+                merge_into(
+                    &mut object,
+                    "annotations",
+                    labels::TEMPLATE_GENERATION,
+                    &template.generation().to_string(),
+                );
             }
             if namespaced {
-                for (k, v) in [(labels::RB_NAMESPACE, binding.metadata.namespace()), (labels::RB_NAME, binding.metadata.name())] {
+                for (k, v) in [
+                    (labels::RB_NAMESPACE, binding.metadata.namespace()),
+                    (labels::RB_NAME, binding.metadata.name()),
+                ] {
                     merge_into(&mut object, "annotations", k, v);
                     annotations.insert(k.to_owned(), v.to_owned());
                 }
             } else {
-                merge_into(&mut object, "annotations", labels::CRB_NAME, binding.metadata.name());
-                annotations.insert(labels::CRB_NAME.to_owned(), binding.metadata.name().to_owned());
+                merge_into(
+                    &mut object,
+                    "annotations",
+                    labels::CRB_NAME,
+                    binding.metadata.name(),
+                );
+                annotations.insert(
+                    labels::CRB_NAME.to_owned(),
+                    binding.metadata.name().to_owned(),
+                );
             }
             // Conflict resolution: the template's annotation wins over the binding's policy.
-            let conflict = template.annotations().get(labels::CONFLICT_RESOLUTION).cloned().unwrap_or_else(|| {
-                if spec.conflict_resolution == "Overwrite" { "overwrite" } else { "abort" }.to_owned()
-            });
+            let conflict = template
+                .annotations()
+                .get(labels::CONFLICT_RESOLUTION)
+                .cloned()
+                .unwrap_or_else(|| {
+                    if spec.conflict_resolution == "Overwrite" {
+                        "overwrite"
+                    } else {
+                        "abort"
+                    }
+                    .to_owned()
+                });
             annotations.insert(labels::CONFLICT_RESOLUTION.to_owned(), conflict.clone());
             for (k, v) in crate::overrides::applied_annotations(&applied) {
                 annotations.insert(k, v);
             }
 
             merge_into(&mut object, "labels", labels::MANAGED, "true");
-            merge_into(&mut object, "annotations", labels::TEMPLATE_UID, template.uid());
+            merge_into(
+                &mut object,
+                "annotations",
+                labels::TEMPLATE_UID,
+                template.uid(),
+            );
             merge_into(&mut object, "annotations", labels::WORK_NAME, &name);
             merge_into(&mut object, "annotations", labels::WORK_NAMESPACE, &ns);
-            merge_into(&mut object, "annotations", labels::CONFLICT_RESOLUTION, &conflict);
+            merge_into(
+                &mut object,
+                "annotations",
+                labels::CONFLICT_RESOLUTION,
+                &conflict,
+            );
             prune(&mut object);
             let work_id = crate::detector::permanent_id(&format!("work/{ns}/{name}"));
             merge_into(&mut object, "labels", labels::WORK_PERMANENT_ID, &work_id);
@@ -209,7 +287,10 @@ pub fn render_works(
                 if s.dispatching == Some(true) {
                     Some(true)
                 } else {
-                    s.dispatching_on_clusters.as_ref().filter(|d| d.cluster_names.contains(&target.name)).map(|_| true)
+                    s.dispatching_on_clusters
+                        .as_ref()
+                        .filter(|d| d.cluster_names.contains(&target.name))
+                        .map(|_| true)
                 }
             });
             Ok(Work {
@@ -224,9 +305,13 @@ pub fn render_works(
                     ..Default::default()
                 },
                 spec: WorkSpec {
-                    workload: WorkloadTemplate { manifests: vec![object] },
+                    workload: WorkloadTemplate {
+                        manifests: vec![object],
+                    },
                     suspend_dispatching: suspend,
-                    preserve_resources_on_deletion: spec.preserve_resources_on_deletion.filter(|p| *p),
+                    preserve_resources_on_deletion: spec
+                        .preserve_resources_on_deletion
+                        .filter(|p| *p),
                 },
                 status: None,
             })
@@ -241,12 +326,21 @@ fn job_completions(binding: &ResourceBinding, template: &Object) -> Option<BTree
     if template.kind() != "Job" || spec.replicas <= 0 {
         return None;
     }
-    let divided = spec.placement.as_ref().is_some_and(|p| p.replica_scheduling_type() == flotilla_api::policy::scheduling_type::DIVIDED);
-    let completions = template.0.pointer("/spec/completions").and_then(Value::as_i64)?;
+    let divided = spec.placement.as_ref().is_some_and(|p| {
+        p.replica_scheduling_type() == flotilla_api::policy::scheduling_type::DIVIDED
+    });
+    let completions = template
+        .0
+        .pointer("/spec/completions")
+        .and_then(Value::as_i64)?;
     if !divided {
         return None;
     }
-    let votes: Vec<(&str, i64)> = spec.clusters.iter().map(|t| (t.name.as_str(), i64::from(t.replicas))).collect();
+    let votes: Vec<(&str, i64)> = spec
+        .clusters
+        .iter()
+        .map(|t| (t.name.as_str(), i64::from(t.replicas)))
+        .collect();
     let seats = i32::try_from(completions).unwrap_or(i32::MAX);
     let out = crate::division::webster::dispense(seats, &votes, &[], template.uid());
     Some(out.into_iter().map(|t| (t.name, t.replicas)).collect())
@@ -260,7 +354,13 @@ mod tests {
     fn work_names_match_karmada() {
         // Karmada's own examples: GenerateWorkName("Deployment", "nginx", "default").
         assert_eq!(safe_encode("0123456789"), "456789bcdf");
-        assert_eq!(work_name("Deployment", "nginx", "default"), format!("nginx-{}", safe_encode(&fnv1a32(b"default-nginx-deployment").to_string())));
+        assert_eq!(
+            work_name("Deployment", "nginx", "default"),
+            format!(
+                "nginx-{}",
+                safe_encode(&fnv1a32(b"default-nginx-deployment").to_string())
+            )
+        );
         assert_eq!(execution_namespace("member1"), "karmada-es-member1");
     }
 

@@ -7,12 +7,12 @@ use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{ClusterAffinityTerm, Placement};
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus, TargetCluster};
 
+use crate::framework::Reason;
 use crate::framework::{
     AssignInput, AssignMode, Assignment, BindingContext, ClusterDetail, FailurePolicy, FilterInput,
     Profile, ScoreInput, SelectInput, Selection, SharedEncodings, Verdict,
 };
 use crate::pipeline::Snapshot;
-use crate::framework::Reason;
 use crate::selector::cluster_matches_inline;
 use crate::time::parse_rfc3339;
 
@@ -52,7 +52,10 @@ pub struct Failure {
 
 impl Failure {
     fn new(kind: FailureKind, message: impl Into<String>) -> Self {
-        Failure { kind, message: message.into() }
+        Failure {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -125,7 +128,11 @@ pub fn schedule(
     let empty = Placement::default();
     let placement = spec.placement.as_ref().unwrap_or(&empty);
     let mut ignored = Vec::new();
-    let mode = if reschedule_required(spec, status) { AssignMode::Fresh } else { AssignMode::Steady };
+    let mode = if reschedule_required(spec, status) {
+        AssignMode::Fresh
+    } else {
+        AssignMode::Steady
+    };
 
     if placement.cluster_affinity.is_some() || placement.cluster_affinities.is_empty() {
         let encodings = SharedEncodings::default();
@@ -134,7 +141,15 @@ pub fn schedule(
             .with_object(object)
             .with_expressions(expressions)
             .with_encodings(Some(&encodings));
-        let outcome = attempt(profile, &ctx, snapshot, options, mode, &mut ignored, trace.as_deref_mut());
+        let outcome = attempt(
+            profile,
+            &ctx,
+            snapshot,
+            options,
+            mode,
+            &mut ignored,
+            trace.as_deref_mut(),
+        );
         return ScheduleResult {
             outcome,
             observed_affinity_name: status.scheduler_observing_affinity_name.clone(),
@@ -144,7 +159,10 @@ pub fn schedule(
 
     let terms = &placement.cluster_affinities;
     let observed = &status.scheduler_observing_affinity_name;
-    let mut index = terms.iter().position(|t| &t.affinity_name == observed).unwrap_or(0);
+    let mut index = terms
+        .iter()
+        .position(|t| &t.affinity_name == observed)
+        .unwrap_or(0);
     if mode == AssignMode::Fresh {
         index = 0;
     }
@@ -157,7 +175,15 @@ pub fn schedule(
             .with_object(object)
             .with_expressions(expressions)
             .with_encodings(Some(&encodings));
-        match attempt(profile, &ctx, snapshot, options, mode, &mut ignored, trace.as_deref_mut()) {
+        match attempt(
+            profile,
+            &ctx,
+            snapshot,
+            options,
+            mode,
+            &mut ignored,
+            trace.as_deref_mut(),
+        ) {
             Ok(result) => {
                 return ScheduleResult {
                     outcome: Ok(result),
@@ -172,7 +198,12 @@ pub fn schedule(
         index += 1;
     }
     ScheduleResult {
-        outcome: Err(first_err.unwrap_or_else(|| Failure::new(FailureKind::SchedulerError, "no cluster affinity term to schedule with"))),
+        outcome: Err(first_err.unwrap_or_else(|| {
+            Failure::new(
+                FailureKind::SchedulerError,
+                "no cluster affinity term to schedule with",
+            )
+        })),
         observed_affinity_name: observed.clone(),
         ignored_faults: ignored,
     }
@@ -181,8 +212,13 @@ pub fn schedule(
 /// `RescheduleRequired`: `rescheduleTriggeredAt` strictly after `lastScheduledTime`.
 pub fn reschedule_required(spec: &ResourceBindingSpec, status: &ResourceBindingStatus) -> bool {
     match (
-        spec.reschedule_triggered_at.as_deref().and_then(parse_rfc3339),
-        status.last_scheduled_time.as_deref().and_then(parse_rfc3339),
+        spec.reschedule_triggered_at
+            .as_deref()
+            .and_then(parse_rfc3339),
+        status
+            .last_scheduled_time
+            .as_deref()
+            .and_then(parse_rfc3339),
     ) {
         (Some(t), Some(l)) => t > l,
         _ => false,
@@ -221,14 +257,14 @@ fn attempt(
     options: crate::pipeline::Options,
     mode: AssignMode,
     ignored: &mut Vec<String>,
-    mut trace: Option<&mut Trace>,
+    trace: Option<&mut Trace>,
 ) -> Result<Vec<TargetCluster>, Failure> {
     let mut t = trace.as_ref().map(|_| AttemptTrace {
         affinity_name: ctx.affinity_term.map(|a| a.affinity_name.clone()),
         ..Default::default()
     });
     let result = attempt_inner(profile, ctx, all, options, mode, ignored, t.as_mut());
-    if let (Some(tr), Some(mut at)) = (trace.as_deref_mut(), t) {
+    if let (Some(tr), Some(mut at)) = (trace, t) {
         at.outcome = Some(result.clone());
         tr.attempts.push(at);
     }
@@ -246,7 +282,9 @@ fn attempt_inner(
 ) -> Result<Vec<TargetCluster>, Failure> {
     let spec = ctx.spec;
     let all_clusters = all.clusters();
-    let candidate_idx: Vec<usize> = (0..all_clusters.len()).filter(|&i| !all_clusters[i].is_deleting()).collect();
+    let candidate_idx: Vec<usize> = (0..all_clusters.len())
+        .filter(|&i| !all_clusters[i].is_deleting())
+        .collect();
     let candidates: Vec<&Cluster> = candidate_idx.iter().map(|&i| &all_clusters[i]).collect();
 
     // Filter: each plugin sees the clusters still feasible (all of them when tracing, so that
@@ -256,8 +294,16 @@ fn attempt_inner(
     let mut live: Vec<usize> = (0..candidates.len()).collect();
     let mut input_clusters: Vec<&Cluster> = candidates.clone();
     // `ctx.snapshot` is `all`'s: a cluster's row there is its index in `all.clusters`.
-    let rows_known = ctx.snapshot.is_some_and(|s| s.generation == all.generation());
-    let row_of = |i: usize| if rows_known { u32::try_from(candidate_idx[i]).unwrap_or(ClusterDetail::NO_ROW) } else { ClusterDetail::NO_ROW };
+    let rows_known = ctx
+        .snapshot
+        .is_some_and(|s| s.generation == all.generation());
+    let row_of = |i: usize| {
+        if rows_known {
+            u32::try_from(candidate_idx[i]).unwrap_or(ClusterDetail::NO_ROW)
+        } else {
+            ClusterDetail::NO_ROW
+        }
+    };
     let candidate_rows: Vec<u32> = (0..candidates.len()).map(row_of).collect();
     let mut input_rows: Vec<u32> = candidate_rows.clone();
     let mut verdicts = Vec::with_capacity(candidates.len());
@@ -271,7 +317,10 @@ fn attempt_inner(
             FilterInput::new(ctx, &input_clusters).with_rows(&input_rows)
         };
         let n = input.clusters.len();
-        let res = slot.plugin.filter(&input, &mut verdicts).and_then(|()| check_len(name, verdicts.len(), n));
+        let res = slot
+            .plugin
+            .filter(&input, &mut verdicts)
+            .and_then(|()| check_len(name, verdicts.len(), n));
         if let Err(e) = res {
             fault(slot.failure_policy, e, ignored)?;
             continue;
@@ -280,13 +329,16 @@ fn attempt_inner(
         for (pos, v) in verdicts.iter().enumerate() {
             let idx = if tracing { pos } else { live[pos] };
             if let Some(t) = trace.as_deref_mut() {
-                t.filters.entry(candidates[idx].name().to_owned()).or_default().push((name.to_owned(), v.clone()));
+                t.filters
+                    .entry(candidates[idx].name().to_owned())
+                    .or_default()
+                    .push((name.to_owned(), v.clone()));
             }
-            if let Verdict::Unschedulable(reason) = v {
-                if reasons[idx].is_none() {
-                    reasons[idx] = Some(reason.clone());
-                    any_failed = true;
-                }
+            if let Verdict::Unschedulable(reason) = v
+                && reasons[idx].is_none()
+            {
+                reasons[idx] = Some(reason.clone());
+                any_failed = true;
             }
         }
         if any_failed {
@@ -299,8 +351,11 @@ fn attempt_inner(
     }
     let feasible = input_clusters;
     if feasible.is_empty() {
-        let named: BTreeMap<&str, Reason> =
-            candidates.iter().zip(reasons).filter_map(|(c, r)| Some((c.name(), r?))).collect();
+        let named: BTreeMap<&str, Reason> = candidates
+            .iter()
+            .zip(reasons)
+            .filter_map(|(c, r)| Some((c.name(), r?)))
+            .collect();
         return Err(fit_error(all_clusters.len(), &named));
     }
 
@@ -324,14 +379,19 @@ fn attempt_inner(
             let weighted = s.saturating_mul(slot.weight);
             totals[i] = totals[i].saturating_add(weighted);
             if let Some(t) = trace.as_deref_mut() {
-                t.scores.entry(feasible[i].name().to_owned()).or_default().push((name.to_owned(), weighted));
+                t.scores
+                    .entry(feasible[i].name().to_owned())
+                    .or_default()
+                    .push((name.to_owned(), weighted));
             }
         }
     }
 
     // Estimate and order canonically.
-    let with_capacity: Vec<(&Cluster, &crate::estimator::Capacity)> =
-        live.iter().map(|&i| (candidates[i], &all.capacity()[candidate_idx[i]])).collect();
+    let with_capacity: Vec<(&Cluster, &crate::estimator::Capacity)> = live
+        .iter()
+        .map(|&i| (candidates[i], &all.capacity()[candidate_idx[i]]))
+        .collect();
     let allocatable = crate::estimator::available_replicas_with(&with_capacity, spec);
     let mut details: Vec<ClusterDetail<'_>> = feasible
         .iter()
@@ -350,14 +410,25 @@ fn attempt_inner(
     if let Some(t) = trace.as_deref_mut() {
         t.ordered = details
             .iter()
-            .map(|d| (d.name().to_owned(), d.score, d.allocatable_replicas, d.available_replicas, d.overflow_order))
+            .map(|d| {
+                (
+                    d.name().to_owned(),
+                    d.score,
+                    d.allocatable_replicas,
+                    d.available_replicas,
+                    d.overflow_order,
+                )
+            })
             .collect();
     }
 
     // Select.
     let mut selected = details;
     for slot in &profile.selects {
-        let input = SelectInput { binding: ctx, clusters: &selected };
+        let input = SelectInput {
+            binding: ctx,
+            clusters: &selected,
+        };
         match slot.plugin.select(&input) {
             Ok(Selection::Selected(idx)) => {
                 let mut next = Vec::with_capacity(idx.len());
@@ -376,12 +447,15 @@ fn attempt_inner(
                 selected = next;
             }
             Ok(Selection::Failed(msg)) => {
-                return Err(Failure::new(FailureKind::SchedulerError, format!("failed to select clusters: {msg}")));
+                return Err(Failure::new(
+                    FailureKind::SchedulerError,
+                    format!("failed to select clusters: {msg}"),
+                ));
             }
             Err(e) => fault(slot.failure_policy, e, ignored)?,
         }
     }
-    if let Some(t) = trace.as_deref_mut() {
+    if let Some(t) = trace {
         t.selected = selected.iter().map(|d| d.name().to_owned()).collect();
     }
 
@@ -399,7 +473,10 @@ fn attempt_inner(
 
 fn fit_error(num_all: usize, reasons: &BTreeMap<&str, Reason>) -> Failure {
     if num_all == 0 || reasons.is_empty() {
-        return Failure::new(FailureKind::NoClusterFit, format!("0/{num_all} clusters are available: no cluster exists."));
+        return Failure::new(
+            FailureKind::NoClusterFit,
+            format!("0/{num_all} clusters are available: no cluster exists."),
+        );
     }
     let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
     for r in reasons.values() {
@@ -407,13 +484,18 @@ fn fit_error(num_all: usize, reasons: &BTreeMap<&str, Reason>) -> Failure {
     }
     let mut parts: Vec<String> = histogram.iter().map(|(r, n)| format!("{n} {r}")).collect();
     parts.sort();
-    Failure::new(FailureKind::NoClusterFit, format!("0/{num_all} clusters are available: {}.", parts.join(", ")))
+    Failure::new(
+        FailureKind::NoClusterFit,
+        format!("0/{num_all} clusters are available: {}.", parts.join(", ")),
+    )
 }
 
 /// 0 for the term's primary affinity, `i+1` for its i-th overflow affinity, 1000 for none; always
 /// 0 without ordered affinity groups.
 fn overflow_order(ctx: &BindingContext<'_>, cluster: &Cluster) -> u32 {
-    let Some(term) = ctx.affinity_term else { return 0 };
+    let Some(term) = ctx.affinity_term else {
+        return 0;
+    };
     overflow_order_in_term(term, cluster)
 }
 
@@ -439,12 +521,21 @@ fn assign_replicas(
 ) -> Result<Vec<TargetCluster>, Failure> {
     let spec = ctx.spec;
     if selected.is_empty() {
-        return Err(Failure::new(FailureKind::SchedulerError, "failed to assign replicas: no clusters available to schedule"));
+        return Err(Failure::new(
+            FailureKind::SchedulerError,
+            "failed to assign replicas: no clusters available to schedule",
+        ));
     }
     if (spec.replicas == 0 && spec.replica_requirements.is_none()) || spec.components.len() > 1 {
-        return Ok(selected.iter().map(|d| TargetCluster::new(d.name(), 0)).collect());
+        return Ok(selected
+            .iter()
+            .map(|d| TargetCluster::new(d.name(), 0))
+            .collect());
     }
-    let overflow = ctx.placement.cluster_affinity.is_none() && ctx.affinity_term.is_some_and(|t| t.overflow_affinities.is_some());
+    let overflow = ctx.placement.cluster_affinity.is_none()
+        && ctx
+            .affinity_term
+            .is_some_and(|t| t.overflow_affinities.is_some());
     let mut out = Vec::new();
     if overflow {
         let mut tiers: BTreeMap<u32, Vec<ClusterDetail<'_>>> = BTreeMap::new();
@@ -484,27 +575,41 @@ fn run_assigners(
     mode: AssignMode,
     ignored: &mut Vec<String>,
 ) -> Result<Vec<TargetCluster>, Failure> {
-    let input = AssignInput { binding: ctx, clusters, replicas, mode };
+    let input = AssignInput {
+        binding: ctx,
+        clusters,
+        replicas,
+        mode,
+    };
     for slot in &profile.assigners {
         match slot.plugin.assign(&input) {
             Ok(Assignment::Assigned(t)) => return Ok(t),
             Ok(Assignment::Skip) => {}
             Ok(Assignment::Unschedulable(msg)) => {
-                return Err(Failure::new(FailureKind::Unschedulable, format!("failed to assign replicas: {msg}")));
+                return Err(Failure::new(
+                    FailureKind::Unschedulable,
+                    format!("failed to assign replicas: {msg}"),
+                ));
             }
             Err(e) => fault(slot.failure_policy, e, ignored)?,
         }
     }
     Err(Failure::new(
         FailureKind::SchedulerError,
-        format!("failed to assign replicas: no assign plugin in profile {:?} handles this placement", profile.name),
+        format!(
+            "failed to assign replicas: no assign plugin in profile {:?} handles this placement",
+            profile.name
+        ),
     ))
 }
 
 /// Karmada's `doScheduleBinding` triggers (§1.1): placement changed since the last schedule,
 /// replicas changed, a manual reschedule, non-workloads and Duplicated (always), or a target
 /// cluster being deleted.
-pub fn needs_scheduling(binding: &flotilla_api::work::ResourceBinding, snapshot: &Snapshot) -> bool {
+pub fn needs_scheduling(
+    binding: &flotilla_api::work::ResourceBinding,
+    snapshot: &Snapshot,
+) -> bool {
     let spec = &binding.spec;
     let empty_status = ResourceBindingStatus::default();
     let status = binding.status.as_ref().unwrap_or(&empty_status);
@@ -522,21 +627,33 @@ pub fn needs_scheduling(binding: &flotilla_api::work::ResourceBinding, snapshot:
                 || a.spread_constraints != placement.spread_constraints
                 || a.replica_scheduling != placement.replica_scheduling
                 || a.cel_scores != placement.cel_scores
-                || (!placement.cluster_affinities.is_empty() || !a.cluster_affinities.is_empty()) && {
-                    let name = &status.scheduler_observing_affinity_name;
-                    let find = |p: &Placement| p.cluster_affinities.iter().find(|t| &t.affinity_name == name).cloned();
-                    name.is_empty() || find(a).is_none() || find(a) != find(&placement)
-                }
+                || (!placement.cluster_affinities.is_empty() || !a.cluster_affinities.is_empty())
+                    && {
+                        let name = &status.scheduler_observing_affinity_name;
+                        let find = |p: &Placement| {
+                            p.cluster_affinities
+                                .iter()
+                                .find(|t| &t.affinity_name == name)
+                                .cloned()
+                        };
+                        name.is_empty() || find(a).is_none() || find(a) != find(&placement)
+                    }
         }
     };
     if placement_changed {
         return true;
     }
     if placement.replica_scheduling.is_some() {
-        let changed = if placement.replica_scheduling_type() == flotilla_api::policy::scheduling_type::DUPLICATED {
+        let changed = if placement.replica_scheduling_type()
+            == flotilla_api::policy::scheduling_type::DUPLICATED
+        {
             spec.clusters.iter().any(|c| c.replicas != spec.replicas)
         } else {
-            spec.clusters.iter().map(|c| i64::from(c.replicas)).sum::<i64>() != i64::from(spec.replicas)
+            spec.clusters
+                .iter()
+                .map(|c| i64::from(c.replicas))
+                .sum::<i64>()
+                != i64::from(spec.replicas)
         };
         if changed {
             return true;
@@ -545,8 +662,12 @@ pub fn needs_scheduling(binding: &flotilla_api::work::ResourceBinding, snapshot:
     if reschedule_required(spec, status) {
         return true;
     }
-    if !spec.is_workload() || placement.replica_scheduling_type() == flotilla_api::policy::scheduling_type::DUPLICATED {
+    if !spec.is_workload()
+        || placement.replica_scheduling_type() == flotilla_api::policy::scheduling_type::DUPLICATED
+    {
         return true;
     }
-    spec.clusters.iter().any(|t| snapshot.cluster(&t.name).is_some_and(Cluster::is_deleting))
+    spec.clusters
+        .iter()
+        .any(|t| snapshot.cluster(&t.name).is_some_and(Cluster::is_deleting))
 }

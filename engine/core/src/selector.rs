@@ -49,7 +49,10 @@ pub fn cluster_matches(cluster: &Cluster, affinity: &ClusterAffinity) -> bool {
         cluster,
         &affinity.exclude,
         affinity.label_selector.as_ref(),
-        affinity.field_selector.as_ref().map(|f| f.match_expressions.as_slice()),
+        affinity
+            .field_selector
+            .as_ref()
+            .map(|f| f.match_expressions.as_slice()),
         &affinity.cluster_names,
     )
 }
@@ -60,7 +63,10 @@ pub fn cluster_matches_inline(cluster: &Cluster, affinity: &ClusterAffinityInlin
         cluster,
         &affinity.exclude,
         affinity.label_selector.as_ref(),
-        affinity.field_selector.as_ref().map(|f| f.match_expressions.as_slice()),
+        affinity
+            .field_selector
+            .as_ref()
+            .map(|f| f.match_expressions.as_slice()),
         &affinity.cluster_names,
     )
 }
@@ -76,15 +82,15 @@ fn matches_parts(
     if exclude.iter().any(|e| e == name) {
         return false;
     }
-    if let Some(sel) = labels {
-        if !label_selector_matches(sel, cluster.labels()) {
-            return false;
-        }
+    if let Some(sel) = labels
+        && !label_selector_matches(sel, cluster.labels())
+    {
+        return false;
     }
-    if let Some(exprs) = fields {
-        if !field_selector_matches(cluster, exprs) {
-            return false;
-        }
+    if let Some(exprs) = fields
+        && !field_selector_matches(cluster, exprs)
+    {
+        return false;
     }
     names.is_empty() || names.iter().any(|n| n == name)
 }
@@ -120,12 +126,20 @@ pub fn field_selector_matches(cluster: &Cluster, exprs: &[NodeSelectorRequiremen
             "Exists" => value.is_some(),
             "DoesNotExist" => value.is_none(),
             "Gt" | "Lt" => {
-                let (Some(v), [bound]) = (value.and_then(|v| v.parse::<i64>().ok()), req.values.as_slice())
-                else {
+                let (Some(v), [bound]) = (
+                    value.and_then(|v| v.parse::<i64>().ok()),
+                    req.values.as_slice(),
+                ) else {
                     return false;
                 };
-                let Ok(bound) = bound.parse::<i64>() else { return false };
-                if req.operator == "Gt" { v > bound } else { v < bound }
+                let Ok(bound) = bound.parse::<i64>() else {
+                    return false;
+                };
+                if req.operator == "Gt" {
+                    v > bound
+                } else {
+                    v < bound
+                }
             }
             _ => false,
         };
@@ -142,7 +156,12 @@ pub fn resource_selector_priority(object: &Value, sel: &ResourceSelector) -> u8 
     // `Value::pointer` allocates per path segment.
     let top = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
     let metadata = object.get("metadata");
-    let meta = |k: &str| metadata.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
+    let meta = |k: &str| {
+        metadata
+            .and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
     if top("apiVersion") != sel.api_version || top("kind") != sel.kind {
         return priority::MISMATCH;
     }
@@ -150,7 +169,11 @@ pub fn resource_selector_priority(object: &Value, sel: &ResourceSelector) -> u8 
         return priority::MISMATCH;
     }
     if !sel.name.is_empty() {
-        return if meta("name") == sel.name { priority::NAME } else { priority::MISMATCH };
+        return if meta("name") == sel.name {
+            priority::NAME
+        } else {
+            priority::MISMATCH
+        };
     }
     match &sel.label_selector {
         None => priority::MATCH_ALL,
@@ -158,16 +181,28 @@ pub fn resource_selector_priority(object: &Value, sel: &ResourceSelector) -> u8 
             let labels: BTreeMap<String, String> = metadata
                 .and_then(|m| m.get("labels"))
                 .and_then(Value::as_object)
-                .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
                 .unwrap_or_default();
-            if label_selector_matches(ls, &labels) { priority::LABEL_SELECTOR } else { priority::MISMATCH }
+            if label_selector_matches(ls, &labels) {
+                priority::LABEL_SELECTOR
+            } else {
+                priority::MISMATCH
+            }
         }
     }
 }
 
 /// The highest priority over a selector list (0 when none match).
 pub fn selectors_priority(object: &Value, selectors: &[ResourceSelector]) -> u8 {
-    selectors.iter().map(|s| resource_selector_priority(object, s)).max().unwrap_or(priority::MISMATCH)
+    selectors
+        .iter()
+        .map(|s| resource_selector_priority(object, s))
+        .max()
+        .unwrap_or(priority::MISMATCH)
 }
 
 #[cfg(test)]
@@ -179,41 +214,74 @@ mod tests {
     fn cluster(name: &str, labels: &[(&str, &str)], region: &str, zones: &[&str]) -> Cluster {
         let mut c = Cluster::default();
         c.metadata.name = Some(name.into());
-        c.metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        c.metadata.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         c.spec.region = region.into();
         c.spec.zones = zones.iter().map(|z| z.to_string()).collect();
         c
     }
 
     fn req(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
-        LabelSelectorRequirement { key: key.into(), operator: op.into(), values: values.iter().map(|v| v.to_string()).collect() }
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
     }
 
     #[test]
     fn not_in_matches_when_label_absent_and_in_requires_presence() {
         let labels = BTreeMap::from([("env".to_string(), "prod".to_string())]);
-        let sel = |r| LabelSelector { match_expressions: vec![r], ..Default::default() };
-        assert!(label_selector_matches(&sel(req("tier", "NotIn", &["a"])), &labels));
-        assert!(!label_selector_matches(&sel(req("tier", "In", &["a"])), &labels));
-        assert!(label_selector_matches(&sel(req("env", "In", &["prod", "dev"])), &labels));
-        assert!(!label_selector_matches(&sel(req("env", "Bogus", &[])), &labels));
+        let sel = |r| LabelSelector {
+            match_expressions: vec![r],
+            ..Default::default()
+        };
+        assert!(label_selector_matches(
+            &sel(req("tier", "NotIn", &["a"])),
+            &labels
+        ));
+        assert!(!label_selector_matches(
+            &sel(req("tier", "In", &["a"])),
+            &labels
+        ));
+        assert!(label_selector_matches(
+            &sel(req("env", "In", &["prod", "dev"])),
+            &labels
+        ));
+        assert!(!label_selector_matches(
+            &sel(req("env", "Bogus", &[])),
+            &labels
+        ));
         assert!(label_selector_matches(&LabelSelector::default(), &labels));
     }
 
     #[test]
     fn cluster_affinity_ands_exclude_names_labels_and_fields() {
         let c = cluster("member1", &[("env", "prod")], "us-east", &["z1"]);
-        let mut a = ClusterAffinity { cluster_names: vec!["member1".into(), "member2".into()], ..Default::default() };
+        let mut a = ClusterAffinity {
+            cluster_names: vec!["member1".into(), "member2".into()],
+            ..Default::default()
+        };
         assert!(cluster_matches(&c, &a));
         a.exclude = vec!["member1".into()];
         assert!(!cluster_matches(&c, &a));
         a.exclude.clear();
         a.field_selector = Some(FieldSelector {
-            match_expressions: vec![NodeSelectorRequirement { key: "region".into(), operator: "In".into(), values: vec!["us-west".into()] }],
+            match_expressions: vec![NodeSelectorRequirement {
+                key: "region".into(),
+                operator: "In".into(),
+                values: vec!["us-west".into()],
+            }],
         });
         assert!(!cluster_matches(&c, &a));
         a.field_selector = Some(FieldSelector {
-            match_expressions: vec![NodeSelectorRequirement { key: "zone".into(), operator: "NotIn".into(), values: vec!["z2".into()] }],
+            match_expressions: vec![NodeSelectorRequirement {
+                key: "zone".into(),
+                operator: "NotIn".into(),
+                values: vec!["z2".into()],
+            }],
         });
         assert!(cluster_matches(&c, &a));
     }
@@ -221,25 +289,49 @@ mod tests {
     #[test]
     fn zone_not_in_passes_for_cluster_without_zones_but_in_fails() {
         let c = cluster("m", &[], "", &[]);
-        let e = |op: &str| vec![NodeSelectorRequirement { key: "zone".into(), operator: op.into(), values: vec!["z".into()] }];
+        let e = |op: &str| {
+            vec![NodeSelectorRequirement {
+                key: "zone".into(),
+                operator: op.into(),
+                values: vec!["z".into()],
+            }]
+        };
         assert!(field_selector_matches(&c, &e("NotIn")));
         assert!(!field_selector_matches(&c, &e("In")));
         // region NotIn matches when region is empty (key absent from the label set).
-        let r = vec![NodeSelectorRequirement { key: "region".into(), operator: "NotIn".into(), values: vec!["x".into()] }];
+        let r = vec![NodeSelectorRequirement {
+            key: "region".into(),
+            operator: "NotIn".into(),
+            values: vec!["x".into()],
+        }];
         assert!(field_selector_matches(&c, &r));
     }
 
     #[test]
     fn resource_selector_priorities_follow_karmada() {
         let obj = serde_json::json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","namespace":"default","labels":{"app":"nginx"}}});
-        let mut s = ResourceSelector { api_version: "apps/v1".into(), kind: "Deployment".into(), ..Default::default() };
+        let mut s = ResourceSelector {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            ..Default::default()
+        };
         assert_eq!(resource_selector_priority(&obj, &s), priority::MATCH_ALL);
-        s.label_selector = Some(LabelSelector { match_labels: BTreeMap::from([("app".into(), "nginx".into())]), ..Default::default() });
-        assert_eq!(resource_selector_priority(&obj, &s), priority::LABEL_SELECTOR);
+        s.label_selector = Some(LabelSelector {
+            match_labels: BTreeMap::from([("app".into(), "nginx".into())]),
+            ..Default::default()
+        });
+        assert_eq!(
+            resource_selector_priority(&obj, &s),
+            priority::LABEL_SELECTOR
+        );
         s.name = "nginx".into();
         assert_eq!(resource_selector_priority(&obj, &s), priority::NAME);
         s.name = "other".into();
-        assert_eq!(resource_selector_priority(&obj, &s), priority::MISMATCH, "name set ignores labels");
+        assert_eq!(
+            resource_selector_priority(&obj, &s),
+            priority::MISMATCH,
+            "name set ignores labels"
+        );
         s.name.clear();
         s.namespace = "kube-system".into();
         assert_eq!(resource_selector_priority(&obj, &s), priority::MISMATCH);

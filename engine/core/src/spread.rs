@@ -12,7 +12,9 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use flotilla_api::policy::{Placement, SpreadConstraint, division_preference, scheduling_type, spread_field};
+use flotilla_api::policy::{
+    Placement, SpreadConstraint, division_preference, scheduling_type, spread_field,
+};
 use flotilla_api::work::ResourceBindingSpec;
 
 use crate::framework::{ClusterDetail, SelectInput, Selection};
@@ -51,7 +53,9 @@ pub fn canonical_order_presorted(details: &mut [ClusterDetail<'_>]) {
 /// non-empty `staticWeightList` and no `dynamicWeight`. A present but empty `weightPreference`
 /// does **not** ignore spread constraints.
 pub fn spread_constraints_ignored(placement: &Placement) -> bool {
-    let Some(rs) = placement.replica_scheduling.as_ref() else { return false };
+    let Some(rs) = placement.replica_scheduling.as_ref() else {
+        return false;
+    };
     placement.replica_scheduling_type() == scheduling_type::DIVIDED
         && rs.replica_division_preference.as_deref() == Some(division_preference::WEIGHTED)
         && rs
@@ -62,12 +66,17 @@ pub fn spread_constraints_ignored(placement: &Placement) -> bool {
 
 /// `shouldIgnoreAvailableResource`: no `replicaScheduling`, or Duplicated.
 fn availability_ignored(placement: &Placement) -> bool {
-    placement.replica_scheduling.is_none() || placement.replica_scheduling_type() == scheduling_type::DUPLICATED
+    placement.replica_scheduling.is_none()
+        || placement.replica_scheduling_type() == scheduling_type::DUPLICATED
 }
 
 /// The last constraint for `field` (Karmada keys them by field in a map, so the last one wins).
 fn constraint<'a>(placement: &'a Placement, field: &str) -> Option<&'a SpreadConstraint> {
-    placement.spread_constraints.iter().rev().find(|c| c.spread_by_field == field)
+    placement
+        .spread_constraints
+        .iter()
+        .rev()
+        .find(|c| c.spread_by_field == field)
 }
 
 /// Karmada's `SelectBestClusters` with `needReplicas = spec.replicas`. `input.clusters` must be in
@@ -79,8 +88,14 @@ pub fn select(input: &SelectInput<'_>) -> Selection {
     if placement.spread_constraints.is_empty() || spread_constraints_ignored(placement) {
         return all();
     }
-    let need = if availability_ignored(placement) { None } else { Some(i64::from(spec.replicas)) };
-    let cluster_sc = constraint(placement, spread_field::CLUSTER).cloned().unwrap_or_default();
+    let need = if availability_ignored(placement) {
+        None
+    } else {
+        Some(i64::from(spec.replicas))
+    };
+    let cluster_sc = constraint(placement, spread_field::CLUSTER)
+        .cloned()
+        .unwrap_or_default();
     if let Some(region_sc) = constraint(placement, spread_field::REGION) {
         let regions = group_by_region(input.clusters, spec, placement, region_sc.min_groups);
         return match select_by_region(input.clusters, &regions, region_sc, &cluster_sc) {
@@ -100,10 +115,16 @@ pub fn select(input: &SelectInput<'_>) -> Selection {
 // ------------------------------------------------------------------------------------- by cluster
 
 /// `selectBestClustersByCluster`; `need == None` ignores available replicas.
-fn select_by_cluster(clusters: &[ClusterDetail<'_>], sc: &SpreadConstraint, need: Option<i64>) -> Result<Vec<usize>, String> {
+fn select_by_cluster(
+    clusters: &[ClusterDetail<'_>],
+    sc: &SpreadConstraint,
+    need: Option<i64>,
+) -> Result<Vec<usize>, String> {
     let n = clusters.len();
     if i64::try_from(n).unwrap_or(i64::MAX) < i64::from(sc.min_groups) {
-        return Err("the number of feasible clusters is less than spreadConstraint.MinGroups".to_owned());
+        return Err(
+            "the number of feasible clusters is less than spreadConstraint.MinGroups".to_owned(),
+        );
     }
     let k = n.min(usize::try_from(sc.max_groups).unwrap_or(0));
     let Some(need) = need else {
@@ -160,7 +181,11 @@ fn group_by_region<'a>(
             continue;
         }
         let at = *index.entry(region).or_insert_with(|| {
-            regions.push(Region { name: region, members: Vec::new(), score: 0 });
+            regions.push(Region {
+                name: region,
+                members: Vec::new(),
+                score: 0,
+            });
             regions.len() - 1
         });
         regions[at].members.push(i);
@@ -203,7 +228,9 @@ fn group_score(
         t
     };
     let cluster_min = i64::from(
-        constraint(placement, spread_field::CLUSTER).map_or(0, |c| c.min_groups).max(min_groups),
+        constraint(placement, spread_field::CLUSTER)
+            .map_or(0, |c| c.min_groups)
+            .max(min_groups),
     );
     let (mut sum_avail, mut sum_score, mut valid) = (0i64, 0i64, 0i64);
     for &i in members {
@@ -216,9 +243,13 @@ fn group_score(
     }
     if sum_avail < target {
         let len = i64::try_from(members.len()).unwrap_or(i64::MAX).max(1);
-        return sum_avail.wrapping_mul(WEIGHT_UNIT).wrapping_add(sum_score / len);
+        return sum_avail
+            .wrapping_mul(WEIGHT_UNIT)
+            .wrapping_add(sum_score / len);
     }
-    target.wrapping_mul(WEIGHT_UNIT).wrapping_add(sum_score / valid.max(1))
+    target
+        .wrapping_mul(WEIGHT_UNIT)
+        .wrapping_add(sum_score / valid.max(1))
 }
 
 /// `selectBestClustersByRegion`.
@@ -229,15 +260,28 @@ fn select_by_region(
     cluster_sc: &SpreadConstraint,
 ) -> Result<Vec<usize>, String> {
     if i64::try_from(regions.len()).unwrap_or(i64::MAX) < i64::from(region_sc.min_groups) {
-        return Err("the number of feasible region is less than spreadConstraint.MinGroups".to_owned());
+        return Err(
+            "the number of feasible region is less than spreadConstraint.MinGroups".to_owned(),
+        );
     }
     let groups: Vec<Group<'_>> = regions
         .iter()
-        .map(|r| Group { name: r.name, value: i64::try_from(r.members.len()).unwrap_or(i64::MAX), weight: r.score })
+        .map(|r| Group {
+            name: r.name,
+            value: i64::try_from(r.members.len()).unwrap_or(i64::MAX),
+            weight: r.score,
+        })
         .collect();
-    let chosen = select_groups(&groups, region_sc.min_groups, region_sc.max_groups, cluster_sc.min_groups);
+    let chosen = select_groups(
+        &groups,
+        region_sc.min_groups,
+        region_sc.max_groups,
+        cluster_sc.min_groups,
+    );
     if chosen.is_empty() {
-        return Err("the number of clusters is less than the cluster spreadConstraint.MinGroups".to_owned());
+        return Err(
+            "the number of clusters is less than the cluster spreadConstraint.MinGroups".to_owned(),
+        );
     }
     let mut selected: Vec<usize> = Vec::new();
     let mut candidates: Vec<usize> = Vec::new();
@@ -253,7 +297,11 @@ fn select_by_region(
     let rest = need - i64::try_from(selected.len()).unwrap_or(i64::MAX);
     if rest > 0 {
         candidates.sort_by(|&a, &b| compare(&clusters[a], &clusters[b]));
-        selected.extend(candidates.into_iter().take(usize::try_from(rest).unwrap_or(0)));
+        selected.extend(
+            candidates
+                .into_iter()
+                .take(usize::try_from(rest).unwrap_or(0)),
+        );
     }
     Ok(selected)
 }
@@ -285,7 +333,10 @@ fn select_groups(groups: &[Group<'_>], min: i32, max: i32, target: i32) -> Vec<u
     let mut order: Vec<usize> = (0..groups.len()).collect();
     order.sort_by(|&a, &b| {
         let (ga, gb) = (&groups[a], &groups[b]);
-        ga.value.cmp(&gb.value).then_with(|| gb.weight.cmp(&ga.weight)).then_with(|| ga.name.cmp(gb.name))
+        ga.value
+            .cmp(&gb.value)
+            .then_with(|| gb.weight.cmp(&ga.weight))
+            .then_with(|| ga.name.cmp(gb.name))
     });
     let mut dfs = Dfs {
         groups,
@@ -299,14 +350,24 @@ fn select_groups(groups: &[Group<'_>], min: i32, max: i32, target: i32) -> Vec<u
     dfs.run(0, 0);
     let mut paths = dfs.paths;
     if paths.len() > 1 {
-        paths.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.value.cmp(&a.value)).then_with(|| a.id.cmp(&b.id)));
+        paths.sort_by(|a, b| {
+            b.weight
+                .cmp(&a.weight)
+                .then_with(|| b.value.cmp(&a.value))
+                .then_with(|| a.id.cmp(&b.id))
+        });
     }
     let mut iter = paths.into_iter();
-    let Some(mut best) = iter.next() else { return Vec::new() };
+    let Some(mut best) = iter.next() else {
+        return Vec::new();
+    };
     for p in iter {
         // A strict prefix (by name) of the current best replaces it.
         if p.groups.len() < best.groups.len()
-            && p.groups.iter().zip(&best.groups).all(|(&a, &b)| groups[a].name == groups[b].name)
+            && p.groups
+                .iter()
+                .zip(&best.groups)
+                .all(|(&a, &b)| groups[a].name == groups[b].name)
         {
             best = p;
         }
@@ -333,10 +394,21 @@ impl Dfs<'_, '_> {
         if sum >= self.target && self.len() >= self.min && self.len() <= self.max {
             let mut groups = self.path.clone();
             let g = self.groups;
-            groups.sort_by(|&a, &b| g[b].weight.cmp(&g[a].weight).then_with(|| g[a].name.cmp(g[b].name)));
-            let weight = groups.iter().fold(0i64, |s, &i| s.wrapping_add(g[i].weight));
+            groups.sort_by(|&a, &b| {
+                g[b].weight
+                    .cmp(&g[a].weight)
+                    .then_with(|| g[a].name.cmp(g[b].name))
+            });
+            let weight = groups
+                .iter()
+                .fold(0i64, |s, &i| s.wrapping_add(g[i].weight));
             let value = groups.iter().fold(0i64, |s, &i| s.wrapping_add(g[i].value));
-            self.paths.push(Path { id: self.paths.len() + 1, groups, weight, value });
+            self.paths.push(Path {
+                id: self.paths.len() + 1,
+                groups,
+                weight,
+                value,
+            });
             return;
         }
         if self.len() >= self.max {
@@ -363,7 +435,9 @@ impl Dfs<'_, '_> {
 #[cfg(test)]
 mod tests {
     use flotilla_api::cluster::Cluster;
-    use flotilla_api::policy::{ClusterAffinity, ClusterPreferences, ReplicaSchedulingStrategy, StaticClusterWeight};
+    use flotilla_api::policy::{
+        ClusterAffinity, ClusterPreferences, ReplicaSchedulingStrategy, StaticClusterWeight,
+    };
 
     use super::*;
     use crate::framework::BindingContext;
@@ -387,10 +461,18 @@ mod tests {
     }
 
     fn sc(field: &str, min: i32, max: i32) -> SpreadConstraint {
-        SpreadConstraint { spread_by_field: field.to_owned(), min_groups: min, max_groups: max, ..SpreadConstraint::default() }
+        SpreadConstraint {
+            spread_by_field: field.to_owned(),
+            min_groups: min,
+            max_groups: max,
+            ..SpreadConstraint::default()
+        }
     }
 
-    fn divided(pref: Option<&str>, wp: Option<ClusterPreferences>) -> Option<ReplicaSchedulingStrategy> {
+    fn divided(
+        pref: Option<&str>,
+        wp: Option<ClusterPreferences>,
+    ) -> Option<ReplicaSchedulingStrategy> {
         Some(ReplicaSchedulingStrategy {
             replica_scheduling_type: Some("Divided".into()),
             replica_division_preference: pref.map(str::to_owned),
@@ -399,7 +481,10 @@ mod tests {
     }
 
     fn duplicated() -> Option<ReplicaSchedulingStrategy> {
-        Some(ReplicaSchedulingStrategy { replica_scheduling_type: Some("Duplicated".into()), ..Default::default() })
+        Some(ReplicaSchedulingStrategy {
+            replica_scheduling_type: Some("Duplicated".into()),
+            ..Default::default()
+        })
     }
 
     fn names(ds: &[ClusterDetail<'_>], sel: &Selection) -> Vec<String> {
@@ -410,16 +495,25 @@ mod tests {
     }
 
     fn run(ds: &[ClusterDetail<'_>], placement: &Placement, replicas: i32) -> Selection {
-        let spec = ResourceBindingSpec { replicas, ..ResourceBindingSpec::default() };
+        let spec = ResourceBindingSpec {
+            replicas,
+            ..ResourceBindingSpec::default()
+        };
         let binding = BindingContext::new(&spec, placement, None);
-        select(&SelectInput { binding: &binding, clusters: ds })
+        select(&SelectInput {
+            binding: &binding,
+            clusters: ds,
+        })
     }
 
     // ------------------------------------------------------------------ canonical order
 
     #[test]
     fn canonical_order_sorts_by_all_keys() {
-        let cs: Vec<Cluster> = ["b", "a", "c", "d", "e"].iter().map(|n| cluster(n, "")).collect();
+        let cs: Vec<Cluster> = ["b", "a", "c", "d", "e"]
+            .iter()
+            .map(|n| cluster(n, ""))
+            .collect();
         let mut ds = vec![
             detail(&cs[0], 10, 5),
             detail(&cs[1], 10, 5),
@@ -439,19 +533,43 @@ mod tests {
     fn ignore_rules() {
         let static_list = ClusterPreferences {
             static_weight_list: vec![StaticClusterWeight {
-                target_cluster: ClusterAffinity { cluster_names: vec!["member1".into()], ..Default::default() },
+                target_cluster: ClusterAffinity {
+                    cluster_names: vec!["member1".into()],
+                    ..Default::default()
+                },
                 weight: 2,
             }],
             dynamic_weight: String::new(),
         };
-        let p = |rs| Placement { replica_scheduling: rs, ..Placement::default() };
-        assert!(spread_constraints_ignored(&p(divided(Some("Weighted"), None))));
-        assert!(spread_constraints_ignored(&p(divided(Some("Weighted"), Some(static_list)))));
+        let p = |rs| Placement {
+            replica_scheduling: rs,
+            ..Placement::default()
+        };
+        assert!(spread_constraints_ignored(&p(divided(
+            Some("Weighted"),
+            None
+        ))));
+        assert!(spread_constraints_ignored(&p(divided(
+            Some("Weighted"),
+            Some(static_list)
+        ))));
         // Pitfall: a present but empty weightPreference does not ignore spread constraints.
-        assert!(!spread_constraints_ignored(&p(divided(Some("Weighted"), Some(ClusterPreferences::default())))));
-        let dynamic = ClusterPreferences { dynamic_weight: "AvailableReplicas".into(), ..Default::default() };
-        assert!(!spread_constraints_ignored(&p(divided(Some("Weighted"), Some(dynamic)))));
-        assert!(!spread_constraints_ignored(&p(divided(Some("Aggregated"), None))));
+        assert!(!spread_constraints_ignored(&p(divided(
+            Some("Weighted"),
+            Some(ClusterPreferences::default())
+        ))));
+        let dynamic = ClusterPreferences {
+            dynamic_weight: "AvailableReplicas".into(),
+            ..Default::default()
+        };
+        assert!(!spread_constraints_ignored(&p(divided(
+            Some("Weighted"),
+            Some(dynamic)
+        ))));
+        assert!(!spread_constraints_ignored(&p(divided(
+            Some("Aggregated"),
+            None
+        ))));
         assert!(!spread_constraints_ignored(&p(duplicated())));
         assert!(!spread_constraints_ignored(&p(None)));
     }
@@ -460,54 +578,94 @@ mod tests {
 
     /// Karmada's `generateClusterInfo`, already in canonical order.
     fn karmada_clusters() -> Vec<Cluster> {
-        vec![cluster("member4", "R2"), cluster("member2", "R1"), cluster("member3", "R1"), cluster("member1", "R1")]
+        vec![
+            cluster("member4", "R2"),
+            cluster("member2", "R1"),
+            cluster("member3", "R1"),
+            cluster("member1", "R1"),
+        ]
     }
 
     fn karmada_details(cs: &[Cluster]) -> Vec<ClusterDetail<'_>> {
-        vec![detail(&cs[0], 60, 50), detail(&cs[1], 40, 60), detail(&cs[2], 30, 80), detail(&cs[3], 20, 40)]
+        vec![
+            detail(&cs[0], 60, 50),
+            detail(&cs[1], 40, 60),
+            detail(&cs[2], 30, 80),
+            detail(&cs[3], 20, 40),
+        ]
     }
 
     #[test]
     fn select_best_clusters_karmada_cases() {
         let cs = karmada_clusters();
         let ds = karmada_details(&cs);
-        let by_cluster = |rs| Placement { spread_constraints: vec![sc("cluster", 1, 2)], replica_scheduling: rs, ..Placement::default() };
+        let by_cluster = |rs| Placement {
+            spread_constraints: vec![sc("cluster", 1, 2)],
+            replica_scheduling: rs,
+            ..Placement::default()
+        };
         // By score, availability ignored (no replicaScheduling).
-        assert_eq!(names(&ds, &run(&ds, &by_cluster(None), 100)), ["member4", "member2"]);
+        assert_eq!(
+            names(&ds, &run(&ds, &by_cluster(None), 100)),
+            ["member4", "member2"]
+        );
         // Duplicated ignores availability.
-        assert_eq!(names(&ds, &run(&ds, &by_cluster(duplicated()), 120)), ["member4", "member2"]);
+        assert_eq!(
+            names(&ds, &run(&ds, &by_cluster(duplicated()), 120)),
+            ["member4", "member2"]
+        );
         // Static weight ignores spread constraints: every cluster.
         let wp = ClusterPreferences {
             static_weight_list: vec![StaticClusterWeight {
-                target_cluster: ClusterAffinity { cluster_names: vec!["member1".into()], ..Default::default() },
+                target_cluster: ClusterAffinity {
+                    cluster_names: vec!["member1".into()],
+                    ..Default::default()
+                },
                 weight: 2,
             }],
             dynamic_weight: String::new(),
         };
         assert_eq!(
-            names(&ds, &run(&ds, &by_cluster(divided(Some("Weighted"), Some(wp))), 120)),
+            names(
+                &ds,
+                &run(&ds, &by_cluster(divided(Some("Weighted"), Some(wp))), 120)
+            ),
             ["member4", "member2", "member3", "member1"]
         );
         // Divided: swap member2 for member3 to reach 120.
-        assert_eq!(names(&ds, &run(&ds, &by_cluster(divided(None, None)), 120)), ["member4", "member3"]);
+        assert_eq!(
+            names(&ds, &run(&ds, &by_cluster(divided(None, None)), 120)),
+            ["member4", "member3"]
+        );
         // Not enough.
         assert_eq!(
             run(&ds, &by_cluster(divided(None, None)), 200),
             Selection::Failed("no enough resource when selecting 2 clusters".into())
         );
         // More than the feasible clusters.
-        let p = Placement { spread_constraints: vec![sc("cluster", 7, 7)], ..Placement::default() };
+        let p = Placement {
+            spread_constraints: vec![sc("cluster", 7, 7)],
+            ..Placement::default()
+        };
         assert_eq!(
             run(&ds, &p, 30),
-            Selection::Failed("the number of feasible clusters is less than spreadConstraint.MinGroups".into())
+            Selection::Failed(
+                "the number of feasible clusters is less than spreadConstraint.MinGroups".into()
+            )
         );
     }
 
     #[test]
     fn by_cluster_details() {
-        let cs: Vec<Cluster> = (1..=3).map(|i| cluster(&format!("member{i}"), "")).collect();
+        let cs: Vec<Cluster> = (1..=3)
+            .map(|i| cluster(&format!("member{i}"), ""))
+            .collect();
         // The doc example: scores 60/50/40, available 40/30/60, need 80 → member1 + member3.
-        let ds = vec![detail(&cs[0], 60, 40), detail(&cs[1], 50, 30), detail(&cs[2], 40, 60)];
+        let ds = vec![
+            detail(&cs[0], 60, 40),
+            detail(&cs[1], 50, 30),
+            detail(&cs[2], 40, 60),
+        ];
         let p = |max| Placement {
             spread_constraints: vec![sc("cluster", 1, max)],
             replica_scheduling: divided(Some("Aggregated"), None),
@@ -515,9 +673,15 @@ mod tests {
         };
         assert_eq!(names(&ds, &run(&ds, &p(2), 80)), ["member1", "member3"]);
         // maxGroups unset (0) selects nothing: an error when availability counts...
-        assert_eq!(run(&ds, &p(0), 1), Selection::Failed("no enough resource when selecting 0 clusters".into()));
+        assert_eq!(
+            run(&ds, &p(0), 1),
+            Selection::Failed("no enough resource when selecting 0 clusters".into())
+        );
         // ...and an empty selection when it does not.
-        let dup = Placement { spread_constraints: vec![sc("cluster", 1, 0)], ..Placement::default() };
+        let dup = Placement {
+            spread_constraints: vec![sc("cluster", 1, 0)],
+            ..Placement::default()
+        };
         assert_eq!(run(&ds, &dup, 1), Selection::Selected(vec![]));
         // No cluster/region constraint.
         let zone = Placement {
@@ -525,9 +689,15 @@ mod tests {
             replica_scheduling: divided(Some("Aggregated"), None),
             ..Placement::default()
         };
-        assert_eq!(run(&ds, &zone, 1), Selection::Failed("just support cluster and region spread constraint".into()));
+        assert_eq!(
+            run(&ds, &zone, 1),
+            Selection::Failed("just support cluster and region spread constraint".into())
+        );
         // No constraints: everything in canonical order.
-        assert_eq!(run(&ds, &Placement::default(), 1), Selection::Selected(vec![0, 1, 2]));
+        assert_eq!(
+            run(&ds, &Placement::default(), 1),
+            Selection::Selected(vec![0, 1, 2])
+        );
     }
 
     // ------------------------------------------------------------------ group scores
@@ -536,10 +706,18 @@ mod tests {
     fn group_scores_match_karmada_examples() {
         let cs: Vec<Cluster> = (0..5).map(|i| cluster(&format!("m{i}"), "R")).collect();
         let mk = |scores: &[i64], avail: &[i64]| -> Vec<ClusterDetail<'_>> {
-            scores.iter().zip(avail).enumerate().map(|(i, (&s, &a))| detail(&cs[i], s, a)).collect()
+            scores
+                .iter()
+                .zip(avail)
+                .enumerate()
+                .map(|(i, (&s, &a))| detail(&cs[i], s, a))
+                .collect()
         };
         let members = |ds: &[ClusterDetail<'_>]| -> Vec<usize> { (0..ds.len()).collect() };
-        let spec = |r| ResourceBindingSpec { replicas: r, ..ResourceBindingSpec::default() };
+        let spec = |r| ResourceBindingSpec {
+            replicas: r,
+            ..ResourceBindingSpec::default()
+        };
         let div = Placement {
             spread_constraints: vec![sc("cluster", 1, 0), sc("region", 2, 2)],
             replica_scheduling: divided(Some("Aggregated"), None),
@@ -554,7 +732,10 @@ mod tests {
         assert_eq!(group_score(&g1, &members(&g1), &spec(100), &div, 2), 50_100);
         assert_eq!(group_score(&g2, &members(&g2), &spec(100), &div, 2), 50_000);
 
-        let dup = Placement { replica_scheduling: duplicated(), ..Placement::default() };
+        let dup = Placement {
+            replica_scheduling: duplicated(),
+            ..Placement::default()
+        };
         let g1 = mk(&[100; 5], &[60, 70, 40, 30, 10]);
         let g2 = mk(&[0; 4], &[60; 4]);
         assert_eq!(group_score(&g1, &members(&g1), &spec(50), &dup, 1), 2_100);
@@ -567,12 +748,21 @@ mod tests {
     // ------------------------------------------------------------------ selectGroups
 
     fn groups(v: &[(&'static str, i64, i64)]) -> Vec<Group<'static>> {
-        v.iter().map(|&(name, value, weight)| Group { name, value, weight }).collect()
+        v.iter()
+            .map(|&(name, value, weight)| Group {
+                name,
+                value,
+                weight,
+            })
+            .collect()
     }
 
     fn pick(v: &[(&'static str, i64, i64)], min: i32, max: i32, target: i32) -> Vec<&'static str> {
         let g = groups(v);
-        select_groups(&g, min, max, target).into_iter().map(|i| g[i].name).collect()
+        select_groups(&g, min, max, target)
+            .into_iter()
+            .map(|i| g[i].name)
+            .collect()
     }
 
     #[test]
@@ -582,19 +772,71 @@ mod tests {
         assert!(pick(&[("R1", 1, 80), ("R2", 2, 30)], 2, 3, 4).is_empty());
         assert_eq!(pick(&[("R1", 1, 80)], 1, 3, 1), ["R1"]);
         assert_eq!(
-            pick(&[("R1", 1, 80), ("R3", 1, 80), ("R2", 1, 60), ("R5", 2, 60), ("R4", 5, 50), ("R6", 3, 50)], 1, 3, 10),
+            pick(
+                &[
+                    ("R1", 1, 80),
+                    ("R3", 1, 80),
+                    ("R2", 1, 60),
+                    ("R5", 2, 60),
+                    ("R4", 5, 50),
+                    ("R6", 3, 50)
+                ],
+                1,
+                3,
+                10
+            ),
             ["R5", "R4", "R6"]
         );
         assert_eq!(
-            pick(&[("R1", 1, 80), ("R2", 4, 40), ("R3", 1, 30), ("R4", 3, 30), ("R5", 3, 20), ("R6", 5, 10)], 2, 6, 5),
+            pick(
+                &[
+                    ("R1", 1, 80),
+                    ("R2", 4, 40),
+                    ("R3", 1, 30),
+                    ("R4", 3, 30),
+                    ("R5", 3, 20),
+                    ("R6", 5, 10)
+                ],
+                2,
+                6,
+                5
+            ),
             ["R1", "R2"]
         );
         assert_eq!(
-            pick(&[("R1", 1, 60), ("R2", 1, 50), ("R3", 1, 40), ("R4", 3, 30), ("R5", 3, 20), ("R6", 3, 10)], 1, 3, 6),
+            pick(
+                &[
+                    ("R1", 1, 60),
+                    ("R2", 1, 50),
+                    ("R3", 1, 40),
+                    ("R4", 3, 30),
+                    ("R5", 3, 20),
+                    ("R6", 3, 10)
+                ],
+                1,
+                3,
+                6
+            ),
             ["R1", "R4", "R5"]
         );
-        assert_eq!(pick(&[("R1", 1, 60), ("R2", 2, 50), ("R3", 3, 40), ("R4", 4, 30)], 1, 2, 5), ["R1", "R4"]);
-        assert_eq!(pick(&[("R4", 1, 60), ("R3", 3, 50), ("R1", 3, 40), ("R2", 4, 30)], 1, 2, 5), ["R3", "R1"]);
+        assert_eq!(
+            pick(
+                &[("R1", 1, 60), ("R2", 2, 50), ("R3", 3, 40), ("R4", 4, 30)],
+                1,
+                2,
+                5
+            ),
+            ["R1", "R4"]
+        );
+        assert_eq!(
+            pick(
+                &[("R4", 1, 60), ("R3", 3, 50), ("R1", 3, 40), ("R2", 4, 30)],
+                1,
+                2,
+                5
+            ),
+            ["R3", "R1"]
+        );
     }
 
     #[test]
@@ -616,29 +858,52 @@ mod tests {
         region_sc: SpreadConstraint,
         cluster_sc: SpreadConstraint,
     ) -> Result<Vec<String>, String> {
-        let cs: Vec<Cluster> =
-            regions.iter().flat_map(|(r, _, ms)| ms.iter().map(move |(n, _, _)| cluster(n, r))).collect();
-        let stats: Vec<(i64, i64)> = regions.iter().flat_map(|(_, _, ms)| ms.iter().map(|&(_, s, a)| (s, a))).collect();
-        let mut ds: Vec<ClusterDetail<'_>> = cs.iter().zip(&stats).map(|(c, &(s, a))| detail(c, s, a)).collect();
+        let cs: Vec<Cluster> = regions
+            .iter()
+            .flat_map(|(r, _, ms)| ms.iter().map(move |(n, _, _)| cluster(n, r)))
+            .collect();
+        let stats: Vec<(i64, i64)> = regions
+            .iter()
+            .flat_map(|(_, _, ms)| ms.iter().map(|&(_, s, a)| (s, a)))
+            .collect();
+        let mut ds: Vec<ClusterDetail<'_>> = cs
+            .iter()
+            .zip(&stats)
+            .map(|(c, &(s, a))| detail(c, s, a))
+            .collect();
         canonical_order(&mut ds);
         let rs: Vec<Region<'_>> = regions
             .iter()
             .map(|&(name, score, _)| Region {
                 name,
-                members: (0..ds.len()).filter(|&i| ds[i].cluster.spec.region == name).collect(),
+                members: (0..ds.len())
+                    .filter(|&i| ds[i].cluster.spec.region == name)
+                    .collect(),
                 score,
             })
             .collect();
-        select_by_region(&ds, &rs, &region_sc, &cluster_sc).map(|v| v.iter().map(|&i| ds[i].name().to_owned()).collect())
+        select_by_region(&ds, &rs, &region_sc, &cluster_sc)
+            .map(|v| v.iter().map(|&i| ds[i].name().to_owned()).collect())
     }
 
     #[test]
     fn by_region_karmada_cases() {
         let two: &[RegionCase] = &[
             ("R1", 100, &[("member1", 100, 40), ("member2", 80, 40)]),
-            ("R2", 80, &[("member3", 80, 40), ("member4", 80, 40), ("member5", 60, 40)]),
+            (
+                "R2",
+                80,
+                &[
+                    ("member3", 80, 40),
+                    ("member4", 80, 40),
+                    ("member5", 60, 40),
+                ],
+            ),
         ];
-        assert_eq!(by_region_case(two, sc("region", 1, 1), sc("cluster", 2, 2)), Ok(vec!["member1".into(), "member2".into()]));
+        assert_eq!(
+            by_region_case(two, sc("region", 1, 1), sc("cluster", 2, 2)),
+            Ok(vec!["member1".into(), "member2".into()])
+        );
         assert_eq!(
             by_region_case(two, sc("region", 1, 1), sc("cluster", 3, 3)),
             Ok(vec!["member3".into(), "member4".into(), "member5".into()])
@@ -649,43 +914,94 @@ mod tests {
         );
         let two_b: &[RegionCase] = &[
             ("R1", 100, &[("member1", 100, 40), ("member2", 80, 60)]),
-            ("R2", 80, &[("member3", 80, 40), ("member4", 80, 40), ("member5", 60, 40)]),
+            (
+                "R2",
+                80,
+                &[
+                    ("member3", 80, 40),
+                    ("member4", 80, 40),
+                    ("member5", 60, 40),
+                ],
+            ),
         ];
         assert_eq!(
             by_region_case(two_b, sc("region", 1, 1), sc("cluster", 4, 4)),
-            Err("the number of clusters is less than the cluster spreadConstraint.MinGroups".into())
+            Err(
+                "the number of clusters is less than the cluster spreadConstraint.MinGroups".into()
+            )
         );
         let one: &[RegionCase] = &[("R1", 100, &[("member1", 100, 40), ("member2", 80, 20)])];
         assert!(by_region_case(one, sc("region", 1, 1), sc("cluster", 3, 4)).is_err());
 
         let four: &[RegionCase] = &[
             ("R1", 90, &[("member1", 90, 40)]),
-            ("R2", 70, &[("member2", 70, 40), ("member3", 60, 40), ("member4", 30, 40)]),
+            (
+                "R2",
+                70,
+                &[
+                    ("member2", 70, 40),
+                    ("member3", 60, 40),
+                    ("member4", 30, 40),
+                ],
+            ),
             ("R3", 80, &[("member5", 80, 40), ("member6", 50, 60)]),
-            ("R4", 50, &[("member7", 50, 50), ("member8", 40, 50), ("member9", 10, 50), ("member10", 0, 50)]),
+            (
+                "R4",
+                50,
+                &[
+                    ("member7", 50, 50),
+                    ("member8", 40, 50),
+                    ("member9", 10, 50),
+                    ("member10", 0, 50),
+                ],
+            ),
         ];
         assert_eq!(
             by_region_case(four, sc("region", 2, 2), sc("cluster", 4, 5)),
-            Ok(["member1", "member2", "member3", "member4"].map(String::from).to_vec())
+            Ok(["member1", "member2", "member3", "member4"]
+                .map(String::from)
+                .to_vec())
         );
         let five: &[RegionCase] = &[
             ("R1", 70, &[("member1", 70, 40)]),
-            ("R2", 40, &[("member2", 40, 40), ("member3", 40, 40), ("member4", 40, 40)]),
+            (
+                "R2",
+                40,
+                &[
+                    ("member2", 40, 40),
+                    ("member3", 40, 40),
+                    ("member4", 40, 40),
+                ],
+            ),
             ("R3", 60, &[("member5", 60, 40), ("member6", 50, 60)]),
             ("R4", 70, &[("member7", 70, 100)]),
             ("R5", 50, &[("member8", 50, 50)]),
         ];
         assert_eq!(
             by_region_case(five, sc("region", 1, 3), sc("cluster", 6, 8)),
-            Ok(["member1", "member5", "member2", "member6", "member3", "member4"].map(String::from).to_vec())
+            Ok([
+                "member1", "member5", "member2", "member6", "member3", "member4"
+            ]
+            .map(String::from)
+            .to_vec())
         );
     }
 
     #[test]
     fn by_region_end_to_end_computes_scores() {
         // Two regions; Duplicated: R1 has two clusters ≥ 10 replicas (2000+avg), R2 one (1000+avg).
-        let cs = [cluster("a", "R1"), cluster("b", "R2"), cluster("c", "R1"), cluster("d", "")];
-        let mut ds = vec![detail(&cs[0], 90, 20), detail(&cs[1], 100, 50), detail(&cs[2], 10, 30), detail(&cs[3], 100, 99)];
+        let cs = [
+            cluster("a", "R1"),
+            cluster("b", "R2"),
+            cluster("c", "R1"),
+            cluster("d", ""),
+        ];
+        let mut ds = vec![
+            detail(&cs[0], 90, 20),
+            detail(&cs[1], 100, 50),
+            detail(&cs[2], 10, 30),
+            detail(&cs[3], 100, 99),
+        ];
         canonical_order(&mut ds);
         let p = Placement {
             spread_constraints: vec![sc("cluster", 1, 5), sc("region", 1, 1)],

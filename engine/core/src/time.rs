@@ -4,7 +4,13 @@
 /// seconds and numeric offsets accepted). `None` when the text is not a timestamp.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -14,7 +20,14 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
         }
         t.parse().ok()
     };
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
@@ -47,7 +60,12 @@ pub fn format_rfc3339(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 // Howard Hinnant's days-from-civil algorithm.
@@ -81,7 +99,10 @@ mod tests {
     fn parses_and_formats_round_trip() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_rfc3339("2024-02-29T12:00:00Z"), Some(1_709_208_000));
-        assert_eq!(parse_rfc3339("2024-02-29T13:00:00.123+01:00"), Some(1_709_208_000));
+        assert_eq!(
+            parse_rfc3339("2024-02-29T13:00:00.123+01:00"),
+            Some(1_709_208_000)
+        );
         assert_eq!(format_rfc3339(1_709_208_000), "2024-02-29T12:00:00Z");
         assert_eq!(parse_rfc3339("yesterday"), None);
         assert_eq!(parse_rfc3339("2024-13-01T00:00:00Z"), None);

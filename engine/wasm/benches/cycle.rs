@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_core::framework::{FilterPlugin, Profile, Slot};
-use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_core::scheduler::schedule;
 use flotilla_wasm::WasmFactory;
 
@@ -33,14 +33,30 @@ fn wasm_profile() -> Profile {
     let dir = guests::built().expect("the Wasm built-ins (Debian rustc-web toolchain)");
     let load = |file: &str, name: &str, point| {
         let path = dir.join(file);
-        let spec = PluginSpec { name: name.into(), wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }), ..Default::default() };
+        let spec = PluginSpec {
+            name: name.into(),
+            wasm: Some(WasmSource {
+                path: path.display().to_string(),
+                sha256: None,
+                plugin: None,
+            }),
+            ..Default::default()
+        };
         let start = Instant::now();
         let plugin = Arc::new(WasmFactory::new().load(point, &spec, &path).expect("load"));
         eprintln!("{file}: compiled and instantiated in {:?}", start.elapsed());
         plugin
     };
-    let filter = load("flotilla_wasm_cluster_affinity.wasm", "ClusterAffinity", ExtensionPoint::Filter);
-    let assign = load("flotilla_wasm_static_weight.wasm", "StaticWeight", ExtensionPoint::Assign);
+    let filter = load(
+        "flotilla_wasm_cluster_affinity.wasm",
+        "ClusterAffinity",
+        ExtensionPoint::Filter,
+    );
+    let assign = load(
+        "flotilla_wasm_static_weight.wasm",
+        "StaticWeight",
+        ExtensionPoint::Assign,
+    );
     let mut p = flotilla_plugins::default_profile();
     for s in &mut p.filters {
         if s.plugin.name() == "ClusterAffinity" {
@@ -55,9 +71,16 @@ fn wasm_profile() -> Profile {
     p
 }
 
-fn pass(profile: &Profile, set: &Snapshot, bindings: &[(ResourceBindingSpec, ResourceBindingStatus)]) -> (Duration, usize) {
+fn pass(
+    profile: &Profile,
+    set: &Snapshot,
+    bindings: &[(ResourceBindingSpec, ResourceBindingStatus)],
+) -> (Duration, usize) {
     let start = Instant::now();
-    let ok = bindings.iter().filter(|(s, st)| schedule(set, profile, s, st, None, None).outcome.is_ok()).count();
+    let ok = bindings
+        .iter()
+        .filter(|(s, st)| schedule(set, profile, s, st, None, None).outcome.is_ok())
+        .count();
     (start.elapsed() / bindings.len() as u32, ok)
 }
 
@@ -100,10 +123,19 @@ fn bench(c: &mut Criterion) {
     let owned = clusters(1000);
     let set = Snapshot::new(owned, Arc::default(), Options::default());
     let mixed: Vec<_> = (0..2000).map(binding).collect();
-    let weighted: Vec<_> = (0..8000).map(binding).filter(|_| true).skip(1).step_by(4).collect();
+    let weighted: Vec<_> = (0..8000)
+        .map(binding)
+        .filter(|_| true)
+        .skip(1)
+        .step_by(4)
+        .collect();
     // Identical results first.
     for (s, st) in mixed.iter().chain(&weighted).take(400) {
-        assert_eq!(schedule(&set, &native, s, st, None, None), schedule(&set, &wasm, s, st, None, None), "native and wasm disagree");
+        assert_eq!(
+            schedule(&set, &native, s, st, None, None),
+            schedule(&set, &wasm, s, st, None, None),
+            "native and wasm disagree"
+        );
     }
     // For profiling one side: `FLOTILLA_BENCH_ONLY=native|wasm` runs only that profile on the
     // static-weight bindings for `FLOTILLA_BENCH_SECONDS` (default 20) and stops; `pairs` runs only
@@ -111,7 +143,9 @@ fn bench(c: &mut Criterion) {
     if let Ok(only) = std::env::var("FLOTILLA_BENCH_ONLY") {
         if only == "pairs" {
             let (n, w, [p25, p50, p75]) = interleaved(&native, &wasm, &set, &weighted, 100);
-            eprintln!("pairs, static weight: native {n:?}, wasm {w:?}: ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})");
+            eprintln!(
+                "pairs, static weight: native {n:?}, wasm {w:?}: ratio median {p50:.2} (p25 {p25:.2}, p75 {p75:.2})"
+            );
             return;
         }
         let profile = match only.as_str() {
@@ -119,14 +153,21 @@ fn bench(c: &mut Criterion) {
             "wasm" => &wasm,
             other => panic!("FLOTILLA_BENCH_ONLY={other}: expected native, wasm or pairs"),
         };
-        let secs = std::env::var("FLOTILLA_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+        let secs = std::env::var("FLOTILLA_BENCH_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20);
         let until = Instant::now() + Duration::from_secs(secs);
         let mut times = Vec::new();
         while Instant::now() < until {
             times.push(pass(profile, &set, &weighted[..1000]).0);
         }
         times.sort();
-        eprintln!("{only} only, static weight: median {:?}/binding over {} passes of 1,000", times[times.len() / 2], times.len());
+        eprintln!(
+            "{only} only, static weight: median {:?}/binding over {} passes of 1,000",
+            times[times.len() / 2],
+            times.len()
+        );
         return;
     }
     // Warm up (cluster set pushed into each warm instance once), then one pass each, twice.

@@ -24,28 +24,54 @@ impl WasmFactory {
     ///
     /// # Errors
     /// Reading, digest, compile, link, a missing export for `point`, or the first instantiation.
-    pub fn load(&self, point: ExtensionPoint, spec: &PluginSpec, path: &Path) -> Result<WasmPlugin, LoadError> {
+    pub fn load(
+        &self,
+        point: ExtensionPoint,
+        spec: &PluginSpec,
+        path: &Path,
+    ) -> Result<WasmPlugin, LoadError> {
         let host = Host::global()?;
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.display().to_string(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
         let digest = sha256(&bytes);
         if let Some(expected) = spec.wasm.as_ref().and_then(|w| w.sha256.as_deref()) {
             let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
             if expected != digest.to_string() {
-                return Err(LoadError::DigestMismatch { expected, actual: digest.to_string() });
+                return Err(LoadError::DigestMismatch {
+                    expected,
+                    actual: digest.to_string(),
+                });
             }
         }
         let module = host.compile(&bytes)?;
         let export = export_for(point);
         if !module.exports_point(export) {
-            return Err(LoadError::MissingExport { name: export.into(), what: "the extension point the profile uses it for" });
+            return Err(LoadError::MissingExport {
+                name: export.into(),
+                what: "the extension point the profile uses it for",
+            });
         }
-        WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), Limits::from_spec(spec.limits.as_ref()))
+        WasmPlugin::load(
+            host,
+            &spec.name,
+            module,
+            spec.config.as_ref(),
+            Limits::from_spec(spec.limits.as_ref()),
+        )
     }
 }
 
 impl PluginFactory for WasmFactory {
-    fn build(&self, point: ExtensionPoint, spec: &PluginSpec) -> Result<Option<BuiltPlugin>, String> {
-        let Some(source) = &spec.wasm else { return Ok(None) };
+    fn build(
+        &self,
+        point: ExtensionPoint,
+        spec: &PluginSpec,
+    ) -> Result<Option<BuiltPlugin>, String> {
+        let Some(source) = &spec.wasm else {
+            return Ok(None);
+        };
         match (source.path.is_empty(), &source.plugin) {
             (false, Some(_)) => return Err("wasm: set one of `path` and `plugin`, not both".into()),
             (true, Some(name)) => {
@@ -53,11 +79,19 @@ impl PluginFactory for WasmFactory {
                     "wasm.plugin {name:?} names a WasmPlugin object, which only the control plane resolves (offline, use wasm.path)"
                 ));
             }
-            (true, None) => return Err("wasm: `path` (a .wasm file) or `plugin` (a WasmPlugin object) is required".into()),
+            (true, None) => {
+                return Err(
+                    "wasm: `path` (a .wasm file) or `plugin` (a WasmPlugin object) is required"
+                        .into(),
+                );
+            }
             (false, None) => {}
         }
         let path = PathBuf::from(&source.path);
-        let plugin = Arc::new(self.load(point, spec, &path).map_err(|e| format!("{}: {e}", path.display()))?);
+        let plugin = Arc::new(
+            self.load(point, spec, &path)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        );
         Ok(Some(match point {
             ExtensionPoint::Filter => BuiltPlugin::Filter(plugin),
             ExtensionPoint::Score => BuiltPlugin::Score(plugin),

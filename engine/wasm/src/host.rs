@@ -46,7 +46,9 @@ impl Host {
         static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
         HOST.get_or_init(|| Host::create().map_err(|e| format!("{e:#}")))
             .as_ref()
-            .map_err(|message| LoadError::Engine { message: message.clone() })
+            .map_err(|message| LoadError::Engine {
+                message: message.clone(),
+            })
     }
 
     fn create() -> wasmtime::Result<Host> {
@@ -80,7 +82,12 @@ impl Host {
                 }
             })
             .map_err(wasmtime::Error::new)?;
-        Ok(Host { engine, linker, modules: Mutex::new(HashMap::new()), snapshots: Mutex::new(Vec::new()) })
+        Ok(Host {
+            engine,
+            linker,
+            modules: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(Vec::new()),
+        })
     }
 
     /// The engine.
@@ -95,7 +102,13 @@ impl Host {
     /// Compilation, an unknown import, a missing export or bad metadata.
     pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {
         let digest = crate::module::sha256(bytes);
-        if let Some(m) = self.modules.lock().unwrap_or_else(|e| e.into_inner()).get(&digest).and_then(Weak::upgrade) {
+        if let Some(m) = self
+            .modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&digest)
+            .and_then(Weak::upgrade)
+        {
             return Ok(m);
         }
         let compiled = Arc::new(Compiled::load(self, digest, bytes)?);
@@ -151,13 +164,28 @@ fn addr(c: &Cluster) -> usize {
 
 impl Snapshot {
     /// Serialize `clusters` as generation `generation` (0: an ad-hoc set, pushed on every call).
-    pub(crate) fn build<'c>(generation: u64, clusters: impl IntoIterator<Item = &'c Cluster>) -> Snapshot {
+    pub(crate) fn build<'c>(
+        generation: u64,
+        clusters: impl IntoIterator<Item = &'c Cluster>,
+    ) -> Snapshot {
         let clusters: Vec<&Cluster> = clusters.into_iter().collect();
-        let req = flotilla_abi::ClustersRequest { generation, clusters };
+        let req = flotilla_abi::ClustersRequest {
+            generation,
+            clusters,
+        };
         let json = serde_json::to_vec(&req).unwrap_or_default();
         let ptrs: Vec<usize> = req.clusters.iter().map(|c| addr(c)).collect();
-        let index = ptrs.iter().enumerate().map(|(i, &p)| (p, i as u32)).collect();
-        Snapshot { generation, json, ptrs, index }
+        let index = ptrs
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, i as u32))
+            .collect();
+        Snapshot {
+            generation,
+            json,
+            ptrs,
+            index,
+        }
     }
 
     /// Each cluster's index, or `false` when one is not in the set. Each cluster comes with a
@@ -168,7 +196,11 @@ impl Snapshot {
     ///
     /// [`ClusterDetail::row`]: flotilla_core::framework::ClusterDetail::row
     /// [`ClusterDetail::NO_ROW`]: flotilla_core::framework::ClusterDetail::NO_ROW
-    pub(crate) fn indices<'c>(&self, clusters: impl Iterator<Item = (&'c Cluster, u32)>, out: &mut Vec<u32>) -> bool {
+    pub(crate) fn indices<'c>(
+        &self,
+        clusters: impl Iterator<Item = (&'c Cluster, u32)>,
+        out: &mut Vec<u32>,
+    ) -> bool {
         /// How far ahead of the previous cluster to look before hashing.
         const NEAR: usize = 8;
         let mut cursor = 0usize;
@@ -179,7 +211,10 @@ impl Snapshot {
                 cursor = hint as usize + 1;
                 continue;
             }
-            let near = self.ptrs.get(cursor..).and_then(|rest| rest.iter().take(NEAR).position(|&q| q == p));
+            let near = self
+                .ptrs
+                .get(cursor..)
+                .and_then(|rest| rest.iter().take(NEAR).position(|&q| q == p));
             let i = match near {
                 Some(k) => (cursor + k) as u32,
                 None => match self.index.get(&p) {

@@ -24,7 +24,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { timeout: Duration::from_millis(100), memory_bytes: 64 << 20, max_output_bytes: 1 << 20 }
+        Limits {
+            timeout: Duration::from_millis(100),
+            memory_bytes: 64 << 20,
+            max_output_bytes: 1 << 20,
+        }
     }
 }
 
@@ -35,8 +39,12 @@ impl Limits {
         let Some(s) = spec else { return d };
         Limits {
             timeout: s.timeout_ms.map_or(d.timeout, Duration::from_millis),
-            memory_bytes: s.memory_mib.map_or(d.memory_bytes, |m| usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX)),
-            max_output_bytes: s.max_output_bytes.map_or(d.max_output_bytes, |b| usize::try_from(b).unwrap_or(usize::MAX)),
+            memory_bytes: s.memory_mib.map_or(d.memory_bytes, |m| {
+                usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+            }),
+            max_output_bytes: s.max_output_bytes.map_or(d.max_output_bytes, |b| {
+                usize::try_from(b).unwrap_or(usize::MAX)
+            }),
         }
     }
 
@@ -75,7 +83,12 @@ pub(crate) struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.cap {
             self.hit = true;
             return Ok(false);
@@ -83,7 +96,12 @@ impl ResourceLimiter for Limiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > 100_000 {
             self.hit = true;
             return Ok(false);
@@ -111,7 +129,10 @@ const MAX_LOG_LINE: usize = 1024;
 impl State {
     fn new(limits: &Limits) -> Self {
         State {
-            limiter: Limiter { cap: limits.memory_bytes, hit: false },
+            limiter: Limiter {
+                cap: limits.memory_bytes,
+                hit: false,
+            },
             max_output: limits.max_output_bytes,
             result: None,
             rows: None,
@@ -139,43 +160,75 @@ impl State {
 pub(crate) struct GuestMemory(Memory);
 
 pub(crate) fn guest_memory(caller: &mut Caller<'_, State>) -> Result<GuestMemory, HostFault> {
-    caller.get_export(export::MEMORY).and_then(|e| e.into_memory()).map(GuestMemory).ok_or(HostFault::NoMemory)
+    caller
+        .get_export(export::MEMORY)
+        .and_then(|e| e.into_memory())
+        .map(GuestMemory)
+        .ok_or(HostFault::NoMemory)
 }
 
 impl GuestMemory {
     /// Copy `len` bytes at `ptr`.
-    pub(crate) fn read(&self, store: impl AsContext, ptr: i32, len: i32) -> Result<Vec<u8>, HostFault> {
+    pub(crate) fn read(
+        &self,
+        store: impl AsContext,
+        ptr: i32,
+        len: i32,
+    ) -> Result<Vec<u8>, HostFault> {
         let len = usize::try_from(len).map_err(|_| HostFault::OutOfBounds)?;
         let start = ptr as u32 as usize;
         let end = start.checked_add(len).ok_or(HostFault::OutOfBounds)?;
-        self.0.data(&store).get(start..end).map(<[u8]>::to_vec).ok_or(HostFault::OutOfBounds)
+        self.0
+            .data(&store)
+            .get(start..end)
+            .map(<[u8]>::to_vec)
+            .ok_or(HostFault::OutOfBounds)
     }
 
     /// Write `bytes` at `ptr`.
-    pub(crate) fn write_at(&self, store: impl AsContextMut, ptr: i32, bytes: &[u8]) -> Result<(), HostFault> {
-        self.0.write(store, ptr as u32 as usize, bytes).map_err(|_| HostFault::OutOfBounds)
+    pub(crate) fn write_at(
+        &self,
+        store: impl AsContextMut,
+        ptr: i32,
+        bytes: &[u8],
+    ) -> Result<(), HostFault> {
+        self.0
+            .write(store, ptr as u32 as usize, bytes)
+            .map_err(|_| HostFault::OutOfBounds)
     }
 }
 
 /// Define the `flotilla:host/v1` imports.
 pub(crate) fn define_host(linker: &mut wasmtime::Linker<State>) -> wasmtime::Result<()> {
     use flotilla_abi::{HOST_MODULE as M, import};
-    linker.func_wrap(M, import::LOG, |mut c: Caller<'_, State>, level: i32, ptr: i32, len: i32| -> wasmtime::Result<()> {
-        let len = len.min(MAX_LOG_LINE as i32);
-        let bytes = guest_memory(&mut c)?.read(&c, ptr, len)?;
-        c.data_mut().log(level, &bytes);
-        Ok(())
-    })?;
-    linker.func_wrap(M, import::SET_RESULT, |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-        let bytes = read_reply(&mut c, ptr, len)?;
-        c.data_mut().result = Some(bytes);
-        Ok(())
-    })?;
-    linker.func_wrap(M, import::SET_ROWS, |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-        let bytes = read_reply(&mut c, ptr, len)?;
-        c.data_mut().rows = Some(bytes);
-        Ok(())
-    })?;
+    linker.func_wrap(
+        M,
+        import::LOG,
+        |mut c: Caller<'_, State>, level: i32, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let len = len.min(MAX_LOG_LINE as i32);
+            let bytes = guest_memory(&mut c)?.read(&c, ptr, len)?;
+            c.data_mut().log(level, &bytes);
+            Ok(())
+        },
+    )?;
+    linker.func_wrap(
+        M,
+        import::SET_RESULT,
+        |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let bytes = read_reply(&mut c, ptr, len)?;
+            c.data_mut().result = Some(bytes);
+            Ok(())
+        },
+    )?;
+    linker.func_wrap(
+        M,
+        import::SET_ROWS,
+        |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let bytes = read_reply(&mut c, ptr, len)?;
+            c.data_mut().rows = Some(bytes);
+            Ok(())
+        },
+    )?;
     Ok(())
 }
 
@@ -222,24 +275,39 @@ impl Fail {
             Fail::Wasm(err) => {
                 if let Some(trap) = err.downcast_ref::<Trap>() {
                     match trap {
-                        Trap::Interrupt | Trap::OutOfFuel => return PluginError::Timeout { plugin },
-                        Trap::StackOverflow | Trap::AllocationTooLarge => return PluginError::ResourceExhausted { plugin },
+                        Trap::Interrupt | Trap::OutOfFuel => {
+                            return PluginError::Timeout { plugin };
+                        }
+                        Trap::StackOverflow | Trap::AllocationTooLarge => {
+                            return PluginError::ResourceExhausted { plugin };
+                        }
                         _ => {}
                     }
                 }
                 if let Some(fault) = err.downcast_ref::<HostFault>() {
                     return match fault {
-                        HostFault::OutputTooLarge { .. } => PluginError::ResourceExhausted { plugin },
-                        HostFault::OutOfBounds | HostFault::NoMemory => {
-                            PluginError::InvalidOutput { plugin, message: fault.to_string() }
+                        HostFault::OutputTooLarge { .. } => {
+                            PluginError::ResourceExhausted { plugin }
                         }
-                        HostFault::Exit(_) => PluginError::Failed { plugin, message: fault.to_string() },
+                        HostFault::OutOfBounds | HostFault::NoMemory => {
+                            PluginError::InvalidOutput {
+                                plugin,
+                                message: fault.to_string(),
+                            }
+                        }
+                        HostFault::Exit(_) => PluginError::Failed {
+                            plugin,
+                            message: fault.to_string(),
+                        },
                     };
                 }
                 if memory_hit {
                     return PluginError::ResourceExhausted { plugin };
                 }
-                PluginError::Failed { plugin, message: format!("wasm: {err:#}") }
+                PluginError::Failed {
+                    plugin,
+                    message: format!("wasm: {err:#}"),
+                }
             }
         }
     }
@@ -268,7 +336,11 @@ pub(crate) struct Reply {
 
 impl Warm {
     /// Instantiate, run `_initialize`, check the ABI version and run `init`.
-    pub(crate) fn new(module: &Compiled, limits: &Limits, init: &[u8]) -> Result<Warm, (Fail, bool)> {
+    pub(crate) fn new(
+        module: &Compiled,
+        limits: &Limits,
+        init: &[u8],
+    ) -> Result<Warm, (Fail, bool)> {
         let mut store = Store::new(module.pre.module().engine(), State::new(limits));
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(limits.setup_ticks());
@@ -280,7 +352,8 @@ impl Warm {
             let r = (|| {
                 let ptr = warm.write_temp(init)?;
                 let status = init_fn.call(&mut warm.store, (ptr, init.len() as i32))?;
-                warm.dealloc.call(&mut warm.store, (ptr, init.len() as i32))?;
+                warm.dealloc
+                    .call(&mut warm.store, (ptr, init.len() as i32))?;
                 warm.check_status(status)
             })();
             if let Err(f) = r {
@@ -291,7 +364,10 @@ impl Warm {
     }
 
     #[allow(clippy::type_complexity)]
-    fn link(mut store: Store<State>, module: &Compiled) -> Result<(Warm, Option<TypedFunc<(i32, i32), i32>>), (Fail, bool)> {
+    fn link(
+        mut store: Store<State>,
+        module: &Compiled,
+    ) -> Result<(Warm, Option<TypedFunc<(i32, i32), i32>>), (Fail, bool)> {
         let r = (|| -> Result<_, Fail> {
             let instance = module.pre.instantiate(&mut store)?;
             let memory = instance
@@ -299,9 +375,13 @@ impl Warm {
                 .map(GuestMemory)
                 .ok_or_else(|| Fail::Invalid("module has no exported memory".into()))?;
             if module.has_initialize {
-                instance.get_typed_func::<(), ()>(&mut store, export::WASI_INITIALIZE)?.call(&mut store, ())?;
+                instance
+                    .get_typed_func::<(), ()>(&mut store, export::WASI_INITIALIZE)?
+                    .call(&mut store, ())?;
             }
-            let version = instance.get_typed_func::<(), i32>(&mut store, export::ABI_VERSION)?.call(&mut store, ())?;
+            let version = instance
+                .get_typed_func::<(), i32>(&mut store, export::ABI_VERSION)?
+                .call(&mut store, ())?;
             if version != flotilla_abi::ABI_VERSION as i32 {
                 return Err(Fail::Invalid(format!(
                     "{} returned {version}, host speaks ABI v{}",
@@ -315,7 +395,11 @@ impl Warm {
                     *slot = Some(instance.get_typed_func(&mut store, name)?);
                 }
             }
-            let init_fn = if module.has_init { Some(instance.get_typed_func(&mut store, export::INIT)?) } else { None };
+            let init_fn = if module.has_init {
+                Some(instance.get_typed_func(&mut store, export::INIT)?)
+            } else {
+                None
+            };
             Ok((
                 memory,
                 instance.get_typed_func(&mut store, export::ALLOC)?,
@@ -327,7 +411,16 @@ impl Warm {
         })();
         match r {
             Ok((memory, alloc, dealloc, clusters, points, init_fn)) => Ok((
-                Warm { store, memory, alloc, dealloc, clusters, points, scratch: None, generation: None },
+                Warm {
+                    store,
+                    memory,
+                    alloc,
+                    dealloc,
+                    clusters,
+                    points,
+                    scratch: None,
+                    generation: None,
+                },
                 init_fn,
             )),
             Err(f) => {
@@ -348,9 +441,17 @@ impl Warm {
     }
 
     fn write_temp(&mut self, bytes: &[u8]) -> Result<i32, Fail> {
-        let len = i32::try_from(bytes.len()).map_err(|_| Fail::Invalid("input exceeds 2 GiB".into()))?;
+        let len =
+            i32::try_from(bytes.len()).map_err(|_| Fail::Invalid("input exceeds 2 GiB".into()))?;
         let ptr = self.alloc.call(&mut self.store, len)?;
-        self.memory.write_at(&mut self.store, ptr, bytes).map_err(|_| Fail::Invalid(format!("{} returned an out-of-bounds pointer", export::ALLOC)))?;
+        self.memory
+            .write_at(&mut self.store, ptr, bytes)
+            .map_err(|_| {
+                Fail::Invalid(format!(
+                    "{} returned an out-of-bounds pointer",
+                    export::ALLOC
+                ))
+            })?;
         Ok(ptr)
     }
 
@@ -360,14 +461,22 @@ impl Warm {
             status::ERROR => {
                 let msg = self.store.data_mut().result.take().unwrap_or_default();
                 let msg = String::from_utf8_lossy(&msg[..msg.len().min(4096)]).into_owned();
-                Err(Fail::Guest(if msg.is_empty() { "plugin reported an error".into() } else { msg }))
+                Err(Fail::Guest(if msg.is_empty() {
+                    "plugin reported an error".into()
+                } else {
+                    msg
+                }))
             }
             other => Err(Fail::Invalid(format!("unknown status {other}"))),
         }
     }
 
     /// Push `snapshot` unless this instance already holds its generation.
-    pub(crate) fn ensure_clusters(&mut self, snapshot: &Snapshot, limits: &Limits) -> Result<(), Fail> {
+    pub(crate) fn ensure_clusters(
+        &mut self,
+        snapshot: &Snapshot,
+        limits: &Limits,
+    ) -> Result<(), Fail> {
         if snapshot.generation != 0 && self.generation == Some(snapshot.generation) {
             return Ok(());
         }
@@ -386,8 +495,17 @@ impl Warm {
 
     /// One extension-point call: the binding JSON and the rows go into the reusable request
     /// buffer (rows 8-byte aligned after the JSON), then one guest entry.
-    pub(crate) fn call(&mut self, point: usize, json: &[u8], rows: &[u8], count: usize, limits: &Limits) -> Result<Reply, Fail> {
-        let func = self.points[point].clone().ok_or_else(|| Fail::Invalid(format!("module does not export {}", export::POINTS[point])))?;
+    pub(crate) fn call(
+        &mut self,
+        point: usize,
+        json: &[u8],
+        rows: &[u8],
+        count: usize,
+        limits: &Limits,
+    ) -> Result<Reply, Fail> {
+        let func = self.points[point].clone().ok_or_else(|| {
+            Fail::Invalid(format!("module does not export {}", export::POINTS[point]))
+        })?;
         let rows_off = json.len().next_multiple_of(8);
         let need = rows_off + rows.len();
         let ptr = match self.scratch {
@@ -398,30 +516,51 @@ impl Warm {
                     self.dealloc.call(&mut self.store, (p, c as i32))?;
                 }
                 let cap = need.next_power_of_two().max(4096);
-                let cap32 = i32::try_from(cap).map_err(|_| Fail::Invalid("request exceeds 2 GiB".into()))?;
+                let cap32 = i32::try_from(cap)
+                    .map_err(|_| Fail::Invalid("request exceeds 2 GiB".into()))?;
                 self.store.set_epoch_deadline(limits.setup_ticks());
                 let p = self.alloc.call(&mut self.store, cap32)?;
                 self.scratch = Some((p, cap));
                 p
             }
         };
-        let oob = |_| Fail::Invalid(format!("{} returned an out-of-bounds pointer", export::ALLOC));
-        self.memory.write_at(&mut self.store, ptr, json).map_err(oob)?;
+        let oob = |_| {
+            Fail::Invalid(format!(
+                "{} returned an out-of-bounds pointer",
+                export::ALLOC
+            ))
+        };
+        self.memory
+            .write_at(&mut self.store, ptr, json)
+            .map_err(oob)?;
         let rows_ptr = ptr.wrapping_add(rows_off as i32);
-        self.memory.write_at(&mut self.store, rows_ptr, rows).map_err(oob)?;
+        self.memory
+            .write_at(&mut self.store, rows_ptr, rows)
+            .map_err(oob)?;
         let state = self.store.data_mut();
         state.result = None;
         state.rows = None;
         state.logs.clear();
         self.store.set_epoch_deadline(limits.call_ticks());
-        let status = func.call(&mut self.store, (ptr, json.len() as i32, rows_ptr, count as i32))?;
+        let status = func.call(
+            &mut self.store,
+            (ptr, json.len() as i32, rows_ptr, count as i32),
+        )?;
         self.check_status(status)?;
         let state = self.store.data_mut();
-        Ok(Reply { result: state.result.take(), rows: state.rows.take() })
+        Ok(Reply {
+            result: state.result.take(),
+            rows: state.rows.take(),
+        })
     }
 
     /// Override call: JSON only, no cluster push.
-    pub(crate) fn call_json(&mut self, point: usize, json: &[u8], limits: &Limits) -> Result<Reply, Fail> {
+    pub(crate) fn call_json(
+        &mut self,
+        point: usize,
+        json: &[u8],
+        limits: &Limits,
+    ) -> Result<Reply, Fail> {
         self.call(point, json, &[], 0, limits)
     }
 }

@@ -79,7 +79,10 @@ pub enum LoadError {
         what: &'static str,
     },
     /// The module targets another ABI version.
-    #[error("module targets plugin ABI v{found}, the host speaks v{}", flotilla_abi::ABI_VERSION)]
+    #[error(
+        "module targets plugin ABI v{found}, the host speaks v{}",
+        flotilla_abi::ABI_VERSION
+    )]
     AbiVersion {
         /// The version in the module.
         found: u32,
@@ -145,26 +148,39 @@ pub struct Compiled {
 
 impl fmt::Debug for Compiled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Compiled").field("digest", &self.digest).field("points", &self.points).finish_non_exhaustive()
+        f.debug_struct("Compiled")
+            .field("digest", &self.digest)
+            .field("points", &self.points)
+            .finish_non_exhaustive()
     }
 }
 
 impl Compiled {
     /// Does the module export the extension point `export` (one of [`export::POINTS`])?
     pub fn exports_point(&self, export: &str) -> bool {
-        export::POINTS.iter().position(|p| *p == export).is_some_and(|i| self.points[i])
+        export::POINTS
+            .iter()
+            .position(|p| *p == export)
+            .is_some_and(|i| self.points[i])
     }
 
     pub(crate) fn load(host: &Host, digest: Digest, bytes: &[u8]) -> Result<Compiled, LoadError> {
         let wasm = if bytes.starts_with(b"\0asm") {
             std::borrow::Cow::Borrowed(bytes)
         } else {
-            std::borrow::Cow::Owned(wat::parse_bytes(bytes).map_err(|e| LoadError::Compile { message: e.to_string() })?.into_owned())
+            std::borrow::Cow::Owned(
+                wat::parse_bytes(bytes)
+                    .map_err(|e| LoadError::Compile {
+                        message: e.to_string(),
+                    })?
+                    .into_owned(),
+            )
         };
         let metadata = match custom_section(&wasm, CUSTOM_SECTION) {
             Some(raw) => {
-                let m: Metadata =
-                    serde_json::from_slice(raw).map_err(|e| LoadError::Metadata { message: e.to_string() })?;
+                let m: Metadata = serde_json::from_slice(raw).map_err(|e| LoadError::Metadata {
+                    message: e.to_string(),
+                })?;
                 if m.abi != flotilla_abi::ABI_VERSION {
                     return Err(LoadError::AbiVersion { found: m.abi });
                 }
@@ -172,7 +188,9 @@ impl Compiled {
             }
             None => None,
         };
-        let module = Module::new(host.engine(), &wasm).map_err(|e| LoadError::Compile { message: format!("{e:#}") })?;
+        let module = Module::new(host.engine(), &wasm).map_err(|e| LoadError::Compile {
+            message: format!("{e:#}"),
+        })?;
         let mut wasi = false;
         let mut imports = Vec::new();
         for imp in module.imports() {
@@ -185,14 +203,20 @@ impl Compiled {
                 _ => false,
             };
             if !known {
-                return Err(LoadError::UnknownImport { module: imp.module().to_owned(), name: imp.name().to_owned() });
+                return Err(LoadError::UnknownImport {
+                    module: imp.module().to_owned(),
+                    name: imp.name().to_owned(),
+                });
             }
             imports.push(format!("{}.{}", imp.module(), imp.name()));
         }
         let exports: Vec<String> = module.exports().map(|e| e.name().to_owned()).collect();
         let ty = |name: &str| module.get_export(name);
         if !matches!(ty(export::MEMORY), Some(ExternType::Memory(_))) {
-            return Err(LoadError::MissingExport { name: export::MEMORY.into(), what: "memory" });
+            return Err(LoadError::MissingExport {
+                name: export::MEMORY.into(),
+                what: "memory",
+            });
         }
         for (name, what) in [
             (export::ABI_VERSION, "func () -> i32"),
@@ -201,7 +225,10 @@ impl Compiled {
             (export::CLUSTERS, "func (i32, i32) -> i32"),
         ] {
             if !matches!(ty(name), Some(ExternType::Func(_))) {
-                return Err(LoadError::MissingExport { name: name.into(), what });
+                return Err(LoadError::MissingExport {
+                    name: name.into(),
+                    what,
+                });
             }
         }
         let mut points = [false; 5];
@@ -216,8 +243,24 @@ impl Compiled {
         }
         let has_init = matches!(ty(export::INIT), Some(ExternType::Func(_)));
         let has_initialize = matches!(ty(export::WASI_INITIALIZE), Some(ExternType::Func(_)));
-        let pre = host.linker.instantiate_pre(&module).map_err(|e| LoadError::Instantiate { message: format!("{e:#}") })?;
-        Ok(Compiled { digest, pre, metadata, points, has_init, has_initialize, wasi, imports, exports, size: wasm.len() })
+        let pre = host
+            .linker
+            .instantiate_pre(&module)
+            .map_err(|e| LoadError::Instantiate {
+                message: format!("{e:#}"),
+            })?;
+        Ok(Compiled {
+            digest,
+            pre,
+            metadata,
+            points,
+            has_init,
+            has_initialize,
+            wasi,
+            imports,
+            exports,
+            size: wasm.len(),
+        })
     }
 }
 

@@ -5,14 +5,16 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use flotilla_abi::{AssignReply, BindingRequest, DetailRow, FilterReply, OverrideReply, SelectReply, export};
+use flotilla_abi::{
+    AssignReply, BindingRequest, DetailRow, FilterReply, OverrideReply, SelectReply, export,
+};
 use flotilla_api::cluster::Cluster;
 use flotilla_api::work::TargetCluster;
 use flotilla_core::PluginError;
 use flotilla_core::framework::{
-    AssignInput, AssignMode, AssignPlugin, Assignment, BindingContext, ClusterDetail, FilterInput, FilterPlugin,
-    OverrideInput, OverridePatch, OverridePlugin, Plugin, Reason, ScoreInput, ScorePlugin, SelectInput, SelectPlugin,
-    Selection, Verdict,
+    AssignInput, AssignMode, AssignPlugin, Assignment, BindingContext, ClusterDetail, FilterInput,
+    FilterPlugin, OverrideInput, OverridePatch, OverridePlugin, Plugin, Reason, ScoreInput,
+    ScorePlugin, SelectInput, SelectPlugin, Selection, Verdict,
 };
 
 use crate::host::{Host, Snapshot};
@@ -43,7 +45,10 @@ pub struct WasmPlugin {
 
 impl std::fmt::Debug for WasmPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmPlugin").field("name", &self.name).field("module", &self.module).finish_non_exhaustive()
+        f.debug_struct("WasmPlugin")
+            .field("name", &self.name)
+            .field("module", &self.module)
+            .finish_non_exhaustive()
     }
 }
 
@@ -61,12 +66,26 @@ impl WasmPlugin {
         limits: Limits,
     ) -> Result<WasmPlugin, LoadError> {
         let name = name.into();
-        let init = serde_json::to_vec(&flotilla_abi::InitRequest { name: name.clone(), config })
-            .map_err(|e| LoadError::Instantiate { message: e.to_string() })?;
-        let warm = Warm::new(&module, &limits, &init).map_err(|(f, hit)| LoadError::Instantiate {
-            message: f.into_plugin_error(&name, hit).to_string(),
+        let init = serde_json::to_vec(&flotilla_abi::InitRequest {
+            name: name.clone(),
+            config,
+        })
+        .map_err(|e| LoadError::Instantiate {
+            message: e.to_string(),
         })?;
-        Ok(WasmPlugin { name, module, init, limits, host, pool: Mutex::new(vec![warm]), last_logs: Mutex::new(None) })
+        let warm =
+            Warm::new(&module, &limits, &init).map_err(|(f, hit)| LoadError::Instantiate {
+                message: f.into_plugin_error(&name, hit).to_string(),
+            })?;
+        Ok(WasmPlugin {
+            name,
+            module,
+            init,
+            limits,
+            host,
+            pool: Mutex::new(vec![warm]),
+            last_logs: Mutex::new(None),
+        })
     }
 
     /// The module.
@@ -81,18 +100,32 @@ impl WasmPlugin {
 
     /// Log lines of the most recent call (when capturing).
     pub fn take_logs(&self) -> Vec<(i32, String)> {
-        self.last_logs.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default()
+        self.last_logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Run `f` on a warm instance; a fault drops the instance (the next call gets a fresh one).
-    fn with_instance<R>(&self, f: impl FnOnce(&mut Warm) -> Result<R, Fail>) -> Result<R, PluginError> {
+    fn with_instance<R>(
+        &self,
+        f: impl FnOnce(&mut Warm) -> Result<R, Fail>,
+    ) -> Result<R, PluginError> {
         let pooled = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut warm = match pooled {
             Some(w) => w,
-            None => Warm::new(&self.module, &self.limits, &self.init).map_err(|(f, hit)| f.into_plugin_error(&self.name, hit))?,
+            None => Warm::new(&self.module, &self.limits, &self.init)
+                .map_err(|(f, hit)| f.into_plugin_error(&self.name, hit))?,
         };
         let result = f(&mut warm);
-        if let Some(logs) = self.last_logs.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some(logs) = self
+            .last_logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
             *logs = warm.take_logs();
         }
         match result {
@@ -143,7 +176,13 @@ impl WasmPlugin {
         let encode = |replicas, mode| {
             // The placement goes once, beside the spec (sdk/ABI.md §5).
             let spec = binding.spec.without_placement();
-            let req = BindingRequest { binding: spec, placement: binding.placement, affinity_term: binding.affinity_term, replicas, mode };
+            let req = BindingRequest {
+                binding: spec,
+                placement: binding.placement,
+                affinity_term: binding.affinity_term,
+                replicas,
+                mode,
+            };
             // Typical bindings serialize to one or two KiB: start there instead of growing from empty.
             let mut json = Vec::with_capacity(2048);
             match serde_json::to_writer(&mut json, &req) {
@@ -151,13 +190,17 @@ impl WasmPlugin {
                 Err(_) => Vec::new(),
             }
         };
-        let Some(shared) = binding.encodings else { return Cow::Owned(encode(replicas, mode)) };
+        let Some(shared) = binding.encodings else {
+            return Cow::Owned(encode(replicas, mode));
+        };
         let base = shared.json(binding, || encode(None, None));
         if replicas.is_none() && mode.is_none() {
             return base;
         }
         // `{…}` with at least the `binding` member: the assign members go before the brace.
-        let Some((b'}', members)) = base.split_last() else { return Cow::Owned(encode(replicas, mode)) };
+        let Some((b'}', members)) = base.split_last() else {
+            return Cow::Owned(encode(replicas, mode));
+        };
         let mut json = Vec::with_capacity(base.len() + 32);
         json.extend_from_slice(members);
         if let Some(r) = replicas {
@@ -173,14 +216,25 @@ impl WasmPlugin {
         Cow::Owned(json)
     }
 
-    fn call_rows(&self, point: usize, snap: &Snapshot, json: &[u8], rows: &[u8], count: usize) -> Result<Reply, PluginError> {
+    fn call_rows(
+        &self,
+        point: usize,
+        snap: &Snapshot,
+        json: &[u8],
+        rows: &[u8],
+        count: usize,
+    ) -> Result<Reply, PluginError> {
         self.with_instance(|w| {
             w.ensure_clusters(snap, &self.limits)?;
             w.call(point, json, rows, count, &self.limits)
         })
     }
 
-    fn detail_rows(&self, binding: &BindingContext<'_>, clusters: &[ClusterDetail<'_>]) -> (Arc<Snapshot>, Vec<u8>) {
+    fn detail_rows(
+        &self,
+        binding: &BindingContext<'_>,
+        clusters: &[ClusterDetail<'_>],
+    ) -> (Arc<Snapshot>, Vec<u8>) {
         let (snap, idx) = self.rows(binding, clusters.iter().map(|d| (d.cluster, d.row)));
         let mut rows = Vec::with_capacity(clusters.len() * DetailRow::SIZE);
         for (d, &i) in clusters.iter().zip(&idx) {
@@ -197,15 +251,23 @@ impl WasmPlugin {
     }
 
     fn invalid(&self, message: impl Into<String>) -> PluginError {
-        PluginError::InvalidOutput { plugin: self.name.clone(), message: message.into() }
+        PluginError::InvalidOutput {
+            plugin: self.name.clone(),
+            message: message.into(),
+        }
     }
-
 }
 
 /// Each cluster with its snapshot row as a hint, when the input has one per cluster.
-fn with_hints<'c>(clusters: &'c [&'c Cluster], rows: Option<&'c [u32]>) -> impl Iterator<Item = (&'c Cluster, u32)> + Clone {
+fn with_hints<'c>(
+    clusters: &'c [&'c Cluster],
+    rows: Option<&'c [u32]>,
+) -> impl Iterator<Item = (&'c Cluster, u32)> + Clone {
     let rows = rows.filter(|r| r.len() == clusters.len()).unwrap_or(&[]);
-    clusters.iter().enumerate().map(move |(i, &c)| (c, rows.get(i).copied().unwrap_or(ClusterDetail::NO_ROW)))
+    clusters
+        .iter()
+        .enumerate()
+        .map(move |(i, &c)| (c, rows.get(i).copied().unwrap_or(ClusterDetail::NO_ROW)))
 }
 
 /// Filter/score request rows: each index as a little-endian `u32`.
@@ -232,7 +294,10 @@ fn intern(reason: &str) -> Reason {
     if reason.len() > MAX_LEN {
         return Cow::Owned(reason.to_owned());
     }
-    let mut table = TABLE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut table = TABLE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if let Some(s) = table.get(reason) {
         return Cow::Borrowed(*s);
     }
@@ -291,8 +356,12 @@ impl AssignPlugin for WasmPlugin {
 
 impl OverridePlugin for WasmPlugin {
     fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError> {
-        let req = flotilla_abi::OverrideRequest { object: input.object, cluster: input.cluster };
-        let json = serde_json::to_vec(&req).map_err(|e| PluginError::failed(&self.name, e.to_string()))?;
+        let req = flotilla_abi::OverrideRequest {
+            object: input.object,
+            cluster: input.cluster,
+        };
+        let json =
+            serde_json::to_vec(&req).map_err(|e| PluginError::failed(&self.name, e.to_string()))?;
         let reply = self.with_instance(|w| w.call_json(OVERRIDE, &json, &self.limits))?;
         decode::override_patch(&reply).map_err(|m| self.invalid(m))
     }
@@ -303,15 +372,24 @@ impl OverridePlugin for WasmPlugin {
 pub(crate) mod decode {
     use super::*;
 
-    fn parse<T: serde::de::DeserializeOwned>(reply: Option<&[u8]>, what: &str) -> Result<T, String> {
+    fn parse<T: serde::de::DeserializeOwned>(
+        reply: Option<&[u8]>,
+        what: &str,
+    ) -> Result<T, String> {
         let bytes = reply.ok_or_else(|| format!("no {what} reply (set_result was not called)"))?;
         serde_json::from_slice(bytes).map_err(|e| format!("{what} reply: {e}"))
     }
 
     pub(crate) fn filter(n: usize, reply: &Reply, out: &mut Vec<Verdict>) -> Result<(), String> {
-        let verdicts = reply.rows.as_deref().ok_or("no filter verdicts (set_rows was not called)")?;
+        let verdicts = reply
+            .rows
+            .as_deref()
+            .ok_or("no filter verdicts (set_rows was not called)")?;
         if verdicts.len() != n {
-            return Err(format!("returned {} verdicts for {n} clusters", verdicts.len()));
+            return Err(format!(
+                "returned {} verdicts for {n} clusters",
+                verdicts.len()
+            ));
         }
         let reasons: Vec<Reason> = if verdicts.iter().any(|&v| v != flotilla_abi::FIT) {
             let r: FilterReply = parse(reply.result.as_deref(), "filter")?;
@@ -324,7 +402,9 @@ pub(crate) mod decode {
             if v == flotilla_abi::FIT {
                 out.push(Verdict::Fit);
             } else {
-                let r = reasons.get(usize::from(v) - 1).ok_or_else(|| format!("verdict {v} has no reason"))?;
+                let r = reasons
+                    .get(usize::from(v) - 1)
+                    .ok_or_else(|| format!("verdict {v} has no reason"))?;
                 out.push(Verdict::Unschedulable(r.clone()));
             }
         }
@@ -332,50 +412,79 @@ pub(crate) mod decode {
     }
 
     pub(crate) fn score(n: usize, reply: &Reply, out: &mut Vec<i64>) -> Result<(), String> {
-        let scores = reply.rows.as_deref().ok_or("no scores (set_rows was not called)")?;
+        let scores = reply
+            .rows
+            .as_deref()
+            .ok_or("no scores (set_rows was not called)")?;
         if scores.len() != n * flotilla_abi::SCORE_ROW_SIZE {
-            return Err(format!("returned {} score bytes for {n} clusters", scores.len()));
+            return Err(format!(
+                "returned {} score bytes for {n} clusters",
+                scores.len()
+            ));
         }
-        out.extend(scores.chunks_exact(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])));
+        out.extend(
+            scores
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
+        );
         Ok(())
     }
 
     pub(crate) fn select(reply: &Reply) -> Result<Selection, String> {
-        Ok(match parse::<SelectReply>(reply.result.as_deref(), "select")? {
-            SelectReply::Selected(rows) => Selection::Selected(rows.into_iter().map(|r| r as usize).collect()),
-            SelectReply::Failed(msg) => Selection::Failed(msg),
-        })
+        Ok(
+            match parse::<SelectReply>(reply.result.as_deref(), "select")? {
+                SelectReply::Selected(rows) => {
+                    Selection::Selected(rows.into_iter().map(|r| r as usize).collect())
+                }
+                SelectReply::Failed(msg) => Selection::Failed(msg),
+            },
+        )
     }
 
     pub(crate) fn assign(names: &[&str], reply: &Reply) -> Result<Assignment, String> {
-        let name = |row: u32| names.get(row as usize).copied().ok_or_else(|| format!("assigned row {row} of {}", names.len()));
+        let name = |row: u32| {
+            names
+                .get(row as usize)
+                .copied()
+                .ok_or_else(|| format!("assigned row {row} of {}", names.len()))
+        };
         // Binary `assigned` pairs (sdk/ABI.md §8).
         match (&reply.result, &reply.rows) {
-            (Some(_), Some(_)) => return Err("assign reply: both set_result and set_rows were called".into()),
+            (Some(_), Some(_)) => {
+                return Err("assign reply: both set_result and set_rows were called".into());
+            }
             (None, Some(rows)) => {
                 if rows.len() % flotilla_abi::ASSIGN_ROW_SIZE != 0 {
-                    return Err(format!("assign reply: {} bytes of rows, not a multiple of 8", rows.len()));
+                    return Err(format!(
+                        "assign reply: {} bytes of rows, not a multiple of 8",
+                        rows.len()
+                    ));
                 }
                 let mut out = Vec::with_capacity(rows.len() / flotilla_abi::ASSIGN_ROW_SIZE);
                 for c in rows.chunks_exact(flotilla_abi::ASSIGN_ROW_SIZE) {
                     let row = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    out.push(TargetCluster::new(name(row)?, i32::from_le_bytes([c[4], c[5], c[6], c[7]])));
+                    out.push(TargetCluster::new(
+                        name(row)?,
+                        i32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                    ));
                 }
                 return Ok(Assignment::Assigned(out));
             }
             _ => {}
         }
-        Ok(match parse::<AssignReply>(reply.result.as_deref(), "assign")? {
-            AssignReply::Skip => Assignment::Skip,
-            AssignReply::Unschedulable(msg) => Assignment::Unschedulable(msg),
-            AssignReply::Assigned(pairs) => {
-                let mut out = Vec::with_capacity(pairs.len());
-                for (row, replicas) in pairs {
-                    out.push(TargetCluster::new(name(row)?, replicas));
+        Ok(
+            match parse::<AssignReply>(reply.result.as_deref(), "assign")? {
+                AssignReply::Skip => Assignment::Skip,
+                AssignReply::Unschedulable(msg) => Assignment::Unschedulable(msg),
+                AssignReply::Assigned(pairs) => {
+                    let mut out = Vec::with_capacity(pairs.len());
+                    for (row, replicas) in pairs {
+                        out.push(TargetCluster::new(name(row)?, replicas));
+                    }
+                    Assignment::Assigned(out)
                 }
-                Assignment::Assigned(out)
-            }
-        })
+            },
+        )
     }
 
     pub(crate) fn override_patch(reply: &Reply) -> Result<OverridePatch, String> {
@@ -386,7 +495,10 @@ pub(crate) mod decode {
             .map(serde_json::from_value)
             .collect::<Result<Vec<json_patch::PatchOperation>, _>>()
             .map_err(|e| format!("override reply: patch: {e}"))?;
-        Ok(OverridePatch { patch, applied: Vec::new() })
+        Ok(OverridePatch {
+            patch,
+            applied: Vec::new(),
+        })
     }
 }
 
@@ -396,8 +508,16 @@ pub(crate) mod decode {
 /// # Errors
 /// The invalid-output message.
 #[doc(hidden)]
-pub fn fuzz_decode(point: usize, n: usize, result: Option<&[u8]>, rows: Option<&[u8]>) -> Result<usize, String> {
-    let reply = Reply { result: result.map(<[u8]>::to_vec), rows: rows.map(<[u8]>::to_vec) };
+pub fn fuzz_decode(
+    point: usize,
+    n: usize,
+    result: Option<&[u8]>,
+    rows: Option<&[u8]>,
+) -> Result<usize, String> {
+    let reply = Reply {
+        result: result.map(<[u8]>::to_vec),
+        rows: rows.map(<[u8]>::to_vec),
+    };
     let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     match point {
@@ -440,11 +560,16 @@ mod tests {
     use super::*;
 
     fn reply(result: Option<&str>, rows: Option<&[u8]>) -> Reply {
-        Reply { result: result.map(|s| s.as_bytes().to_vec()), rows: rows.map(<[u8]>::to_vec) }
+        Reply {
+            result: result.map(|s| s.as_bytes().to_vec()),
+            rows: rows.map(<[u8]>::to_vec),
+        }
     }
 
     fn pairs(p: &[(u32, i32)]) -> Vec<u8> {
-        p.iter().flat_map(|&(r, n)| r.to_le_bytes().into_iter().chain(n.to_le_bytes())).collect()
+        p.iter()
+            .flat_map(|&(r, n)| r.to_le_bytes().into_iter().chain(n.to_le_bytes()))
+            .collect()
     }
 
     #[test]
@@ -463,16 +588,30 @@ mod tests {
             "replicaScheduling": {"replicaSchedulingType": "Divided"}
         }))
         .unwrap();
-        let term = ClusterAffinityTerm { affinity_name: "a".into(), ..Default::default() };
+        let term = ClusterAffinityTerm {
+            affinity_name: "a".into(),
+            ..Default::default()
+        };
         for t in [None, Some(&term)] {
             let alone = BindingContext::new(&spec, &placement, t);
             let encodings = SharedEncodings::default();
             let shared = alone.with_encodings(Some(&encodings));
-            for (replicas, mode) in [(None, None), (Some(3), Some(flotilla_abi::AssignMode::Fresh)), (Some(0), Some(flotilla_abi::AssignMode::Steady))] {
+            for (replicas, mode) in [
+                (None, None),
+                (Some(3), Some(flotilla_abi::AssignMode::Fresh)),
+                (Some(0), Some(flotilla_abi::AssignMode::Steady)),
+            ] {
                 let want = WasmPlugin::binding_json(&alone, replicas, mode);
-                assert_eq!(WasmPlugin::binding_json(&shared, replicas, mode), want, "{replicas:?} {mode:?}");
+                assert_eq!(
+                    WasmPlugin::binding_json(&shared, replicas, mode),
+                    want,
+                    "{replicas:?} {mode:?}"
+                );
                 let v: serde_json::Value = serde_json::from_slice(&want).unwrap();
-                assert_eq!(v.get("replicas").and_then(serde_json::Value::as_i64), replicas.map(i64::from));
+                assert_eq!(
+                    v.get("replicas").and_then(serde_json::Value::as_i64),
+                    replicas.map(i64::from)
+                );
                 // The placement goes once, beside the spec.
                 assert_eq!(v["binding"].get("placement"), None);
                 assert_eq!(v["binding"]["replicas"], 5);
@@ -484,21 +623,39 @@ mod tests {
     #[test]
     fn assign_replies_in_json_and_in_binary_decode_alike() {
         let names = ["a", "b", "c"];
-        let want = Assignment::Assigned(vec![TargetCluster::new("c", 2), TargetCluster::new("a", -1)]);
-        let json = decode::assign(&names, &reply(Some(r#"{"assigned":[[2,2],[0,-1]]}"#), None)).unwrap();
-        let binary = decode::assign(&names, &reply(None, Some(&pairs(&[(2, 2), (0, -1)])))).unwrap();
+        let want = Assignment::Assigned(vec![
+            TargetCluster::new("c", 2),
+            TargetCluster::new("a", -1),
+        ]);
+        let json =
+            decode::assign(&names, &reply(Some(r#"{"assigned":[[2,2],[0,-1]]}"#), None)).unwrap();
+        let binary =
+            decode::assign(&names, &reply(None, Some(&pairs(&[(2, 2), (0, -1)])))).unwrap();
         assert_eq!(json, want);
         assert_eq!(binary, want);
-        assert_eq!(decode::assign(&names, &reply(None, Some(&[]))).unwrap(), Assignment::Assigned(Vec::new()));
+        assert_eq!(
+            decode::assign(&names, &reply(None, Some(&[]))).unwrap(),
+            Assignment::Assigned(Vec::new())
+        );
     }
 
     #[test]
     fn bad_binary_assign_replies_are_invalid_output() {
         let names = ["a", "b"];
         let err = |r: Reply| decode::assign(&names, &r).unwrap_err();
-        assert_eq!(err(reply(None, Some(&pairs(&[(2, 1)])))), "assigned row 2 of 2");
-        assert!(err(reply(None, Some(&[0; 7]))).contains("not a multiple of 8"), "{}", err(reply(None, Some(&[0; 7]))));
-        assert!(err(reply(Some(r#""skip""#), Some(&pairs(&[(0, 1)])))).contains("both set_result and set_rows"));
+        assert_eq!(
+            err(reply(None, Some(&pairs(&[(2, 1)])))),
+            "assigned row 2 of 2"
+        );
+        assert!(
+            err(reply(None, Some(&[0; 7]))).contains("not a multiple of 8"),
+            "{}",
+            err(reply(None, Some(&[0; 7])))
+        );
+        assert!(
+            err(reply(Some(r#""skip""#), Some(&pairs(&[(0, 1)]))))
+                .contains("both set_result and set_rows")
+        );
         assert!(err(reply(None, None)).contains("set_result was not called"));
     }
 }

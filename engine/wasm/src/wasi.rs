@@ -97,7 +97,9 @@ fn write_u64(caller: &mut Caller<'_, State>, ptr: i32, v: u64) -> Result<(), Hos
 pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     const M: &str = flotilla_abi::WASI_MODULE;
     for (name, params, errno) in DENIED {
-        let params = params.chars().map(|c| if c == 'I' { ValType::I64 } else { ValType::I32 });
+        let params = params
+            .chars()
+            .map(|c| if c == 'I' { ValType::I64 } else { ValType::I32 });
         let ty = FuncType::new(linker.engine(), params, [ValType::I32]);
         let errno = *errno;
         linker.func_new(M, name, ty, move |_, _, results: &mut [Val]| {
@@ -107,83 +109,127 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     }
     // No arguments and no environment: zero counts, nothing to copy.
     for name in ["args_sizes_get", "environ_sizes_get"] {
-        linker.func_wrap(M, name, |mut c: Caller<'_, State>, count: i32, size: i32| -> wasmtime::Result<i32> {
-            write_u32(&mut c, count, 0)?;
-            write_u32(&mut c, size, 0)?;
-            Ok(SUCCESS)
-        })?;
+        linker.func_wrap(
+            M,
+            name,
+            |mut c: Caller<'_, State>, count: i32, size: i32| -> wasmtime::Result<i32> {
+                write_u32(&mut c, count, 0)?;
+                write_u32(&mut c, size, 0)?;
+                Ok(SUCCESS)
+            },
+        )?;
     }
     for name in ["args_get", "environ_get"] {
-        linker.func_wrap(M, name, |_: Caller<'_, State>, _: i32, _: i32| -> i32 { SUCCESS })?;
+        linker.func_wrap(M, name, |_: Caller<'_, State>, _: i32, _: i32| -> i32 {
+            SUCCESS
+        })?;
     }
-    linker.func_wrap(M, "clock_time_get", |mut c: Caller<'_, State>, id: i32, _precision: i64, out: i32| -> wasmtime::Result<i32> {
-        let now = match id {
-            // realtime
-            0 => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0),
-            // monotonic, process and thread CPU time: time since the instance started
-            1..=3 => c.data().started.elapsed().as_nanos() as u64,
-            _ => return Ok(INVAL),
-        };
-        write_u64(&mut c, out, now)?;
-        Ok(SUCCESS)
-    })?;
-    linker.func_wrap(M, "random_get", |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<i32> {
-        let len = usize::try_from(len).map_err(|_| HostFault::OutOfBounds)?;
-        let mut bytes = Vec::with_capacity(len);
-        while bytes.len() < len {
-            bytes.extend_from_slice(&c.data_mut().next_random().to_le_bytes());
-        }
-        bytes.truncate(len);
-        guest_memory(&mut c)?.write_at(&mut c, ptr, &bytes)?;
-        Ok(SUCCESS)
-    })?;
-    // stdout and stderr become log lines; every other descriptor does not exist.
-    linker.func_wrap(M, "fd_write", |mut c: Caller<'_, State>, fd: i32, iovs: i32, n: i32, written: i32| -> wasmtime::Result<i32> {
-        if fd != 1 && fd != 2 {
-            return Ok(BADF);
-        }
-        let mem = guest_memory(&mut c)?;
-        let mut total = 0u32;
-        for i in 0..n.max(0) {
-            let iov = mem.read(&c, iovs.wrapping_add(i * 8), 8)?;
-            let ptr = i32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
-            let len = i32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
-            let text = mem.read(&c, ptr, len)?;
-            total = total.wrapping_add(text.len() as u32);
-            let level = if fd == 2 { flotilla_abi::log_level::WARN } else { flotilla_abi::log_level::INFO };
-            c.data_mut().log(level, &text);
-        }
-        write_u32(&mut c, written, total)?;
-        Ok(SUCCESS)
-    })?;
-    // Clock subscriptions complete at once (a plugin call must not sleep); fd subscriptions fail.
-    linker.func_wrap(M, "poll_oneoff", |mut c: Caller<'_, State>, subs: i32, events: i32, n: i32, nevents: i32| -> wasmtime::Result<i32> {
-        let mem = guest_memory(&mut c)?;
-        for i in 0..n.max(0) {
-            let sub = mem.read(&c, subs.wrapping_add(i * 48), 48)?;
-            let mut ev = [0u8; 32];
-            ev[0..8].copy_from_slice(&sub[0..8]);
-            let tag = sub[8];
-            if tag != 0 {
-                ev[8..10].copy_from_slice(&(BADF as u16).to_le_bytes());
+    linker.func_wrap(
+        M,
+        "clock_time_get",
+        |mut c: Caller<'_, State>, id: i32, _precision: i64, out: i32| -> wasmtime::Result<i32> {
+            let now = match id {
+                // realtime
+                0 => SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0),
+                // monotonic, process and thread CPU time: time since the instance started
+                1..=3 => c.data().started.elapsed().as_nanos() as u64,
+                _ => return Ok(INVAL),
+            };
+            write_u64(&mut c, out, now)?;
+            Ok(SUCCESS)
+        },
+    )?;
+    linker.func_wrap(
+        M,
+        "random_get",
+        |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<i32> {
+            let len = usize::try_from(len).map_err(|_| HostFault::OutOfBounds)?;
+            let mut bytes = Vec::with_capacity(len);
+            while bytes.len() < len {
+                bytes.extend_from_slice(&c.data_mut().next_random().to_le_bytes());
             }
-            ev[10] = tag;
-            mem.write_at(&mut c, events.wrapping_add(i * 32), &ev)?;
-        }
-        write_u32(&mut c, nevents, n.max(0) as u32)?;
-        Ok(SUCCESS)
-    })?;
+            bytes.truncate(len);
+            guest_memory(&mut c)?.write_at(&mut c, ptr, &bytes)?;
+            Ok(SUCCESS)
+        },
+    )?;
+    // stdout and stderr become log lines; every other descriptor does not exist.
+    linker.func_wrap(
+        M,
+        "fd_write",
+        |mut c: Caller<'_, State>,
+         fd: i32,
+         iovs: i32,
+         n: i32,
+         written: i32|
+         -> wasmtime::Result<i32> {
+            if fd != 1 && fd != 2 {
+                return Ok(BADF);
+            }
+            let mem = guest_memory(&mut c)?;
+            let mut total = 0u32;
+            for i in 0..n.max(0) {
+                let iov = mem.read(&c, iovs.wrapping_add(i * 8), 8)?;
+                let ptr = i32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
+                let len = i32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
+                let text = mem.read(&c, ptr, len)?;
+                total = total.wrapping_add(text.len() as u32);
+                let level = if fd == 2 {
+                    flotilla_abi::log_level::WARN
+                } else {
+                    flotilla_abi::log_level::INFO
+                };
+                c.data_mut().log(level, &text);
+            }
+            write_u32(&mut c, written, total)?;
+            Ok(SUCCESS)
+        },
+    )?;
+    // Clock subscriptions complete at once (a plugin call must not sleep); fd subscriptions fail.
+    linker.func_wrap(
+        M,
+        "poll_oneoff",
+        |mut c: Caller<'_, State>,
+         subs: i32,
+         events: i32,
+         n: i32,
+         nevents: i32|
+         -> wasmtime::Result<i32> {
+            let mem = guest_memory(&mut c)?;
+            for i in 0..n.max(0) {
+                let sub = mem.read(&c, subs.wrapping_add(i * 48), 48)?;
+                let mut ev = [0u8; 32];
+                ev[0..8].copy_from_slice(&sub[0..8]);
+                let tag = sub[8];
+                if tag != 0 {
+                    ev[8..10].copy_from_slice(&(BADF as u16).to_le_bytes());
+                }
+                ev[10] = tag;
+                mem.write_at(&mut c, events.wrapping_add(i * 32), &ev)?;
+            }
+            write_u32(&mut c, nevents, n.max(0) as u32)?;
+            Ok(SUCCESS)
+        },
+    )?;
     linker.func_wrap(M, "sched_yield", || -> i32 { SUCCESS })?;
-    linker.func_wrap(M, "proc_exit", |_: Caller<'_, State>, code: i32| -> wasmtime::Result<()> {
-        Err(wasmtime::Error::new(HostFault::Exit(code)))
-    })?;
+    linker.func_wrap(
+        M,
+        "proc_exit",
+        |_: Caller<'_, State>, code: i32| -> wasmtime::Result<()> {
+            Err(wasmtime::Error::new(HostFault::Exit(code)))
+        },
+    )?;
     Ok(())
 }
 
 /// A per-instance random stream (not cryptographic): SipHash with process-random keys over a
 /// counter. Guests use `random_get` for hash seeds, not secrets.
 pub(crate) fn random_u64(counter: u64) -> u64 {
-    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
     let mut h = KEYS.get_or_init(Default::default).build_hasher();
     h.write_u64(counter);
     h.finish()

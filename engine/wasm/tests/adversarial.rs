@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use flotilla_core::PluginError;
 use flotilla_core::framework::{BindingContext, FailurePolicy, FilterInput, FilterPlugin};
-use flotilla_core::profile::{ExtensionPoint, ProfileDocument, build_profile};
 use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::profile::{ExtensionPoint, ProfileDocument, build_profile};
 use flotilla_core::scheduler::{FailureKind, schedule};
-use std::sync::Arc;
 use flotilla_wasm::{LoadError, WasmFactory};
+use std::sync::Arc;
 
 fn direct_error(file: &str) -> PluginError {
     let plugin = filter(file, FailurePolicy::Fail);
@@ -24,7 +24,9 @@ fn direct_error(file: &str) -> PluginError {
     let placement = spec.placement.clone().unwrap_or_default();
     let ctx = BindingContext::new(&spec, &placement, None);
     let mut out = Vec::new();
-    plugin.filter(&FilterInput::new(&ctx, &refs), &mut out).expect_err("adversarial module must fault")
+    plugin
+        .filter(&FilterInput::new(&ctx, &refs), &mut out)
+        .expect_err("adversarial module must fault")
 }
 
 /// Schedules through the real scheduler with `file` as the only filter, under both policies.
@@ -36,8 +38,19 @@ fn check(file: &str, expect: fn(&PluginError) -> bool) {
     for policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
         let profile = profile_with_filter(filter(file, policy), policy);
         let start = Instant::now();
-        let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &profile, &spec, &status, None, None);
-        assert!(start.elapsed() < Duration::from_secs(5), "{file}: took {:?}", start.elapsed());
+        let r = schedule(
+            &Snapshot::new(cl.to_vec(), Arc::default(), Options::default()),
+            &profile,
+            &spec,
+            &status,
+            None,
+            None,
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{file}: took {:?}",
+            start.elapsed()
+        );
         match policy {
             FailurePolicy::Fail => {
                 let f = r.outcome.expect_err("Fail policy fails the binding");
@@ -47,7 +60,13 @@ fn check(file: &str, expect: fn(&PluginError) -> bool) {
             }
             FailurePolicy::Ignore => {
                 let t = r.outcome.expect("Ignore policy skips the plugin");
-                assert_eq!(t.iter().map(|t| (t.name.as_str(), t.replicas)).collect::<Vec<_>>(), [("a", 3), ("b", 3)], "{file}");
+                assert_eq!(
+                    t.iter()
+                        .map(|t| (t.name.as_str(), t.replicas))
+                        .collect::<Vec<_>>(),
+                    [("a", 3), ("b", 3)],
+                    "{file}"
+                );
                 assert_eq!(r.ignored_faults, [err.to_string()], "{file}");
             }
         }
@@ -56,37 +75,56 @@ fn check(file: &str, expect: fn(&PluginError) -> bool) {
 
 #[test]
 fn infinite_loop_times_out() {
-    check("infinite_loop.wat", |e| matches!(e, PluginError::Timeout { .. }));
+    check("infinite_loop.wat", |e| {
+        matches!(e, PluginError::Timeout { .. })
+    });
 }
 
 #[test]
 fn memory_bomb_exhausts_resources() {
-    check("memory_bomb.wat", |e| matches!(e, PluginError::ResourceExhausted { .. }));
+    check("memory_bomb.wat", |e| {
+        matches!(e, PluginError::ResourceExhausted { .. })
+    });
 }
 
 #[test]
 fn trap_is_a_failure() {
-    check("trap.wat", |e| matches!(e, PluginError::Failed { message, .. } if message.contains("unreachable")));
+    check(
+        "trap.wat",
+        |e| matches!(e, PluginError::Failed { message, .. } if message.contains("unreachable")),
+    );
 }
 
 #[test]
 fn bad_json_is_invalid_output() {
-    check("bad_json.wat", |e| matches!(e, PluginError::InvalidOutput { .. }));
+    check("bad_json.wat", |e| {
+        matches!(e, PluginError::InvalidOutput { .. })
+    });
 }
 
 #[test]
 fn huge_output_exhausts_resources() {
-    check("huge_output.wat", |e| matches!(e, PluginError::ResourceExhausted { .. }));
+    check("huge_output.wat", |e| {
+        matches!(e, PluginError::ResourceExhausted { .. })
+    });
 }
 
 #[test]
 fn out_of_bounds_reply_is_invalid_output() {
-    check("out_of_bounds.wat", |e| matches!(e, PluginError::InvalidOutput { .. }));
+    check("out_of_bounds.wat", |e| {
+        matches!(e, PluginError::InvalidOutput { .. })
+    });
 }
 
 fn load_error(file: &str) -> LoadError {
     let path = testdata(file);
-    WasmFactory::new().load(ExtensionPoint::Filter, &spec(file, &path, FailurePolicy::Fail, 50), &path).expect_err("must not load")
+    WasmFactory::new()
+        .load(
+            ExtensionPoint::Filter,
+            &spec(file, &path, FailurePolicy::Fail, 50),
+            &path,
+        )
+        .expect_err("must not load")
 }
 
 fn profile_error(file: &str, policy: FailurePolicy) -> String {
@@ -96,14 +134,20 @@ fn profile_error(file: &str, policy: FailurePolicy) -> String {
     }))
     .expect("doc");
     let wasm = WasmFactory::new();
-    build_profile(&doc, &flotilla_plugins::default_profile(), &[&flotilla_plugins::BuiltinFactory, &wasm])
-        .expect_err("profile must not build")
-        .to_string()
+    build_profile(
+        &doc,
+        &flotilla_plugins::default_profile(),
+        &[&flotilla_plugins::BuiltinFactory, &wasm],
+    )
+    .expect_err("profile must not build")
+    .to_string()
 }
 
 #[test]
 fn missing_exports_are_rejected_at_load() {
-    assert!(matches!(load_error("missing_exports.wat"), LoadError::MissingExport { ref name, .. } if name == "flotilla_alloc"));
+    assert!(
+        matches!(load_error("missing_exports.wat"), LoadError::MissingExport { ref name, .. } if name == "flotilla_alloc")
+    );
     for policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
         let msg = profile_error("missing_exports.wat", policy);
         assert!(msg.contains("does not export flotilla_alloc"), "{msg}");
@@ -112,10 +156,15 @@ fn missing_exports_are_rejected_at_load() {
 
 #[test]
 fn unknown_import_is_rejected_at_load_with_its_name() {
-    assert!(matches!(load_error("unknown_import.wat"), LoadError::UnknownImport { ref module, ref name } if module == "env" && name == "abort"));
+    assert!(
+        matches!(load_error("unknown_import.wat"), LoadError::UnknownImport { ref module, ref name } if module == "env" && name == "abort")
+    );
     for policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
         let msg = profile_error("unknown_import.wat", policy);
-        assert!(msg.contains("imports env.abort, which the host does not provide"), "{msg}");
+        assert!(
+            msg.contains("imports env.abort, which the host does not provide"),
+            "{msg}"
+        );
     }
 }
 
@@ -130,7 +179,14 @@ fn plugin_recovers_after_a_fault() {
     let (spec, status) = binding();
     let profile = profile_with_filter(pass, FailurePolicy::Fail);
     for _ in 0..3 {
-        let r = schedule(&Snapshot::new((&cl).to_vec(), Arc::default(), Options::default()), &profile, &spec, &status, None, None);
+        let r = schedule(
+            &Snapshot::new(cl.to_vec(), Arc::default(), Options::default()),
+            &profile,
+            &spec,
+            &status,
+            None,
+            None,
+        );
         assert_eq!(r.outcome.expect("pass filter").len(), 3);
     }
 }

@@ -90,5 +90,8 @@ fn reply_decoding_never_panics_and_accepts_only_well_shaped_replies() {
             }
         }
     }
-    assert!(accepted > 1000, "the fuzzer should also reach valid replies ({accepted})");
+    assert!(
+        accepted > 1000,
+        "the fuzzer should also reach valid replies ({accepted})"
+    );
 }

@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use flotilla_abi::{AssignReply, BindingRequest, ClustersRequest, FilterReply, InitRequest, Metadata, OverrideReply, OverrideRequest, SelectReply};
+use flotilla_abi::{
+    AssignReply, BindingRequest, ClustersRequest, FilterReply, InitRequest, Metadata,
+    OverrideReply, OverrideRequest, SelectReply,
+};
 
 #[test]
 fn sdk_schemas_are_generated_from_the_abi_types() {
@@ -31,5 +34,8 @@ fn sdk_schemas_are_generated_from_the_abi_types() {
             stale.push(name);
         }
     }
-    assert!(stale.is_empty(), "stale schemas {stale:?}: run FLOTILLA_BLESS=1 cargo test -p flotilla-wasm --test schema");
+    assert!(
+        stale.is_empty(),
+        "stale schemas {stale:?}: run FLOTILLA_BLESS=1 cargo test -p flotilla-wasm --test schema"
+    );
 }

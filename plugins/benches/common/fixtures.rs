@@ -11,7 +11,16 @@ use flotilla_api::policy::{
 };
 use flotilla_api::work::{ReplicaRequirements, ResourceBindingSpec, ResourceBindingStatus};
 
-pub const REGIONS: [&str; 8] = ["eu-west", "eu-central", "us-east", "us-west", "ap-south", "ap-east", "sa-east", "af-south"];
+pub const REGIONS: [&str; 8] = [
+    "eu-west",
+    "eu-central",
+    "us-east",
+    "us-west",
+    "ap-south",
+    "ap-east",
+    "sa-east",
+    "af-south",
+];
 
 pub fn clusters(n: usize) -> Vec<Cluster> {
     (0..n)
@@ -19,28 +28,59 @@ pub fn clusters(n: usize) -> Vec<Cluster> {
             let region = REGIONS[i % REGIONS.len()];
             let mut labels = BTreeMap::new();
             labels.insert("region".to_owned(), region.to_owned());
-            labels.insert("env".to_owned(), if i % 3 == 0 { "prod" } else { "staging" }.to_owned());
+            labels.insert(
+                "env".to_owned(),
+                if i % 3 == 0 { "prod" } else { "staging" }.to_owned(),
+            );
             labels.insert("tier".to_owned(), format!("t{}", i % 5));
             let mut api = vec![ApiEnablement {
                 group_version: "apps/v1".into(),
                 resources: ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"]
                     .iter()
-                    .map(|k| ApiResource { name: format!("{}s", k.to_lowercase()), kind: (*k).into() })
+                    .map(|k| ApiResource {
+                        name: format!("{}s", k.to_lowercase()),
+                        kind: (*k).into(),
+                    })
                     .collect(),
             }];
-            for gv in ["v1", "batch/v1", "networking.k8s.io/v1", "policy/v1", "autoscaling/v2", "rbac.authorization.k8s.io/v1"] {
-                api.push(ApiEnablement { group_version: gv.into(), resources: vec![ApiResource { name: "x".into(), kind: "X".into() }] });
+            for gv in [
+                "v1",
+                "batch/v1",
+                "networking.k8s.io/v1",
+                "policy/v1",
+                "autoscaling/v2",
+                "rbac.authorization.k8s.io/v1",
+            ] {
+                api.push(ApiEnablement {
+                    group_version: gv.into(),
+                    resources: vec![ApiResource {
+                        name: "x".into(),
+                        kind: "X".into(),
+                    }],
+                });
             }
             let q = |s: String| Quantity::from(s.as_str());
             Cluster {
                 api_version: "cluster.karmada.io/v1alpha1".into(),
                 kind: "Cluster".into(),
-                metadata: ObjectMeta { name: Some(format!("member-{i:04}")), labels, ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(format!("member-{i:04}")),
+                    labels,
+                    ..Default::default()
+                },
                 spec: flotilla_api::cluster::ClusterSpec {
                     sync_mode: "Push".into(),
                     region: region.into(),
                     zones: vec![format!("{region}-{}", i % 3)],
-                    taints: if i % 50 == 0 { vec![Taint { key: "maintenance".into(), effect: "NoSchedule".into(), ..Default::default() }] } else { vec![] },
+                    taints: if i % 50 == 0 {
+                        vec![Taint {
+                            key: "maintenance".into(),
+                            effect: "NoSchedule".into(),
+                            ..Default::default()
+                        }]
+                    } else {
+                        vec![]
+                    },
                     ..Default::default()
                 },
                 status: Some(ClusterStatus {
@@ -68,13 +108,24 @@ pub fn clusters(n: usize) -> Vec<Cluster> {
 pub fn binding(i: usize) -> (ResourceBindingSpec, ResourceBindingStatus) {
     let affinity = ClusterAffinity {
         label_selector: Some(LabelSelector {
-            match_labels: BTreeMap::from([("env".to_owned(), if i % 4 == 0 { "staging" } else { "prod" }.to_owned())]),
+            match_labels: BTreeMap::from([(
+                "env".to_owned(),
+                if i.is_multiple_of(4) {
+                    "staging"
+                } else {
+                    "prod"
+                }
+                .to_owned(),
+            )]),
             ..Default::default()
         }),
         ..Default::default()
     };
     let strategy = match i % 4 {
-        0 => ReplicaSchedulingStrategy { replica_scheduling_type: Some("Duplicated".into()), ..Default::default() },
+        0 => ReplicaSchedulingStrategy {
+            replica_scheduling_type: Some("Duplicated".into()),
+            ..Default::default()
+        },
         1 => ReplicaSchedulingStrategy {
             replica_scheduling_type: Some("Divided".into()),
             replica_division_preference: Some("Weighted".into()),
@@ -83,7 +134,10 @@ pub fn binding(i: usize) -> (ResourceBindingSpec, ResourceBindingStatus) {
                     .map(|r| StaticClusterWeight {
                         target_cluster: ClusterAffinity {
                             label_selector: Some(LabelSelector {
-                                match_labels: BTreeMap::from([("region".to_owned(), REGIONS[r].to_owned())]),
+                                match_labels: BTreeMap::from([(
+                                    "region".to_owned(),
+                                    REGIONS[r].to_owned(),
+                                )]),
                                 ..Default::default()
                             }),
                             ..Default::default()
@@ -97,7 +151,10 @@ pub fn binding(i: usize) -> (ResourceBindingSpec, ResourceBindingStatus) {
         2 => ReplicaSchedulingStrategy {
             replica_scheduling_type: Some("Divided".into()),
             replica_division_preference: Some("Weighted".into()),
-            weight_preference: Some(ClusterPreferences { dynamic_weight: "AvailableReplicas".into(), ..Default::default() }),
+            weight_preference: Some(ClusterPreferences {
+                dynamic_weight: "AvailableReplicas".into(),
+                ..Default::default()
+            }),
         },
         _ => ReplicaSchedulingStrategy {
             replica_scheduling_type: Some("Divided".into()),
@@ -116,12 +173,23 @@ pub fn binding(i: usize) -> (ResourceBindingSpec, ResourceBindingStatus) {
         },
         replicas: 2 + (i % 40) as i32,
         replica_requirements: Some(ReplicaRequirements {
-            resource_request: BTreeMap::from([("cpu".to_owned(), Quantity::from("250m")), ("memory".to_owned(), Quantity::from("512Mi"))]),
+            resource_request: BTreeMap::from([
+                ("cpu".to_owned(), Quantity::from("250m")),
+                ("memory".to_owned(), Quantity::from("512Mi")),
+            ]),
             ..Default::default()
         }),
         placement: Some(Placement {
             cluster_affinity: Some(affinity),
-            cluster_tolerations: if i % 7 == 0 { vec![Toleration { key: "maintenance".into(), operator: "Exists".into(), ..Default::default() }] } else { vec![] },
+            cluster_tolerations: if i.is_multiple_of(7) {
+                vec![Toleration {
+                    key: "maintenance".into(),
+                    operator: "Exists".into(),
+                    ..Default::default()
+                }]
+            } else {
+                vec![]
+            },
             replica_scheduling: Some(strategy),
             ..Default::default()
         }),

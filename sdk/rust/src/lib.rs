@@ -39,7 +39,10 @@
 pub use flotilla_abi as abi;
 pub use serde_json;
 
-use flotilla_abi::{AssignReply, ClustersRequest, DetailRow, FilterReply, InitRequest, OverrideReply, OverrideRequest, SelectReply};
+use flotilla_abi::{
+    AssignReply, ClustersRequest, DetailRow, FilterReply, InitRequest, OverrideReply,
+    OverrideRequest, SelectReply,
+};
 use serde::de::DeserializeOwned;
 
 /// A plugin. Implement the extension points listed in `export_plugin!`; the others keep their
@@ -65,7 +68,12 @@ pub trait Plugin: Sized + 'static {
     ///
     /// # Errors
     /// A plugin failure (handled by the plugin's failure policy).
-    fn filter(&mut self, _binding: &Self::Binding, _clusters: &[&Self::Cluster], _out: &mut FilterOut) -> Result<(), String> {
+    fn filter(
+        &mut self,
+        _binding: &Self::Binding,
+        _clusters: &[&Self::Cluster],
+        _out: &mut FilterOut,
+    ) -> Result<(), String> {
         Err("filter not implemented".into())
     }
 
@@ -73,7 +81,12 @@ pub trait Plugin: Sized + 'static {
     ///
     /// # Errors
     /// A plugin failure.
-    fn score(&mut self, _binding: &Self::Binding, _clusters: &[&Self::Cluster], _out: &mut Vec<i64>) -> Result<(), String> {
+    fn score(
+        &mut self,
+        _binding: &Self::Binding,
+        _clusters: &[&Self::Cluster],
+        _out: &mut Vec<i64>,
+    ) -> Result<(), String> {
         Err("score not implemented".into())
     }
 
@@ -81,7 +94,11 @@ pub trait Plugin: Sized + 'static {
     ///
     /// # Errors
     /// A plugin failure.
-    fn select(&mut self, _binding: &Self::Binding, _clusters: &[Detail<'_, Self::Cluster>]) -> Result<SelectReply, String> {
+    fn select(
+        &mut self,
+        _binding: &Self::Binding,
+        _clusters: &[Detail<'_, Self::Cluster>],
+    ) -> Result<SelectReply, String> {
         Err("select not implemented".into())
     }
 
@@ -89,7 +106,11 @@ pub trait Plugin: Sized + 'static {
     ///
     /// # Errors
     /// A plugin failure.
-    fn assign(&mut self, _binding: &Self::Binding, _clusters: &[Detail<'_, Self::Cluster>]) -> Result<AssignReply, String> {
+    fn assign(
+        &mut self,
+        _binding: &Self::Binding,
+        _clusters: &[Detail<'_, Self::Cluster>],
+    ) -> Result<AssignReply, String> {
         Err("assign not implemented".into())
     }
 
@@ -97,7 +118,10 @@ pub trait Plugin: Sized + 'static {
     ///
     /// # Errors
     /// A plugin failure.
-    fn override_manifest(&mut self, _request: OverrideRequest<serde_json::Value, Self::Cluster>) -> Result<OverrideReply, String> {
+    fn override_manifest(
+        &mut self,
+        _request: OverrideRequest<serde_json::Value, Self::Cluster>,
+    ) -> Result<OverrideReply, String> {
         Err("override not implemented".into())
     }
 }
@@ -149,7 +173,8 @@ impl FilterOut {
     pub fn unfit_static(&mut self, reason: &'static str) {
         let key = (reason.as_ptr() as usize, reason.len());
         if self.last_static == Some(key) {
-            self.verdicts.push(u8::try_from(self.last + 1).unwrap_or(u8::MAX));
+            self.verdicts
+                .push(u8::try_from(self.last + 1).unwrap_or(u8::MAX));
             return;
         }
         self.push_unfit(reason);
@@ -289,13 +314,18 @@ pub mod rt {
 
     impl<P: Plugin> Default for Runtime<P> {
         fn default() -> Self {
-            Runtime { plugin: None, clusters: Vec::new() }
+            Runtime {
+                plugin: None,
+                clusters: Vec::new(),
+            }
         }
     }
 
     impl<P: Plugin> Runtime<P> {
         fn plugin(&mut self) -> Result<&mut P, String> {
-            self.plugin.as_mut().ok_or_else(|| "plugin not initialized".to_owned())
+            self.plugin
+                .as_mut()
+                .ok_or_else(|| "plugin not initialized".to_owned())
         }
 
         fn run(&mut self, f: impl FnOnce(&mut Self) -> Result<(), String>) -> i32 {
@@ -307,7 +337,9 @@ pub mod rt {
 
         /// `flotilla_init_v1`.
         pub fn init(&mut self, json: &[u8]) -> i32 {
-            std::panic::set_hook(Box::new(|info| host::log(abi::log_level::ERROR, &info.to_string())));
+            std::panic::set_hook(Box::new(|info| {
+                host::log(abi::log_level::ERROR, &info.to_string())
+            }));
             self.run(|rt| {
                 rt.plugin = Some(P::new(parse(json, "init request")?)?);
                 Ok(())
@@ -326,23 +358,35 @@ pub mod rt {
             })
         }
 
-        fn indexed<'c>(set: &'c [P::Cluster], rows: &[u8], count: usize) -> Result<Vec<&'c P::Cluster>, String> {
+        fn indexed<'c>(
+            set: &'c [P::Cluster],
+            rows: &[u8],
+            count: usize,
+        ) -> Result<Vec<&'c P::Cluster>, String> {
             let mut out = Vec::with_capacity(count);
             for c in rows.chunks_exact(abi::INDEX_ROW_SIZE).take(count) {
                 let i = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
-                out.push(set.get(i).ok_or_else(|| format!("row refers to cluster {i} of {}", set.len()))?);
+                out.push(
+                    set.get(i)
+                        .ok_or_else(|| format!("row refers to cluster {i} of {}", set.len()))?,
+                );
             }
             Ok(out)
         }
 
-        fn details<'c>(set: &'c [P::Cluster], rows: &[u8], count: usize) -> Result<Vec<Detail<'c, P::Cluster>>, String> {
+        fn details<'c>(
+            set: &'c [P::Cluster],
+            rows: &[u8],
+            count: usize,
+        ) -> Result<Vec<Detail<'c, P::Cluster>>, String> {
             let mut out = Vec::with_capacity(count);
             for c in rows.chunks_exact(DetailRow::SIZE).take(count) {
                 let mut b = [0u8; DetailRow::SIZE];
                 b.copy_from_slice(c);
                 let row = DetailRow::from_bytes(&b);
-                let cluster =
-                    set.get(row.index as usize).ok_or_else(|| format!("row refers to cluster {} of {}", row.index, set.len()))?;
+                let cluster = set.get(row.index as usize).ok_or_else(|| {
+                    format!("row refers to cluster {} of {}", row.index, set.len())
+                })?;
                 out.push(Detail { cluster, row });
             }
             Ok(out)
@@ -358,13 +402,20 @@ pub mod rt {
                 Ok(c) => c,
                 Err(e) => return fail(&e),
             };
-            let mut out = FilterOut { verdicts: Vec::with_capacity(count), ..Default::default() };
-            let Some(plugin) = self.plugin.as_mut() else { return fail("plugin not initialized") };
+            let mut out = FilterOut {
+                verdicts: Vec::with_capacity(count),
+                ..Default::default()
+            };
+            let Some(plugin) = self.plugin.as_mut() else {
+                return fail("plugin not initialized");
+            };
             if let Err(e) = plugin.filter(&binding, &clusters, &mut out) {
                 return fail(&e);
             }
             if !out.reasons.is_empty() {
-                let reply = FilterReply { reasons: out.reasons };
+                let reply = FilterReply {
+                    reasons: out.reasons,
+                };
                 host::set_result(&serde_json::to_vec(&reply).unwrap_or_default());
             }
             host::set_rows(&out.verdicts);
@@ -382,7 +433,9 @@ pub mod rt {
                 Err(e) => return fail(&e),
             };
             let mut out = Vec::with_capacity(count);
-            let Some(plugin) = self.plugin.as_mut() else { return fail("plugin not initialized") };
+            let Some(plugin) = self.plugin.as_mut() else {
+                return fail("plugin not initialized");
+            };
             if let Err(e) = plugin.score(&binding, &clusters, &mut out) {
                 return fail(&e);
             }
@@ -397,8 +450,11 @@ pub mod rt {
                 Ok(b) => b,
                 Err(e) => return fail(&e),
             };
-            let Some(mut plugin) = self.plugin.take() else { return fail("plugin not initialized") };
-            let result = Self::details(&self.clusters, rows, count).and_then(|d| plugin.select(&binding, &d));
+            let Some(mut plugin) = self.plugin.take() else {
+                return fail("plugin not initialized");
+            };
+            let result = Self::details(&self.clusters, rows, count)
+                .and_then(|d| plugin.select(&binding, &d));
             self.plugin = Some(plugin);
             match result {
                 Ok(reply) => {
@@ -415,8 +471,11 @@ pub mod rt {
                 Ok(b) => b,
                 Err(e) => return fail(&e),
             };
-            let Some(mut plugin) = self.plugin.take() else { return fail("plugin not initialized") };
-            let result = Self::details(&self.clusters, rows, count).and_then(|d| plugin.assign(&binding, &d));
+            let Some(mut plugin) = self.plugin.take() else {
+                return fail("plugin not initialized");
+            };
+            let result = Self::details(&self.clusters, rows, count)
+                .and_then(|d| plugin.assign(&binding, &d));
             self.plugin = Some(plugin);
             match result {
                 // The binary form (sdk/ABI.md §8): no JSON to write here or to parse in the host.
@@ -507,11 +566,21 @@ macro_rules! __metadata_json {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __capability {
-    (filter) => { "filter" };
-    (score) => { "score" };
-    (select) => { "select" };
-    (assign) => { "assign" };
-    (override_manifest) => { "override" };
+    (filter) => {
+        "filter"
+    };
+    (score) => {
+        "score"
+    };
+    (select) => {
+        "select"
+    };
+    (assign) => {
+        "assign"
+    };
+    (override_manifest) => {
+        "override"
+    };
 }
 
 /// Export `$ty` (a [`Plugin`]) as an ABI v1 module implementing `points` (any of `filter`,
@@ -623,7 +692,10 @@ mod tests {
         assert_eq!(memo.len(), 2, "a failed make inserts nothing");
         // Raw JSON text as the key, parsed only when missing.
         let raw: crate::Raw = serde_json::from_str(r#"{"x": [1, 2]}"#).unwrap();
-        let v = memo.get_or_try_insert(raw.get(), || serde_json::from_str::<serde_json::Value>(raw.get()).map(|v| v["x"][1].as_u64().unwrap() as usize));
+        let v = memo.get_or_try_insert(raw.get(), || {
+            serde_json::from_str::<serde_json::Value>(raw.get())
+                .map(|v| v["x"][1].as_u64().unwrap() as usize)
+        });
         assert_eq!(*v.unwrap(), 2);
     }
 
@@ -631,7 +703,16 @@ mod tests {
     fn word_hasher_tells_keys_apart_by_every_byte_and_length() {
         use std::hash::{BuildHasher, BuildHasherDefault};
         let h = |s: &str| BuildHasherDefault::<crate::WordHasher>::default().hash_one(s);
-        let keys = ["", "a", "a\0", "abcdefgh", "abcdefgi", "abcdefgh\0", "abcdefghabcdefgh", "bbcdefghabcdefgh"];
+        let keys = [
+            "",
+            "a",
+            "a\0",
+            "abcdefgh",
+            "abcdefgi",
+            "abcdefgh\0",
+            "abcdefghabcdefgh",
+            "bbcdefghabcdefgh",
+        ];
         let hashes: std::collections::HashSet<u64> = keys.iter().map(|k| h(k)).collect();
         assert_eq!(hashes.len(), keys.len());
     }
@@ -640,10 +721,20 @@ mod tests {
 
     #[test]
     fn metadata_json_is_valid_and_complete() {
-        let m: Metadata = serde_json::from_str(crate::__metadata_json!("gpu-score", "0.3.0", ["score", "log"])).unwrap();
-        assert_eq!((m.abi, m.name.as_str(), m.version.as_str()), (1, "gpu-score", "0.3.0"));
+        let m: Metadata = serde_json::from_str(crate::__metadata_json!(
+            "gpu-score",
+            "0.3.0",
+            ["score", "log"]
+        ))
+        .unwrap();
+        assert_eq!(
+            (m.abi, m.name.as_str(), m.version.as_str()),
+            (1, "gpu-score", "0.3.0")
+        );
         assert_eq!(m.capabilities, ["score", "log"]);
-        let m: Metadata = serde_json::from_str(crate::__metadata_json!("x", env!("CARGO_PKG_VERSION"), [])).unwrap();
+        let m: Metadata =
+            serde_json::from_str(crate::__metadata_json!("x", env!("CARGO_PKG_VERSION"), []))
+                .unwrap();
         assert_eq!(m.version, env!("CARGO_PKG_VERSION"));
         assert!(m.capabilities.is_empty());
     }
@@ -787,15 +878,38 @@ mod mem {
     mod tests {
         #[test]
         fn orders_like_slices() {
-            let words = ["", "a", "b", "ab", "member-0001", "member-0002", "member-0010", "member-00010", "region",
-                "regions", "eu-west", "eu-west\u{0}", "\u{ff}abcdefgh", "abcdefgh\u{ff}", "abcdefghabcdefgh", "abcdefghabcdefgi",
-                "abcdefgiabcdefgh", "zzzzzzzzzzzzzzzzz", "zzzzzzzzzzzzzzzzy"];
+            let words = [
+                "",
+                "a",
+                "b",
+                "ab",
+                "member-0001",
+                "member-0002",
+                "member-0010",
+                "member-00010",
+                "region",
+                "regions",
+                "eu-west",
+                "eu-west\u{0}",
+                "\u{ff}abcdefgh",
+                "abcdefgh\u{ff}",
+                "abcdefghabcdefgh",
+                "abcdefghabcdefgi",
+                "abcdefgiabcdefgh",
+                "zzzzzzzzzzzzzzzzz",
+                "zzzzzzzzzzzzzzzzy",
+            ];
             for a in words {
                 for b in words {
                     let n = a.len().min(b.len());
                     let (x, y) = (&a.as_bytes()[..n], &b.as_bytes()[..n]);
                     // SAFETY: both have n bytes.
-                    let (c, e) = unsafe { (super::memcmp(x.as_ptr(), y.as_ptr(), n), super::bcmp(x.as_ptr(), y.as_ptr(), n)) };
+                    let (c, e) = unsafe {
+                        (
+                            super::memcmp(x.as_ptr(), y.as_ptr(), n),
+                            super::bcmp(x.as_ptr(), y.as_ptr(), n),
+                        )
+                    };
                     assert_eq!(c.signum(), x.cmp(y) as i32, "memcmp({a:?}, {b:?}, {n})");
                     assert_eq!(e != 0, x != y, "bcmp({a:?}, {b:?}, {n})");
                 }
@@ -823,7 +937,10 @@ pub struct KeyedMemo<V> {
 impl<V> KeyedMemo<V> {
     /// An empty memo of at most `limit` entries (at least 1).
     pub fn new(limit: usize) -> Self {
-        KeyedMemo { map: Default::default(), limit: limit.max(1) }
+        KeyedMemo {
+            map: Default::default(),
+            limit: limit.max(1),
+        }
     }
 
     /// Forget every entry.
@@ -845,7 +962,11 @@ impl<V> KeyedMemo<V> {
     ///
     /// # Errors
     /// `make`'s.
-    pub fn get_or_try_insert<E>(&mut self, key: &str, make: impl FnOnce() -> Result<V, E>) -> Result<&mut V, E> {
+    pub fn get_or_try_insert<E>(
+        &mut self,
+        key: &str,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<&mut V, E> {
         // Two lookups on a miss keep a hit free of allocation (`entry` needs an owned key).
         if !self.map.contains_key(key) {
             let value = make()?;
@@ -879,7 +1000,8 @@ impl std::hash::Hasher for WordHasher {
         }
         let mut tail = [0u8; 8];
         tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(tail) ^ bytes.len() as u64).wrapping_mul(K);
+        self.0 =
+            (self.0.rotate_left(5) ^ u64::from_le_bytes(tail) ^ bytes.len() as u64).wrapping_mul(K);
     }
 }
 
@@ -909,7 +1031,13 @@ impl RowIndex {
         for _ in 0..5 {
             inverse = inverse.wrapping_mul(2usize.wrapping_sub(odd.wrapping_mul(inverse)));
         }
-        RowIndex { base: set.as_ptr() as usize, len: set.len(), size, shift, inverse }
+        RowIndex {
+            base: set.as_ptr() as usize,
+            len: set.len(),
+            size,
+            shift,
+            inverse,
+        }
     }
 
     /// Rows in the set.

@@ -13,8 +13,8 @@ use flotilla_api::cluster::Cluster;
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_core::pipeline::{Options, Snapshot};
 use flotilla_core::scheduler;
-use std::sync::Arc;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// One engine's answer for a scenario.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +74,9 @@ pub fn flotilla(scenario: &Value) -> Outcome {
     let (spec, status, mut clusters) = parse(scenario)
         .unwrap_or_else(|e| panic!("scenario does not parse in flotilla: {e}\n{scenario}"));
     // Clusters as flotilla's admission stores them (Karmada's API server does the same).
-    clusters.iter_mut().for_each(flotilla_core::validate::default_cluster);
+    clusters
+        .iter_mut()
+        .for_each(flotilla_core::validate::default_cluster);
     let profile = flotilla_plugins::default_profile();
     let snapshot = Snapshot::new(clusters, Arc::default(), Options::default());
     let res = scheduler::schedule(&snapshot, &profile, &spec, &status, None, None);

@@ -316,7 +316,10 @@ pub fn workload_for(seed: u64, index: u64, names: &[String]) -> Value {
 /// The clusters of scenario `index` of run `seed` drawn with `shape` (see [`scenario`]).
 #[allow(dead_code)]
 pub fn clusters_for(seed: u64, index: u64, shape: Shape) -> Vec<Value> {
-    scenario(seed, index, shape)["clusters"].as_array().cloned().unwrap_or_default()
+    scenario(seed, index, shape)["clusters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Generated cluster `c` as a live member that reports Ready (the generator leaves readiness out:
@@ -329,7 +332,10 @@ pub fn ready_member(mut c: Value) -> Value {
     if let Some(m) = c["metadata"].as_object_mut() {
         m.remove("deletionTimestamp");
     }
-    let mut conditions: Vec<Value> = c["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let mut conditions: Vec<Value> = c["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     conditions.retain(|x| x["type"] != "Ready");
     conditions.push(json!({"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "cluster is healthy and ready to accept workloads", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
     c["status"]["conditions"] = json!(conditions);

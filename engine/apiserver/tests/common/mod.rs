@@ -25,7 +25,11 @@ impl TestServer {
         let (tx, rx) = mpsc::channel::<Running>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
             rt.block_on(async move {
                 let running = flotilla_apiserver::start(config, async move {
                     let _ = stop_rx.await;
@@ -34,15 +38,32 @@ impl TestServer {
                 .expect("server starts");
                 let task_url = running.url.clone();
                 let _ = task_url;
-                let (url, kubeconfig, task) = (running.url.clone(), running.kubeconfig.clone(), running.task);
-                let _ = tx.send(Running { url, kubeconfig, addr: running.addr, server: running.server, task: tokio::spawn(async {}) });
+                let (url, kubeconfig, task) = (
+                    running.url.clone(),
+                    running.kubeconfig.clone(),
+                    running.task,
+                );
+                let _ = tx.send(Running {
+                    url,
+                    kubeconfig,
+                    addr: running.addr,
+                    server: running.server,
+                    task: tokio::spawn(async {}),
+                });
                 let _ = task.await;
             });
         });
         let running = rx.recv().expect("server started");
         let kubeconfig_path = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig_path, &running.kubeconfig).expect("write kubeconfig");
-        TestServer { url: running.url, kubeconfig: running.kubeconfig, kubeconfig_path, dir, stop: Some(stop_tx), thread: Some(thread) }
+        TestServer {
+            url: running.url,
+            kubeconfig: running.kubeconfig,
+            kubeconfig_path,
+            dir,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
     }
 }
 

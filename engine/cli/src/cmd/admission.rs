@@ -22,7 +22,10 @@ use flotilla_api::policy::{OverridePolicy, PropagationPolicy};
 use flotilla_apiserver::admission::{Admission, AdmissionError, FieldError, Operation};
 use flotilla_apiserver::registry::Resource;
 use flotilla_core::expression::{ExpressionEngine, Site};
-use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec, ProfileDocument, WasmPluginSpec, WasmSource};
+use flotilla_core::profile::{
+    BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec, ProfileDocument, WasmPluginSpec,
+    WasmSource,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -45,10 +48,20 @@ impl Policies {
 }
 
 impl Admission for Policies {
-    fn admit(&self, _op: Operation, resource: &Resource, object: &mut Value, _old: Option<&Value>) -> Result<(), AdmissionError> {
+    fn admit(
+        &self,
+        _op: Operation,
+        resource: &Resource,
+        object: &mut Value,
+        _old: Option<&Value>,
+    ) -> Result<(), AdmissionError> {
         match (resource.group, resource.kind) {
-            ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => self.propagation_policy(object),
-            ("policy.karmada.io", "OverridePolicy" | "ClusterOverridePolicy") => self.override_policy(object),
+            ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => {
+                self.propagation_policy(object)
+            }
+            ("policy.karmada.io", "OverridePolicy" | "ClusterOverridePolicy") => {
+                self.override_policy(object)
+            }
             ("cluster.karmada.io", "Cluster") => cluster(object),
             ("flotilla.dev", "SchedulerProfile") => self.scheduler_profile(object),
             ("flotilla.dev", "WasmPlugin") => wasm_plugin(object),
@@ -58,7 +71,10 @@ impl Admission for Policies {
 }
 
 fn fe(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError { field: field.into(), message: message.into() }
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 fn from_core(errors: Vec<flotilla_core::validate::FieldError>) -> Vec<FieldError> {
@@ -66,7 +82,11 @@ fn from_core(errors: Vec<flotilla_core::validate::FieldError>) -> Vec<FieldError
 }
 
 fn result(causes: Vec<FieldError>) -> Result<(), AdmissionError> {
-    if causes.is_empty() { Ok(()) } else { Err(AdmissionError::new(causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(AdmissionError::new(causes))
+    }
 }
 
 /// The typed view of `object`: apiVersion, kind, name, namespace and spec (metadata the types do
@@ -78,7 +98,10 @@ fn typed<T: DeserializeOwned>(object: &Value) -> Result<T, AdmissionError> {
     }
     let mut meta = Map::new();
     for k in ["name", "namespace"] {
-        if let Some(v) = object.pointer(&format!("/metadata/{k}")).filter(|v| !v.is_null()) {
+        if let Some(v) = object
+            .pointer(&format!("/metadata/{k}"))
+            .filter(|v| !v.is_null())
+        {
             meta.insert(k.to_owned(), v.clone());
         }
     }
@@ -95,26 +118,42 @@ fn typed<T: DeserializeOwned>(object: &Value) -> Result<T, AdmissionError> {
 
 /// Deserialize `object.spec` alone as `T`, with `spec.`-prefixed field paths.
 fn typed_spec<T: DeserializeOwned>(object: &Value) -> Result<T, AdmissionError> {
-    let Some(spec) = object.get("spec") else { return Err(AdmissionError::field("spec", "Required value")) };
+    let Some(spec) = object.get("spec") else {
+        return Err(AdmissionError::field("spec", "Required value"));
+    };
     serde_path_to_error::deserialize(spec.clone()).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { "spec".to_owned() } else { format!("spec.{path}") };
+        let field = if path == "." {
+            "spec".to_owned()
+        } else {
+            format!("spec.{path}")
+        };
         AdmissionError::field(field, e.into_inner().to_string())
     })
 }
 
 fn set_spec<T: serde::Serialize>(object: &mut Value, spec: &T) -> Result<(), AdmissionError> {
-    let v = serde_json::to_value(spec).map_err(|e| AdmissionError::field("spec", format!("cannot encode the defaulted spec: {e}")))?;
+    let v = serde_json::to_value(spec).map_err(|e| {
+        AdmissionError::field("spec", format!("cannot encode the defaulted spec: {e}"))
+    })?;
     object["spec"] = v;
     Ok(())
 }
 
 impl Policies {
-    fn expressions(&self, sites: Vec<Site<'_>>, structural: Vec<flotilla_core::validate::FieldError>, out: &mut Vec<FieldError>) {
+    fn expressions(
+        &self,
+        sites: Vec<Site<'_>>,
+        structural: Vec<flotilla_core::validate::FieldError>,
+        out: &mut Vec<FieldError>,
+    ) {
         out.extend(from_core(structural));
         for site in sites {
             if let Err(e) = self.cel.check(site.kind, site.source) {
-                out.push(fe(site.field, format!("invalid {} expression: {}", self.cel.language(), e.message)));
+                out.push(fe(
+                    site.field,
+                    format!("invalid {} expression: {}", self.cel.language(), e.message),
+                ));
             }
         }
     }
@@ -151,17 +190,44 @@ impl Policies {
         let cel = flotilla_cel::CelFactory::new(Arc::clone(&self.cel));
         let s = &doc.spec;
         let points = [
-            (ExtensionPoint::Filter, &s.filters, flotilla_plugins::registry::FILTERS),
-            (ExtensionPoint::Score, &s.scores, flotilla_plugins::registry::SCORES),
-            (ExtensionPoint::Select, &s.selects, flotilla_plugins::registry::SELECTS),
-            (ExtensionPoint::Assign, &s.assigners, flotilla_plugins::registry::ASSIGNERS),
-            (ExtensionPoint::Override, &s.overriders, flotilla_plugins::registry::OVERRIDERS),
+            (
+                ExtensionPoint::Filter,
+                &s.filters,
+                flotilla_plugins::registry::FILTERS,
+            ),
+            (
+                ExtensionPoint::Score,
+                &s.scores,
+                flotilla_plugins::registry::SCORES,
+            ),
+            (
+                ExtensionPoint::Select,
+                &s.selects,
+                flotilla_plugins::registry::SELECTS,
+            ),
+            (
+                ExtensionPoint::Assign,
+                &s.assigners,
+                flotilla_plugins::registry::ASSIGNERS,
+            ),
+            (
+                ExtensionPoint::Override,
+                &s.overriders,
+                flotilla_plugins::registry::OVERRIDERS,
+            ),
         ];
         let mut causes = Vec::new();
         for (point, list, builtins) in points {
             for (i, spec) in list.iter().flatten().enumerate() {
                 let field = format!("spec.{point}[{i}]");
-                check_plugin(point, spec, &field, builtins, &[&builtin, &cel], &mut causes);
+                check_plugin(
+                    point,
+                    spec,
+                    &field,
+                    builtins,
+                    &[&builtin, &cel],
+                    &mut causes,
+                );
             }
         }
         result(causes)
@@ -170,7 +236,14 @@ impl Policies {
 
 /// One profile entry: Wasm entries are checked for shape only (modules load in the controllers);
 /// the others must build with the built-in or CEL factory for `point`.
-fn check_plugin(point: ExtensionPoint, spec: &PluginSpec, field: &str, builtins: &[&str], factories: &[&dyn PluginFactory], out: &mut Vec<FieldError>) {
+fn check_plugin(
+    point: ExtensionPoint,
+    spec: &PluginSpec,
+    field: &str,
+    builtins: &[&str],
+    factories: &[&dyn PluginFactory],
+    out: &mut Vec<FieldError>,
+) {
     if spec.name.is_empty() {
         out.push(fe(format!("{field}.name"), "Required value"));
     }
@@ -193,13 +266,22 @@ fn check_plugin(point: ExtensionPoint, spec: &PluginSpec, field: &str, builtins:
                         | (ExtensionPoint::Override, BuiltPlugin::Override(_))
                 );
                 if !matches {
-                    out.push(fe(field, format!("plugin {:?} does not implement {point}", spec.name)));
+                    out.push(fe(
+                        field,
+                        format!("plugin {:?} does not implement {point}", spec.name),
+                    ));
                 }
                 return;
             }
             Ok(None) => {}
             Err(message) => {
-                let sub = if spec.cel.is_some() { ".cel" } else if spec.config.is_some() { ".config" } else { "" };
+                let sub = if spec.cel.is_some() {
+                    ".cel"
+                } else if spec.config.is_some() {
+                    ".config"
+                } else {
+                    ""
+                };
                 out.push(fe(format!("{field}{sub}"), message));
                 return;
             }
@@ -214,8 +296,13 @@ fn check_plugin(point: ExtensionPoint, spec: &PluginSpec, field: &str, builtins:
 fn check_wasm_source(w: &WasmSource, field: &str, out: &mut Vec<FieldError>) {
     match (w.path.is_empty(), &w.plugin) {
         (false, Some(_)) => out.push(fe(field, "set one of path and plugin, not both")),
-        (true, None) => out.push(fe(field, "one of path (a .wasm file) and plugin (a WasmPlugin object) is required")),
-        (true, Some(name)) if name.is_empty() => out.push(fe(format!("{field}.plugin"), "must not be empty")),
+        (true, None) => out.push(fe(
+            field,
+            "one of path (a .wasm file) and plugin (a WasmPlugin object) is required",
+        )),
+        (true, Some(name)) if name.is_empty() => {
+            out.push(fe(format!("{field}.plugin"), "must not be empty"))
+        }
         _ => {}
     }
     if let Some(d) = &w.sha256 {
@@ -244,16 +331,26 @@ fn wasm_plugin(object: &mut Value) -> Result<(), AdmissionError> {
     let spec: WasmPluginSpec = typed_spec(object)?;
     let mut causes = Vec::new();
     match (&spec.module.path, &spec.module.base64) {
-        (Some(_), Some(_)) => causes.push(fe("spec.module", "set one of path and base64, not both")),
+        (Some(_), Some(_)) => {
+            causes.push(fe("spec.module", "set one of path and base64, not both"))
+        }
         (None, None) => causes.push(fe("spec.module", "one of path and base64 is required")),
         (Some(p), None) if p.is_empty() => causes.push(fe("spec.module.path", "must not be empty")),
         (None, Some(b)) => match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
-            Ok(bytes) if bytes.is_empty() => causes.push(fe("spec.module.base64", "the module is empty")),
+            Ok(bytes) if bytes.is_empty() => {
+                causes.push(fe("spec.module.base64", "the module is empty"))
+            }
             Ok(bytes) if !bytes.starts_with(b"\0asm") && std::str::from_utf8(&bytes).is_err() => {
-                causes.push(fe("spec.module.base64", "neither a binary Wasm module (\\0asm) nor WAT text"));
+                causes.push(fe(
+                    "spec.module.base64",
+                    "neither a binary Wasm module (\\0asm) nor WAT text",
+                ));
             }
             Ok(_) => {}
-            Err(e) => causes.push(fe("spec.module.base64", format!("not valid base64 (standard alphabet): {e}"))),
+            Err(e) => causes.push(fe(
+                "spec.module.base64",
+                format!("not valid base64 (standard alphabet): {e}"),
+            )),
         },
         _ => {}
     }
@@ -269,12 +366,16 @@ mod tests {
     use serde_json::json;
 
     fn res(group: &str, kind: &str) -> &'static Resource {
-        flotilla_apiserver::registry::all().into_iter().find(|r| r.group == group && r.kind == kind).expect("served kind")
+        flotilla_apiserver::registry::all()
+            .into_iter()
+            .find(|r| r.group == group && r.kind == kind)
+            .expect("served kind")
     }
 
     fn admit(kind: (&str, &str), mut obj: Value) -> Result<Value, AdmissionError> {
         let a = Policies::new(Arc::new(flotilla_cel::Engine::default()));
-        a.admit(Operation::Create, res(kind.0, kind.1), &mut obj, None).map(|()| obj)
+        a.admit(Operation::Create, res(kind.0, kind.1), &mut obj, None)
+            .map(|()| obj)
     }
 
     const PP: (&str, &str) = ("policy.karmada.io", "PropagationPolicy");
@@ -291,29 +392,68 @@ mod tests {
 
     #[test]
     fn propagation_policy_defaults_are_applied_and_metadata_kept() {
-        let out = admit(PP, pp(json!({"replicaScheduling": {}, "spreadConstraints": [{"maxGroups": 2}]}))).unwrap();
+        let out = admit(
+            PP,
+            pp(json!({"replicaScheduling": {}, "spreadConstraints": [{"maxGroups": 2}]})),
+        )
+        .unwrap();
         assert_eq!(out["spec"]["resourceSelectors"][0]["namespace"], "ns");
-        assert_eq!(out["spec"]["placement"]["replicaScheduling"], json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}));
-        assert_eq!(out["spec"]["placement"]["spreadConstraints"][0], json!({"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1}));
-        assert_eq!((&out["spec"]["conflictResolution"], &out["spec"]["preemption"]), (&json!("Abort"), &json!("Never")));
+        assert_eq!(
+            out["spec"]["placement"]["replicaScheduling"],
+            json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"})
+        );
+        assert_eq!(
+            out["spec"]["placement"]["spreadConstraints"][0],
+            json!({"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1})
+        );
+        assert_eq!(
+            (
+                &out["spec"]["conflictResolution"],
+                &out["spec"]["preemption"]
+            ),
+            (&json!("Abort"), &json!("Never"))
+        );
         assert_eq!(out["spec"]["schedulerName"], "default-scheduler");
-        assert_eq!(out["metadata"]["managedFields"], json!([{"manager": "kubectl"}]));
+        assert_eq!(
+            out["metadata"]["managedFields"],
+            json!([{"manager": "kubectl"}])
+        );
     }
 
     #[test]
     fn propagation_policy_validation_names_the_field() {
-        let e = admit(PP, pp(json!({"clusterAffinities": [{"affinityName": "a"}, {"affinityName": "a"}]}))).unwrap_err();
-        assert_eq!(fields(&e), ["spec.placement.clusterAffinities[1].affinityName"], "{e}");
+        let e = admit(
+            PP,
+            pp(json!({"clusterAffinities": [{"affinityName": "a"}, {"affinityName": "a"}]})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            fields(&e),
+            ["spec.placement.clusterAffinities[1].affinityName"],
+            "{e}"
+        );
         let e = admit(PP, pp(json!({"replicaScheduling": {"weightPreference": {"staticWeightList": [{"targetCluster": {}, "weight": 0}]}}}))).unwrap_err();
-        assert_eq!(fields(&e), ["spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight"], "{e}");
+        assert_eq!(
+            fields(&e),
+            ["spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight"],
+            "{e}"
+        );
     }
 
     #[test]
     fn cel_errors_name_the_field_and_column() {
         let bad = json!({"clusterAffinity": {"celSelector": {"celExpressions": ["cluster.metadata.name == 'a' &&"]}}});
         let e = admit(PP, pp(bad)).unwrap_err();
-        assert_eq!(fields(&e), ["spec.placement.clusterAffinity.celSelector.celExpressions[0]"], "{e}");
-        assert!(e.causes[0].message.contains("invalid CEL expression") && e.causes[0].message.contains("column"), "{e}");
+        assert_eq!(
+            fields(&e),
+            ["spec.placement.clusterAffinity.celSelector.celExpressions[0]"],
+            "{e}"
+        );
+        assert!(
+            e.causes[0].message.contains("invalid CEL expression")
+                && e.causes[0].message.contains("column"),
+            "{e}"
+        );
         let good = json!({"clusterAffinity": {"celSelector": {"celExpressions": ["cluster.metadata.name == 'a'"]}}});
         assert!(admit(PP, pp(good)).is_ok());
     }
@@ -321,7 +461,11 @@ mod tests {
     #[test]
     fn schema_errors_carry_the_path() {
         let e = admit(PP, pp(json!({"clusterAffinity": {"clusterNames": "a"}}))).unwrap_err();
-        assert_eq!(fields(&e), ["spec.placement.clusterAffinity.clusterNames"], "{e}");
+        assert_eq!(
+            fields(&e),
+            ["spec.placement.clusterAffinity.clusterNames"],
+            "{e}"
+        );
         let mut no_spec = pp(json!({}));
         no_spec.as_object_mut().unwrap().remove("spec");
         assert_eq!(fields(&admit(PP, no_spec).unwrap_err()), ["spec"]);
@@ -335,10 +479,22 @@ mod tests {
                             "overrideRules": [{"targetCluster": {"celSelector": {"celExpressions": [expr]}},
                                                "overriders": {"plaintext": [{"path": "/spec/replicas", "operator": "replace", "value": 1}]}}]}})
         };
-        let out = admit(("policy.karmada.io", "OverridePolicy"), op("clusterName == 'm1'")).unwrap();
+        let out = admit(
+            ("policy.karmada.io", "OverridePolicy"),
+            op("clusterName == 'm1'"),
+        )
+        .unwrap();
         assert_eq!(out["spec"]["resourceSelectors"][0]["namespace"], "ns");
-        let e = admit(("policy.karmada.io", "OverridePolicy"), op("clusterName ==")).unwrap_err();
-        assert_eq!(fields(&e), ["spec.overrideRules[0].targetCluster.celSelector.celExpressions[0]"], "{e}");
+        let e = admit(
+            ("policy.karmada.io", "OverridePolicy"),
+            op("clusterName =="),
+        )
+        .unwrap_err();
+        assert_eq!(
+            fields(&e),
+            ["spec.overrideRules[0].targetCluster.celSelector.celExpressions[0]"],
+            "{e}"
+        );
     }
 
     #[test]
@@ -361,21 +517,44 @@ mod tests {
             "scores": [{"name": "gpu", "weight": 2, "wasm": {"plugin": "gpu-scorer"}}, {"name": "local", "wasm": {"path": "/nonexistent/x.wasm"}}],
         }));
         assert!(admit(SP, ok).is_ok());
-        let e = admit(SP, profile(json!({"scores": [{"name": "ClusterLocality"}, {"name": "NoSuchPlugin"}]}))).unwrap_err();
+        let e = admit(
+            SP,
+            profile(json!({"scores": [{"name": "ClusterLocality"}, {"name": "NoSuchPlugin"}]})),
+        )
+        .unwrap_err();
         assert_eq!(fields(&e), ["spec.scores[1].name"], "{e}");
-        let e = admit(SP, profile(json!({"filters": [{"name": "f", "cel": {"expression": "clusterName =="}}]}))).unwrap_err();
+        let e = admit(
+            SP,
+            profile(json!({"filters": [{"name": "f", "cel": {"expression": "clusterName =="}}]})),
+        )
+        .unwrap_err();
         assert_eq!(fields(&e), ["spec.filters[0].cel"], "{e}");
         assert!(e.causes[0].message.contains("column"), "{e}");
-        let e = admit(SP, profile(json!({"scores": [{"name": "w", "wasm": {"path": "a.wasm", "plugin": "b"}}]}))).unwrap_err();
+        let e = admit(
+            SP,
+            profile(json!({"scores": [{"name": "w", "wasm": {"path": "a.wasm", "plugin": "b"}}]})),
+        )
+        .unwrap_err();
         assert_eq!(fields(&e), ["spec.scores[0].wasm"], "{e}");
-        let e = admit(SP, profile(json!({"scores": [{"name": "w", "wasm": {"plugin": "b", "sha256": "abc"}}]}))).unwrap_err();
+        let e = admit(
+            SP,
+            profile(json!({"scores": [{"name": "w", "wasm": {"plugin": "b", "sha256": "abc"}}]})),
+        )
+        .unwrap_err();
         assert_eq!(fields(&e), ["spec.scores[0].wasm.sha256"], "{e}");
-        let e = admit(SP, profile(json!({"scores": [{"name": "w", "weight": "x"}]}))).unwrap_err();
+        let e = admit(
+            SP,
+            profile(json!({"scores": [{"name": "w", "weight": "x"}]})),
+        )
+        .unwrap_err();
         assert_eq!(fields(&e), ["spec.scores[0].weight"], "{e}");
     }
 
     fn wasm(spec: Value) -> Result<Value, AdmissionError> {
-        admit(("flotilla.dev", "WasmPlugin"), json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "w"}, "spec": spec}))
+        admit(
+            ("flotilla.dev", "WasmPlugin"),
+            json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "w"}, "spec": spec}),
+        )
     }
 
     #[test]
@@ -383,13 +562,34 @@ mod tests {
         let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
         assert!(wasm(json!({"module": {"base64": "AGFzbQEAAAA="}, "sha256": digest, "failurePolicy": "Ignore"})).is_ok());
         assert!(wasm(json!({"module": {"path": "/plugins/gpu.wasm"}, "sha256": format!("sha256:{digest}")})).is_ok());
-        assert_eq!(fields(&wasm(json!({"module": {}})).unwrap_err()), ["spec.module"]);
-        assert_eq!(fields(&wasm(json!({"module": {"path": "a", "base64": "AGFzbQEAAAA="}})).unwrap_err()), ["spec.module"]);
-        assert_eq!(fields(&wasm(json!({"module": {"base64": "not base64!"}})).unwrap_err()), ["spec.module.base64"]);
-        assert_eq!(fields(&wasm(json!({"module": {"path": "a"}, "sha256": "sha256:xyz"})).unwrap_err()), ["spec.sha256"]);
-        assert_eq!(fields(&wasm(json!({"module": {"path": "a"}, "failurePolicy": "Sometimes"})).unwrap_err()), ["spec.failurePolicy"]);
+        assert_eq!(
+            fields(&wasm(json!({"module": {}})).unwrap_err()),
+            ["spec.module"]
+        );
+        assert_eq!(
+            fields(&wasm(json!({"module": {"path": "a", "base64": "AGFzbQEAAAA="}})).unwrap_err()),
+            ["spec.module"]
+        );
+        assert_eq!(
+            fields(&wasm(json!({"module": {"base64": "not base64!"}})).unwrap_err()),
+            ["spec.module.base64"]
+        );
+        assert_eq!(
+            fields(&wasm(json!({"module": {"path": "a"}, "sha256": "sha256:xyz"})).unwrap_err()),
+            ["spec.sha256"]
+        );
+        assert_eq!(
+            fields(
+                &wasm(json!({"module": {"path": "a"}, "failurePolicy": "Sometimes"})).unwrap_err()
+            ),
+            ["spec.failurePolicy"]
+        );
         let e = wasm(json!({"module": {"path": "a"}, "extra": 1})).unwrap_err();
-        assert!(e.causes[0].field.starts_with("spec") && e.causes[0].message.contains("unknown field `extra`"), "{e}");
+        assert!(
+            e.causes[0].field.starts_with("spec")
+                && e.causes[0].message.contains("unknown field `extra`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub struct Args {
 
 /// A client for the control plane from its kubeconfig file.
 pub async fn control_client(path: &Path, context: Option<&str>) -> anyhow::Result<kube::Client> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
     let what = format!("control plane kubeconfig {}", path.display());
     let config = flotilla_controller::client::config_from_kubeconfig(&text, context, &what).await?;
     Ok(flotilla_controller::client::connect(&config)?)
@@ -48,7 +49,10 @@ pub async fn control_client(path: &Path, context: Option<&str>) -> anyhow::Resul
 
 /// Run.
 pub fn main(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(async move {
         let control = control_client(&args.kubeconfig, args.context.as_deref()).await?;
         let text = std::fs::read_to_string(&args.member_kubeconfig).with_context(|| format!("reading member kubeconfig {}", args.member_kubeconfig.display()))?;

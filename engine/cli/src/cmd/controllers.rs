@@ -55,22 +55,37 @@ pub struct Args {
 
 /// Run.
 pub fn main(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let options = kube::config::KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+    let options = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
     let config = match (&args.kubeconfig, &args.context) {
         (Some(path), _) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("loading the kubeconfig")?
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .context("loading the kubeconfig")?
         }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await.context("loading the kubeconfig")?,
-        (None, None) => kube::Config::infer().await.context("finding the API server (no --kubeconfig, no in-cluster service account)")?,
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("loading the kubeconfig")?,
+        (None, None) => kube::Config::infer()
+            .await
+            .context("finding the API server (no --kubeconfig, no in-cluster service account)")?,
     };
     let client = kube::Client::try_from(config.clone()).context("building the API client")?;
-    let module_dir = args.module_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id())));
+    let module_dir = args.module_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id()))
+    });
     let settings = flotilla_controller::Settings {
         ready_delay: Duration::from_millis(args.ready_delay_ms),
         backends: super::profiles::backends(module_dir),
@@ -78,9 +93,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let metrics = match args.metrics_addr {
         Some(addr) => {
-            let l = std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;
+            let l = std::net::TcpListener::bind(addr)
+                .with_context(|| format!("binding the metrics address {addr}"))?;
             l.set_nonblocking(true).context("metrics listener")?;
-            println!("metrics: http://{}/metrics", l.local_addr().context("metrics address")?);
+            println!(
+                "metrics: http://{}/metrics",
+                l.local_addr().context("metrics address")?
+            );
             Some(l)
         }
         None => None,
@@ -98,14 +117,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let cfg = leader::Config {
         namespace: args.leader_elect_namespace,
         name: args.leader_elect_name,
-        identity: args.leader_elect_identity.unwrap_or_else(leader::default_identity),
+        identity: args
+            .leader_elect_identity
+            .unwrap_or_else(leader::default_identity),
         lease_duration: Duration::from_secs(args.leader_elect_lease_duration),
         renew_deadline: Duration::from_millis(args.leader_elect_renew_deadline_ms),
         retry_period: Duration::from_millis(args.leader_elect_retry_period_ms),
     };
     cfg.validate()?;
-    leader::ensure_namespace(&client, &cfg.namespace).await.with_context(|| format!("ensuring namespace {}", cfg.namespace))?;
-    println!("candidate {} for lease {}/{} on {}", cfg.identity, cfg.namespace, cfg.name, config.cluster_url);
+    leader::ensure_namespace(&client, &cfg.namespace)
+        .await
+        .with_context(|| format!("ensuring namespace {}", cfg.namespace))?;
+    println!(
+        "candidate {} for lease {}/{} on {}",
+        cfg.identity, cfg.namespace, cfg.name, config.cluster_url
+    );
     let retry = cfg.retry_period;
     let mut leadership = leader::spawn(client.clone(), cfg)?;
     let mut standby = None;
@@ -164,15 +190,38 @@ struct Term {
 }
 
 impl Term {
-    async fn start(client: &kube::Client, config: &kube::Config, settings: &flotilla_controller::Settings, metrics: Option<&std::net::TcpListener>) -> anyhow::Result<Self> {
+    async fn start(
+        client: &kube::Client,
+        config: &kube::Config,
+        settings: &flotilla_controller::Settings,
+        metrics: Option<&std::net::TcpListener>,
+    ) -> anyhow::Result<Self> {
         let members = members(client, config).await?;
         let names: Vec<&String> = members.iter().map(|(n, _)| n).collect();
-        println!("members: {}", if names.is_empty() { "(none)".to_owned() } else { names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ") });
-        let running = flotilla_controller::start(client.clone(), members, settings.clone()).await.context("starting the controllers")?;
+        println!(
+            "members: {}",
+            if names.is_empty() {
+                "(none)".to_owned()
+            } else {
+                names
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+        let running = flotilla_controller::start(client.clone(), members, settings.clone())
+            .await
+            .context("starting the controllers")?;
         let metrics = match metrics {
             Some(l) => {
-                let l = tokio::net::TcpListener::from_std(l.try_clone().context("metrics listener")?).context("metrics listener")?;
-                Some(flotilla_controller::controller::serve_metrics(l, running.context.clone()))
+                let l =
+                    tokio::net::TcpListener::from_std(l.try_clone().context("metrics listener")?)
+                        .context("metrics listener")?;
+                Some(flotilla_controller::controller::serve_metrics(
+                    l,
+                    running.context.clone(),
+                ))
             }
             None => None,
         };
@@ -192,7 +241,9 @@ impl Term {
 /// Answer `/metrics` on a standby replica (no controllers, so no samples) rather than leave
 /// scrapes hanging in the listen backlog.
 fn serve_standby(listener: &std::net::TcpListener) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::from_std(listener.try_clone().context("metrics listener")?).context("metrics listener")?;
+    let listener =
+        tokio::net::TcpListener::from_std(listener.try_clone().context("metrics listener")?)
+            .context("metrics listener")?;
     Ok(tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -202,7 +253,10 @@ fn serve_standby(listener: &std::net::TcpListener) -> anyhow::Result<tokio::task
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 // One read of the request head is enough to answer; the body is the same for any path.
-                if tokio::time::timeout(Duration::from_secs(5), stream.readable()).await.is_err() {
+                if tokio::time::timeout(Duration::from_secs(5), stream.readable())
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 let _ = stream.try_read(&mut buf);
@@ -221,23 +275,41 @@ fn serve_standby(listener: &std::net::TcpListener) -> anyhow::Result<tokio::task
 
 /// The member clusters reachable through the control plane: `Cluster`s whose `spec.apiEndpoint`
 /// is a path on the same server (`/clusters/<name>`, the simulated members of `flotilla up`).
-async fn members(client: &kube::Client, config: &kube::Config) -> anyhow::Result<flotilla_controller::Members> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &flotilla_controller::api_resource("cluster.karmada.io/v1alpha1", "Cluster"));
-    let clusters = api.list(&Default::default()).await.context("listing Clusters")?;
+async fn members(
+    client: &kube::Client,
+    config: &kube::Config,
+) -> anyhow::Result<flotilla_controller::Members> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &flotilla_controller::api_resource("cluster.karmada.io/v1alpha1", "Cluster"),
+    );
+    let clusters = api
+        .list(&Default::default())
+        .await
+        .context("listing Clusters")?;
     let base = config.cluster_url.to_string();
     let base = base.trim_end_matches('/');
     let mut out = Vec::new();
     for c in clusters {
         let name = c.metadata.name.clone().unwrap_or_default();
-        let endpoint = c.data.pointer("/spec/apiEndpoint").and_then(serde_json::Value::as_str).unwrap_or("");
+        let endpoint = c
+            .data
+            .pointer("/spec/apiEndpoint")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
         if !endpoint.starts_with('/') {
             // Not a logical cluster of this server: a remote member, reached (if at all) through
             // its own credentials rather than this kubeconfig.
             continue;
         }
         let mut member = config.clone();
-        member.cluster_url = format!("{base}{endpoint}").parse().with_context(|| format!("cluster {name}: endpoint {endpoint}"))?;
-        out.push((name, kube::Client::try_from(member).context("building a member client")?));
+        member.cluster_url = format!("{base}{endpoint}")
+            .parse()
+            .with_context(|| format!("cluster {name}: endpoint {endpoint}"))?;
+        out.push((
+            name,
+            kube::Client::try_from(member).context("building a member client")?,
+        ));
     }
     Ok(flotilla_controller::Members::new(out))
 }

@@ -33,7 +33,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let (kind, ns, name) = match parts.as_slice() {
         [k, n] => (*k, "", *n),
         [k, ns, n] => (*k, *ns, *n),
-        _ => bail!("--resource: expected KIND/NAMESPACE/NAME or KIND/NAME, got {:?}", args.resource),
+        _ => bail!(
+            "--resource: expected KIND/NAMESPACE/NAME or KIND/NAME, got {:?}",
+            args.resource
+        ),
     };
     let template = inv
         .templates
@@ -45,7 +48,11 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
     let now = input::now(args.now.as_deref())?;
     let profiles = super::profiles::load(&args.profiles)?;
-    let snapshot = Snapshot::new(inv.clusters.clone(), std::sync::Arc::new(profiles), Options::default());
+    let snapshot = Snapshot::new(
+        inv.clusters.clone(),
+        std::sync::Arc::new(profiles),
+        Options::default(),
+    );
     let profile = snapshot
         .profile(&rb.spec.scheduler_name)
         .with_context(|| format!("no scheduler profile named {:?}", rb.spec.scheduler_name))?
@@ -54,14 +61,40 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     // The decision `flotilla plan` and the scheduler controller make, with its trace.
     let mut trace = Trace::default();
     let mut memory = FailoverMemory::default();
-    let decision = decide(&snapshot, &mut rb, Some(template), Clock::at_secs(now), &mut memory, Some(&mut trace));
-    let evicted: Vec<&String> = decision.taint_evicted.iter().chain(&decision.app_evicted).collect();
+    let decision = decide(
+        &snapshot,
+        &mut rb,
+        Some(template),
+        Clock::at_secs(now),
+        &mut memory,
+        Some(&mut trace),
+    );
+    let evicted: Vec<&String> = decision
+        .taint_evicted
+        .iter()
+        .chain(&decision.app_evicted)
+        .collect();
 
     let mut s = String::new();
-    let _ = writeln!(s, "{} {} claimed by {} {}", rb.kind, key, claim.policy.kind, claim.policy.metadata.name());
+    let _ = writeln!(
+        s,
+        "{} {} claimed by {} {}",
+        rb.kind,
+        key,
+        claim.policy.kind,
+        claim.policy.metadata.name()
+    );
     let _ = writeln!(s, "replicas: {}  profile: {profile}", rb.spec.replicas);
     if !evicted.is_empty() {
-        let _ = writeln!(s, "evicted: {}", evicted.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            s,
+            "evicted: {}",
+            evicted
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     for a in &trace.attempts {
         if let Some(n) = &a.affinity_name {
@@ -72,23 +105,50 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             let _ = writeln!(s, "  {cluster}");
             for (plugin, v) in verdicts {
                 match v {
-                    Verdict::Fit => { let _ = writeln!(s, "    {plugin:<18} fit"); }
-                    Verdict::Unschedulable(r) => { let _ = writeln!(s, "    {plugin:<18} unschedulable: {r}"); }
+                    Verdict::Fit => {
+                        let _ = writeln!(s, "    {plugin:<18} fit");
+                    }
+                    Verdict::Unschedulable(r) => {
+                        let _ = writeln!(s, "    {plugin:<18} unschedulable: {r}");
+                    }
                 }
             }
         }
         let _ = writeln!(s, "\nSCORES (feasible clusters, canonical order)");
         for (name, total, alloc, avail, overflow) in &a.ordered {
-            let per: Vec<String> = a.scores.get(name).into_iter().flatten().map(|(p, v)| format!("{p}={v}")).collect();
-            let _ = writeln!(s, "  {name:<20} total={total:<4} allocatable={alloc} available={avail} overflowOrder={overflow}  {}", per.join(" "));
+            let per: Vec<String> = a
+                .scores
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|(p, v)| format!("{p}={v}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {name:<20} total={total:<4} allocatable={alloc} available={avail} overflowOrder={overflow}  {}",
+                per.join(" ")
+            );
         }
-        let _ = writeln!(s, "\nSELECTED: {}", if a.selected.is_empty() { "<none>".into() } else { a.selected.join(", ") });
+        let _ = writeln!(
+            s,
+            "\nSELECTED: {}",
+            if a.selected.is_empty() {
+                "<none>".into()
+            } else {
+                a.selected.join(", ")
+            }
+        );
         match &a.outcome {
             Some(Ok(t)) => {
-                let list: Vec<String> = t.iter().map(|t| format!("{}={}", t.name, t.replicas)).collect();
+                let list: Vec<String> = t
+                    .iter()
+                    .map(|t| format!("{}={}", t.name, t.replicas))
+                    .collect();
                 let _ = writeln!(s, "ASSIGNED: {}", list.join(", "));
             }
-            Some(Err(f)) => { let _ = writeln!(s, "FAILED ({}): {}", f.kind.reason(), f.message); }
+            Some(Err(f)) => {
+                let _ = writeln!(s, "FAILED ({}): {}", f.kind.reason(), f.message);
+            }
             None => {}
         }
     }

@@ -41,7 +41,14 @@ pub fn expand(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Vec<PathBuf>
         }
     }
     if out.is_empty() {
-        bail!("no input files found in {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        bail!(
+            "no input files found in {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(out)
 }
@@ -57,7 +64,11 @@ fn walk(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> anyhow::Result<(
             if recursive {
                 walk(&e, recursive, out)?;
             }
-        } else if e.extension().and_then(|x| x.to_str()).is_some_and(|x| matches!(x, "yaml" | "yml" | "json")) {
+        } else if e
+            .extension()
+            .and_then(|x| x.to_str())
+            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
+        {
             out.push(e);
         }
     }
@@ -71,10 +82,15 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
     for p in expand(paths, recursive)? {
         let (name, text) = if p.as_os_str() == "-" {
             let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).context("reading standard input")?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .context("reading standard input")?;
             ("-".to_owned(), s)
         } else {
-            (p.display().to_string(), std::fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?)
+            (
+                p.display().to_string(),
+                std::fs::read_to_string(&p)
+                    .with_context(|| format!("{}: cannot read", p.display()))?,
+            )
         };
         inv.extend(parse_documents(&name, &text)?);
     }
@@ -96,7 +112,8 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
 /// `--now` or the system clock, as epoch seconds.
 pub fn now(arg: Option<&str>) -> anyhow::Result<i64> {
     match arg {
-        Some(t) => flotilla_core::time::parse_rfc3339(t).with_context(|| format!("--now: {t:?} is not an RFC 3339 time")),
+        Some(t) => flotilla_core::time::parse_rfc3339(t)
+            .with_context(|| format!("--now: {t:?} is not an RFC 3339 time")),
         None => Ok(std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

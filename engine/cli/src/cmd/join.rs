@@ -28,14 +28,31 @@ pub struct Args {
 
 /// Run.
 pub fn main(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let control = super::agent::control_client(&args.kubeconfig, args.context.as_deref()).await?;
-        let member = std::fs::read_to_string(&args.member_kubeconfig).with_context(|| format!("reading member kubeconfig {}", args.member_kubeconfig.display()))?;
-        let joined = flotilla_controller::members::join(&control, &args.name, &member, args.member_context.as_deref())
-            .await
-            .with_context(|| format!("joining cluster {}", args.name))?;
-        println!("cluster {} joined (Push) at {}; credentials in Secret {} ({} shape)", args.name, joined.endpoint, joined.secret, joined.shape);
+        let control =
+            super::agent::control_client(&args.kubeconfig, args.context.as_deref()).await?;
+        let member = std::fs::read_to_string(&args.member_kubeconfig).with_context(|| {
+            format!(
+                "reading member kubeconfig {}",
+                args.member_kubeconfig.display()
+            )
+        })?;
+        let joined = flotilla_controller::members::join(
+            &control,
+            &args.name,
+            &member,
+            args.member_context.as_deref(),
+        )
+        .await
+        .with_context(|| format!("joining cluster {}", args.name))?;
+        println!(
+            "cluster {} joined (Push) at {}; credentials in Secret {} ({} shape)",
+            args.name, joined.endpoint, joined.secret, joined.shape
+        );
         Ok(())
     })
 }

@@ -42,7 +42,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let inv = args.input.load()?;
     let options = PlanOptions {
         now: input::now(args.now.as_deref())?,
-        pipeline: flotilla_core::pipeline::Options { taint_eviction: !args.no_taint_eviction, ..Default::default() },
+        pipeline: flotilla_core::pipeline::Options {
+            taint_eviction: !args.no_taint_eviction,
+            ..Default::default()
+        },
     };
     let profiles = super::profiles::load(&args.profiles)?;
     let plan = plan(&inv, std::sync::Arc::new(profiles), options);
@@ -57,7 +60,11 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     }
     for b in &plan.bindings {
         for w in b.works.iter().filter_map(|w| w.as_ref().err()) {
-            eprintln!("warning: {}/{}: no Work for {w}", b.binding.metadata.namespace(), b.binding.metadata.name());
+            eprintln!(
+                "warning: {}/{}: no Work for {w}",
+                b.binding.metadata.namespace(),
+                b.binding.metadata.name()
+            );
         }
     }
     Ok(())
@@ -87,14 +94,35 @@ fn table(plan: &Plan) -> String {
     let mut s = String::new();
     for b in &plan.bindings {
         let rb = &b.binding;
-        let cond = rb.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == "Scheduled"));
+        let cond = rb
+            .status
+            .as_ref()
+            .and_then(|st| st.conditions.iter().find(|c| c.type_ == "Scheduled"));
         let ns = rb.metadata.namespace();
-        let name = if ns.is_empty() { rb.metadata.name().to_owned() } else { format!("{ns}/{}", rb.metadata.name()) };
+        let name = if ns.is_empty() {
+            rb.metadata.name().to_owned()
+        } else {
+            format!("{ns}/{}", rb.metadata.name())
+        };
         let _ = writeln!(s, "{} {name}", rb.kind);
-        let _ = writeln!(s, "  resource:  {} {}", rb.spec.resource.kind, rb.spec.resource.name);
+        let _ = writeln!(
+            s,
+            "  resource:  {} {}",
+            rb.spec.resource.kind, rb.spec.resource.name
+        );
         let _ = writeln!(s, "  replicas:  {}", rb.spec.replicas);
         if let Some(c) = cond {
-            let _ = writeln!(s, "  scheduled: {} ({}){}", c.status, c.reason, if c.status == "True" { String::new() } else { format!(": {}", c.message) });
+            let _ = writeln!(
+                s,
+                "  scheduled: {} ({}){}",
+                c.status,
+                c.reason,
+                if c.status == "True" {
+                    String::new()
+                } else {
+                    format!(": {}", c.message)
+                }
+            );
         }
         if !b.evicted.is_empty() {
             let _ = writeln!(s, "  evicted:   {}", b.evicted.join(", "));
@@ -108,14 +136,29 @@ fn table(plan: &Plan) -> String {
         for w in &b.works {
             match w {
                 Ok(w) => {
-                    let image = w.spec.workload.manifests.first().and_then(images).unwrap_or_default();
-                    let overrides = w.metadata.annotations.keys().filter(|k| k.contains("applied-")).count();
+                    let image = w
+                        .spec
+                        .workload
+                        .manifests
+                        .first()
+                        .and_then(images)
+                        .unwrap_or_default();
+                    let overrides = w
+                        .metadata
+                        .annotations
+                        .keys()
+                        .filter(|k| k.contains("applied-"))
+                        .count();
                     let _ = writeln!(
                         s,
                         "  work {}/{}{}{}",
                         w.metadata.namespace(),
                         w.metadata.name(),
-                        if image.is_empty() { String::new() } else { format!(" image={image}") },
+                        if image.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" image={image}")
+                        },
                         if overrides > 0 { " (overridden)" } else { "" }
                     );
                 }
@@ -135,7 +178,13 @@ fn table(plan: &Plan) -> String {
 }
 
 fn images(manifest: &Value) -> Option<String> {
-    let containers = manifest.pointer("/spec/template/spec/containers").or_else(|| manifest.pointer("/spec/containers"))?;
-    let imgs: Vec<&str> = containers.as_array()?.iter().filter_map(|c| c.get("image").and_then(Value::as_str)).collect();
+    let containers = manifest
+        .pointer("/spec/template/spec/containers")
+        .or_else(|| manifest.pointer("/spec/containers"))?;
+    let imgs: Vec<&str> = containers
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.get("image").and_then(Value::as_str))
+        .collect();
     Some(imgs.join(","))
 }

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use flotilla_core::framework::{FailurePolicy, Slot};
-use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_core::pipeline::{Options, Snapshot};
+use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_core::scheduler::{Trace, schedule};
 use flotilla_wasm::{Host, WasmFactory, WasmPlugin};
 
@@ -69,7 +69,11 @@ pub enum Lang {
 pub fn main(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Inspect { module } => inspect(&module),
-        Command::Test { module, config, files } => test(&module, config.as_deref(), &files),
+        Command::Test {
+            module,
+            config,
+            files,
+        } => test(&module, config.as_deref(), &files),
         Command::New { name, lang, dir } => new(&name, lang, &dir),
     }
 }
@@ -84,7 +88,9 @@ const POINTS: [(ExtensionPoint, &str); 5] = [
 
 fn inspect(path: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let module = Host::global()?.compile(&bytes).with_context(|| path.display().to_string())?;
+    let module = Host::global()?
+        .compile(&bytes)
+        .with_context(|| path.display().to_string())?;
     println!("module:    {}", path.display());
     println!("sha256:    {}", module.digest);
     println!("size:      {} bytes", module.size);
@@ -95,25 +101,56 @@ fn inspect(path: &Path) -> anyhow::Result<()> {
             println!("version:   {}", m.version);
             println!("declares:  {}", m.capabilities.join(", "));
         }
-        None => println!("abi:       v{} (no flotilla.plugin section)", flotilla_abi::ABI_VERSION),
+        None => println!(
+            "abi:       v{} (no flotilla.plugin section)",
+            flotilla_abi::ABI_VERSION
+        ),
     }
-    let points: Vec<&str> = POINTS.iter().filter(|(p, _)| module.exports_point(flotilla_wasm::export_for(*p))).map(|(_, n)| *n).collect();
+    let points: Vec<&str> = POINTS
+        .iter()
+        .filter(|(p, _)| module.exports_point(flotilla_wasm::export_for(*p)))
+        .map(|(_, n)| *n)
+        .collect();
     println!("points:    {}", points.join(", "));
     println!("init:      {}", if module.has_init { "yes" } else { "no" });
-    println!("wasi:      {}", if module.wasi { "wasip1, deny-all (clock, random)" } else { "no" });
-    println!("imports:   {}", if module.imports.is_empty() { "(none)".to_owned() } else { module.imports.join(", ") });
+    println!(
+        "wasi:      {}",
+        if module.wasi {
+            "wasip1, deny-all (clock, random)"
+        } else {
+            "no"
+        }
+    );
+    println!(
+        "imports:   {}",
+        if module.imports.is_empty() {
+            "(none)".to_owned()
+        } else {
+            module.imports.join(", ")
+        }
+    );
     println!("exports:   {}", module.exports.join(", "));
     Ok(())
 }
 
 fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> {
-    let config = config.map(serde_json::from_str).transpose().context("--config is not JSON")?;
+    let config = config
+        .map(serde_json::from_str)
+        .transpose()
+        .context("--config is not JSON")?;
     let inv = files.load()?;
     let factory = WasmFactory::new();
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plugin".into());
     let spec = PluginSpec {
         name: name.clone(),
-        wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }),
+        wasm: Some(WasmSource {
+            path: path.display().to_string(),
+            sha256: None,
+            plugin: None,
+        }),
         config,
         failure_policy: FailurePolicy::Fail,
         ..Default::default()
@@ -132,8 +169,12 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
             ExtensionPoint::Filter => profile.filters.push(Slot::new(Arc::clone(&plugin) as _)),
             ExtensionPoint::Score => profile.scores.push(Slot::new(Arc::clone(&plugin) as _)),
             ExtensionPoint::Select => profile.selects = vec![Slot::new(Arc::clone(&plugin) as _)],
-            ExtensionPoint::Assign => profile.assigners.insert(0, Slot::new(Arc::clone(&plugin) as _)),
-            ExtensionPoint::Override => profile.overriders.push(Slot::new(Arc::clone(&plugin) as _)),
+            ExtensionPoint::Assign => profile
+                .assigners
+                .insert(0, Slot::new(Arc::clone(&plugin) as _)),
+            ExtensionPoint::Override => {
+                profile.overriders.push(Slot::new(Arc::clone(&plugin) as _))
+            }
         }
         plugins.push(plugin);
     }
@@ -141,24 +182,48 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
         bail!("{}: exports no extension point", path.display());
     }
     // Bindings as `flotilla plan` derives them from the inputs (scheduled with the default profile).
-    let options = Options { taint_eviction: false, ..Options::default() };
-    let snapshot = Snapshot::new(inv.clusters.clone(), Arc::new(vec![flotilla_plugins::default_profile()]), options);
+    let options = Options {
+        taint_eviction: false,
+        ..Options::default()
+    };
+    let snapshot = Snapshot::new(
+        inv.clusters.clone(),
+        Arc::new(vec![flotilla_plugins::default_profile()]),
+        options,
+    );
     let planned = flotilla_core::plan::plan_in(&inv, &snapshot, super::input::now(None)?);
     for b in &planned.bindings {
         let binding = &b.binding;
         let status = binding.status.clone().unwrap_or_default();
         let template = inv.templates.iter().find(|t| {
             let r = &binding.spec.resource;
-            t.api_version() == r.api_version && t.kind() == r.kind && t.namespace() == r.namespace && t.name() == r.name
+            t.api_version() == r.api_version
+                && t.kind() == r.kind
+                && t.namespace() == r.namespace
+                && t.name() == r.name
         });
         let start = Instant::now();
         let mut trace = Trace::default();
-        let r = schedule(&snapshot, &profile, &binding.spec, &status, template.map(|t| &t.0), Some(&mut trace));
+        let r = schedule(
+            &snapshot,
+            &profile,
+            &binding.spec,
+            &status,
+            template.map(|t| &t.0),
+            Some(&mut trace),
+        );
         let took = start.elapsed();
-        let id = format!("{}/{}", binding.metadata.namespace(), binding.metadata.name());
+        let id = format!(
+            "{}/{}",
+            binding.metadata.namespace(),
+            binding.metadata.name()
+        );
         match &r.outcome {
             Ok(t) => {
-                let t: Vec<String> = t.iter().map(|t| format!("{}:{}", t.name, t.replicas)).collect();
+                let t: Vec<String> = t
+                    .iter()
+                    .map(|t| format!("{}:{}", t.name, t.replicas))
+                    .collect();
                 println!("{id}: scheduled [{}] in {took:?}", t.join(", "));
             }
             Err(f) => println!("{id}: {} {} ({took:?})", f.kind.reason(), f.message),
@@ -227,10 +292,13 @@ fn new(name: &str, lang: Lang, parent: &Path) -> anyhow::Result<()> {
         if let Some(p) = path.parent() {
             std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))?;
         }
-        std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, contents)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         println!("created {}", path.display());
     }
-    println!("next: build it (build.sh / npm run build), then `flotilla plugin inspect` and `flotilla plugin test`; the ABI is in sdk/ABI.md");
+    println!(
+        "next: build it (build.sh / npm run build), then `flotilla plugin inspect` and `flotilla plugin test`; the ABI is in sdk/ABI.md"
+    );
     Ok(())
 }
 

@@ -26,7 +26,11 @@ pub fn base() -> Profile {
 /// What the controllers build profiles from (`SchedulerProfile`/`WasmPlugin` objects): every
 /// backend, the default profile, and `module_dir` for resolved modules.
 pub fn backends(module_dir: PathBuf) -> flotilla_controller::controller::plugins::Backends {
-    flotilla_controller::controller::plugins::Backends { base: base(), factories: factories(), module_dir: Some(module_dir) }
+    flotilla_controller::controller::plugins::Backends {
+        base: base(),
+        factories: factories(),
+        module_dir: Some(module_dir),
+    }
 }
 
 /// The default profile, then one per `--profile` document (a document named `default-scheduler`
@@ -37,7 +41,8 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
     let refs: Vec<&dyn PluginFactory> = factories.iter().map(|f| f.as_ref()).collect();
     let mut profiles = vec![base.clone()];
     for path in paths {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
         let dir = path.parent().map(PathBuf::from).unwrap_or_default();
         for (i, de) in serde_yaml::Deserializer::from_str(&text).enumerate() {
             let value: serde_json::Value = serde::Deserialize::deserialize(de)
@@ -45,10 +50,19 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
             if value.is_null() {
                 continue;
             }
-            let mut doc: ProfileDocument = serde_path_to_error::deserialize(value)
-                .map_err(|e| anyhow::anyhow!("{}: document {}: {}: {}", path.display(), i + 1, e.path(), e.inner()))?;
+            let mut doc: ProfileDocument =
+                serde_path_to_error::deserialize(value).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: document {}: {}: {}",
+                        path.display(),
+                        i + 1,
+                        e.path(),
+                        e.inner()
+                    )
+                })?;
             doc.resolve_wasm_paths(&dir);
-            let profile = build_profile(&doc, &base, &refs).with_context(|| format!("{}: document {}", path.display(), i + 1))?;
+            let profile = build_profile(&doc, &base, &refs)
+                .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
             profiles.retain(|p| p.name != profile.name);
             profiles.push(profile);
         }
@@ -59,6 +73,9 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
 /// The process's CEL engine: evaluates CEL in policies and `cel:` profile plugins, and compiles
 /// every expression at admission. One instance, so its program and cluster caches are shared.
 pub fn cel() -> std::sync::Arc<flotilla_cel::Engine> {
-    static ENGINE: std::sync::OnceLock<std::sync::Arc<flotilla_cel::Engine>> = std::sync::OnceLock::new();
-    std::sync::Arc::clone(ENGINE.get_or_init(|| std::sync::Arc::new(flotilla_cel::Engine::default())))
+    static ENGINE: std::sync::OnceLock<std::sync::Arc<flotilla_cel::Engine>> =
+        std::sync::OnceLock::new();
+    std::sync::Arc::clone(
+        ENGINE.get_or_init(|| std::sync::Arc::new(flotilla_cel::Engine::default())),
+    )
 }

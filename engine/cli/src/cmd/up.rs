@@ -56,7 +56,8 @@ fn home_subdir(xdg: &str, fallback: &str) -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os(xdg).filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(dir).join("flotilla"));
     }
-    let home = std::env::var_os("HOME").context("HOME is not set; pass --data-dir and --kubeconfig")?;
+    let home =
+        std::env::var_os("HOME").context("HOME is not set; pass --data-dir and --kubeconfig")?;
     Ok(PathBuf::from(home).join(fallback).join("flotilla"))
 }
 
@@ -73,7 +74,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     };
     let addr = SocketAddr::new(args.bind, args.port);
     if args.insecure_loopback_anonymous && !addr.ip().is_loopback() {
-        anyhow::bail!("--insecure-loopback-anonymous is only allowed with a loopback --bind address, not {}", addr.ip());
+        anyhow::bail!(
+            "--insecure-loopback-anonymous is only allowed with a loopback --bind address, not {}",
+            addr.ip()
+        );
     }
     let mut config = flotilla_apiserver::Config::new(&data_dir);
     config.addr = addr;
@@ -81,7 +85,11 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.anonymous = args.insecure_loopback_anonymous;
     config.retain_revisions = args.retain_revisions;
     config.admission = Some(super::admission::admission());
-    let capacity = flotilla_controller::members::Capacity { cpu: args.member_cpu, memory: args.member_memory, pods: args.member_pods };
+    let capacity = flotilla_controller::members::Capacity {
+        cpu: args.member_cpu,
+        memory: args.member_memory,
+        pods: args.member_pods,
+    };
     let settings = flotilla_controller::Settings {
         ready_delay: std::time::Duration::from_millis(args.ready_delay_ms),
         backends: super::profiles::backends(data_dir.join("modules")),
@@ -91,7 +99,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let metrics_addr = args.metrics_addr;
     let no_controllers = args.no_controllers;
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let running = flotilla_apiserver::start(config, async move {
@@ -100,34 +111,58 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("starting the API server (data dir {})", data_dir.display()))?;
         if let Some(parent) = kubeconfig_path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
         }
         write_private(&kubeconfig_path, &running.kubeconfig)
             .with_context(|| format!("writing kubeconfig {}", kubeconfig_path.display()))?;
         let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
-        let embedded = flotilla_controller::Embedded { members, capacity, settings, token };
+        let embedded = flotilla_controller::Embedded {
+            members,
+            capacity,
+            settings,
+            token,
+        };
         let controllers = if no_controllers {
             let names = flotilla_controller::members::names(members);
-            flotilla_controller::members::register_all(&running.server.router(), &names, embedded.token.as_deref(), &embedded.capacity)
-                .await
-                .context("registering the simulated members")?;
+            flotilla_controller::members::register_all(
+                &running.server.router(),
+                &names,
+                embedded.token.as_deref(),
+                &embedded.capacity,
+            )
+            .await
+            .context("registering the simulated members")?;
             None
         } else {
-            Some(flotilla_controller::start_embedded(running.server.router(), embedded).await.context("starting the controllers and simulated members")?)
+            Some(
+                flotilla_controller::start_embedded(running.server.router(), embedded)
+                    .await
+                    .context("starting the controllers and simulated members")?,
+            )
         };
         println!("flotilla API server listening on {}", running.url);
         if members > 0 {
-            println!("simulated members: {}", flotilla_controller::members::names(members).join(", "));
+            println!(
+                "simulated members: {}",
+                flotilla_controller::members::names(members).join(", ")
+            );
         }
         if let (Some(addr), Some(controllers)) = (metrics_addr, &controllers) {
-            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding the metrics address {addr}"))?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the metrics address {addr}"))?;
             let bound = listener.local_addr().context("metrics address")?;
             flotilla_controller::controller::serve_metrics(listener, controllers.context.clone());
             println!("metrics: http://{bound}/metrics");
         }
         println!("kubeconfig: {}", kubeconfig_path.display());
         println!("data dir: {}", data_dir.display());
-        println!("ready in {} ms; try: KUBECONFIG={} kubectl get ns", started.elapsed().as_millis(), kubeconfig_path.display());
+        println!(
+            "ready in {} ms; try: KUBECONFIG={} kubectl get ns",
+            started.elapsed().as_millis(),
+            kubeconfig_path.display()
+        );
         wait_for_signal().await;
         drop(controllers);
         let _ = stop_tx.send(());

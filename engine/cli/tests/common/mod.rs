@@ -29,7 +29,11 @@ pub fn up(dir: &Path, args: &[&str], quiet: bool) -> (Proc, PathBuf) {
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
-        .stderr(if quiet { Stdio::null() } else { Stdio::inherit() })
+        .stderr(if quiet {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        })
         .spawn()
         .expect("start flotilla up");
     let stdout = child.stdout.take().expect("stdout");
@@ -42,6 +46,7 @@ pub fn up(dir: &Path, args: &[&str], quiet: bool) -> (Proc, PathBuf) {
         }
     });
     let proc = Proc(child);
-    rx.recv_timeout(Duration::from_secs(90)).expect("flotilla up became ready");
+    rx.recv_timeout(Duration::from_secs(90))
+        .expect("flotilla up became ready");
     (proc, kubeconfig)
 }

@@ -29,7 +29,10 @@ pub const COMPACT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// An environment knob with a default.
 pub fn knob<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// The embedded server, its store, the controllers and a control-plane client.
@@ -56,9 +59,18 @@ pub async fn start(members: usize) -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("store")).expect("store opens");
     let server = ApiServer::new(store.clone(), ServerOptions::default());
-    let settings = Settings { ready_delay: READY_DELAY, ..Settings::default() };
-    let opts = Embedded { members, settings, ..Default::default() };
-    let running = flotilla_controller::start_embedded(server.router(), opts).await.expect("controllers start");
+    let settings = Settings {
+        ready_delay: READY_DELAY,
+        ..Settings::default()
+    };
+    let opts = Embedded {
+        members,
+        settings,
+        ..Default::default()
+    };
+    let running = flotilla_controller::start_embedded(server.router(), opts)
+        .await
+        .expect("controllers start");
     let control = client::in_process(server.router(), None, None);
     let s = store.clone();
     let compactor = tokio::spawn(async move {
@@ -69,21 +81,44 @@ pub async fn start(members: usize) -> Env {
             let _ = s.compact(RETAIN_REVISIONS).await;
         }
     });
-    Env { control, server, store, running, dir, members, compactor }
+    Env {
+        control,
+        server,
+        store,
+        running,
+        dir,
+        members,
+        compactor,
+    }
 }
 
 fn api_for(client: &Client, obj: &Value) -> (Api<DynamicObject>, String) {
-    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let s = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let res = api_resource(&s("/apiVersion"), &s("/kind"));
     let ns = s("/metadata/namespace");
-    let api = if ns.is_empty() { Api::all_with(client.clone(), &res) } else { Api::namespaced_with(client.clone(), &ns, &res) };
+    let api = if ns.is_empty() {
+        Api::all_with(client.clone(), &res)
+    } else {
+        Api::namespaced_with(client.clone(), &ns, &res)
+    };
     (api, s("/metadata/name"))
 }
 
 /// Server-side apply, as `kubectl apply --server-side` does.
 pub async fn apply(client: &Client, obj: &Value) {
     let (api, name) = api_for(client, obj);
-    api.patch(&name, &PatchParams::apply("kubectl").force(), &Patch::Apply(obj)).await.expect("apply");
+    api.patch(
+        &name,
+        &PatchParams::apply("kubectl").force(),
+        &Patch::Apply(obj),
+    )
+    .await
+    .expect("apply");
 }
 
 /// A Deployment template of about 600 bytes: labels, one container with requests and a port.
@@ -160,7 +195,9 @@ pub fn divided_over(clusters: &[String]) -> Value {
 
 /// Team `t`'s members when `members` are split into teams of `size`.
 pub fn team_members(t: usize, size: usize) -> Vec<String> {
-    (0..size).map(|i| format!("member{}", t * size + i + 1)).collect()
+    (0..size)
+        .map(|i| format!("member{}", t * size + i + 1))
+        .collect()
 }
 
 /// The binding name of Deployment `name`.
@@ -185,13 +222,33 @@ impl Stages {
     /// Milliseconds from `start` to each stage (NaN when missing).
     pub fn millis(&self) -> [f64; 7] {
         let s = self.start.expect("started");
-        let ms = |t: Option<Instant>| t.map_or(f64::NAN, |t| t.saturating_duration_since(s).as_secs_f64() * 1e3);
-        [ms(self.binding), ms(self.scheduled), ms(self.first_work), ms(self.all_works), ms(self.first_applied), ms(self.all_applied), ms(self.all_healthy)]
+        let ms = |t: Option<Instant>| {
+            t.map_or(f64::NAN, |t| {
+                t.saturating_duration_since(s).as_secs_f64() * 1e3
+            })
+        };
+        [
+            ms(self.binding),
+            ms(self.scheduled),
+            ms(self.first_work),
+            ms(self.all_works),
+            ms(self.first_applied),
+            ms(self.all_applied),
+            ms(self.all_healthy),
+        ]
     }
 }
 
 /// The stage names, in [`Stages::millis`] order.
-pub const STAGE_NAMES: [&str; 7] = ["binding created", "binding scheduled", "first Work", "all Works", "first Work Applied", "all Works Applied", "all Works Healthy"];
+pub const STAGE_NAMES: [&str; 7] = [
+    "binding created",
+    "binding scheduled",
+    "first Work",
+    "all Works",
+    "first Work Applied",
+    "all Works Applied",
+    "all Works Healthy",
+];
 
 #[derive(Default)]
 struct Track {
@@ -230,7 +287,10 @@ impl Tracker {
     /// Start watching on `control`.
     pub fn spawn(control: &Client, watch_bindings: bool) -> Arc<Tracker> {
         let t = Arc::new(Tracker::default());
-        let works: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource("work.karmada.io/v1alpha1", "Work"));
+        let works: Api<DynamicObject> = Api::all_with(
+            control.clone(),
+            &api_resource("work.karmada.io/v1alpha1", "Work"),
+        );
         let t2 = t.clone();
         tokio::spawn(async move {
             let mut s = std::pin::pin!(watcher(works, watcher::Config::default()));
@@ -242,7 +302,10 @@ impl Tracker {
             }
         });
         if watch_bindings {
-            let rbs: Api<DynamicObject> = Api::all_with(control.clone(), &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"));
+            let rbs: Api<DynamicObject> = Api::all_with(
+                control.clone(),
+                &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"),
+            );
             let t3 = t.clone();
             tokio::spawn(async move {
                 let mut s = std::pin::pin!(watcher(rbs, watcher::Config::default()));
@@ -260,9 +323,20 @@ impl Tracker {
     pub fn register(&self, name: &str, expected: usize) -> Waiters {
         let (atx, arx) = oneshot::channel();
         let (htx, hrx) = oneshot::channel();
-        let track = Track { expected, applied_tx: Some(atx), healthy_tx: Some(htx), ..Default::default() };
-        self.tracks.lock().expect("lock").insert(name.to_owned(), track);
-        Waiters { applied: arx, healthy: hrx }
+        let track = Track {
+            expected,
+            applied_tx: Some(atx),
+            healthy_tx: Some(htx),
+            ..Default::default()
+        };
+        self.tracks
+            .lock()
+            .expect("lock")
+            .insert(name.to_owned(), track);
+        Waiters {
+            applied: arx,
+            healthy: hrx,
+        }
     }
 
     /// Mark when binding `name`'s template apply returned.
@@ -274,12 +348,22 @@ impl Tracker {
 
     /// The stages of binding `name`.
     pub fn stages(&self, name: &str) -> Stages {
-        self.tracks.lock().expect("lock").get(name).map(|t| t.stages.clone()).unwrap_or_default()
+        self.tracks
+            .lock()
+            .expect("lock")
+            .get(name)
+            .map(|t| t.stages.clone())
+            .unwrap_or_default()
     }
 
     /// Works seen and Applied of binding `name`.
     pub fn counts(&self, name: &str) -> (usize, usize) {
-        self.tracks.lock().expect("lock").get(name).map(|t| (t.works.len(), t.applied.len())).unwrap_or_default()
+        self.tracks
+            .lock()
+            .expect("lock")
+            .get(name)
+            .map(|t| (t.works.len(), t.applied.len()))
+            .unwrap_or_default()
     }
 
     /// Forget binding `name`.
@@ -289,11 +373,19 @@ impl Tracker {
 
     fn on_binding(&self, o: &DynamicObject) {
         let now = Instant::now();
-        let Some(name) = o.metadata.name.as_deref() else { return };
+        let Some(name) = o.metadata.name.as_deref() else {
+            return;
+        };
         let mut tracks = self.tracks.lock().expect("lock");
-        let Some(t) = tracks.get_mut(name) else { return };
+        let Some(t) = tracks.get_mut(name) else {
+            return;
+        };
         t.stages.binding.get_or_insert(now);
-        let scheduled = o.data.pointer("/spec/clusters").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
+        let scheduled = o
+            .data
+            .pointer("/spec/clusters")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty());
         if scheduled {
             t.stages.scheduled.get_or_insert(now);
         }
@@ -302,19 +394,30 @@ impl Tracker {
     fn on_work(&self, o: &DynamicObject) {
         let now = Instant::now();
         let ann = o.metadata.annotations.as_ref();
-        let Some(rb) = ann.and_then(|a| a.get(flotilla_api::labels::RB_NAME)) else { return };
-        let key = format!("{}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or(""));
+        let Some(rb) = ann.and_then(|a| a.get(flotilla_api::labels::RB_NAME)) else {
+            return;
+        };
+        let key = format!(
+            "{}/{}",
+            o.metadata.namespace.as_deref().unwrap_or(""),
+            o.metadata.name.as_deref().unwrap_or("")
+        );
         let status = o.data.get("status");
         let applied = status
             .and_then(|s| s.get("conditions"))
             .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Applied" && c["status"] == "True"));
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Applied" && c["status"] == "True")
+            });
         let healthy = status
             .and_then(|s| s.get("manifestStatuses"))
             .and_then(Value::as_array)
             .is_some_and(|m| !m.is_empty() && m.iter().all(|m| m["health"] == "Healthy"));
         let mut tracks = self.tracks.lock().expect("lock");
-        let Some(t) = tracks.get_mut(rb.as_str()) else { return };
+        let Some(t) = tracks.get_mut(rb.as_str()) else {
+            return;
+        };
         if t.works.insert(key.clone()) {
             t.stages.first_work.get_or_insert(now);
             if t.works.len() == t.expected {
@@ -346,7 +449,10 @@ impl Tracker {
 
 /// Reconciles so far, per controller (in [`flotilla_controller::controller::NAMES`] order).
 pub fn reconciles(env: &Env) -> Vec<u64> {
-    flotilla_controller::controller::NAMES.iter().map(|n| env.running.context.metrics.reconciles_of(n)).collect()
+    flotilla_controller::controller::NAMES
+        .iter()
+        .map(|n| env.running.context.metrics.reconciles_of(n))
+        .collect()
 }
 
 /// Seconds spent in reconciles, per controller, from the metrics exposition.
@@ -356,7 +462,10 @@ pub fn reconcile_seconds(env: &Env) -> Vec<f64> {
         .iter()
         .map(|n| {
             let prefix = format!("flotilla_reconcile_duration_seconds_sum{{controller=\"{n}\"}} ");
-            text.lines().find_map(|l| l.strip_prefix(prefix.as_str())).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(f64::NAN)
         })
         .collect()
 }
@@ -419,7 +528,9 @@ pub fn disk_bytes(path: &std::path::Path) -> u64 {
 
 /// The machine's load averages, from `/proc/loadavg`.
 pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// The `q` quantile (0..=1) of sorted `v`, nearest rank.
@@ -452,7 +563,13 @@ pub fn activity(env: &Env, before: &[u64], before_secs: &[f64]) -> String {
     flotilla_controller::controller::NAMES
         .iter()
         .enumerate()
-        .map(|(i, n)| format!("{n} {} ({:.1}s)", now[i] - before.get(i).copied().unwrap_or(0), secs[i] - before_secs.get(i).copied().unwrap_or(0.0)))
+        .map(|(i, n)| {
+            format!(
+                "{n} {} ({:.1}s)",
+                now[i] - before.get(i).copied().unwrap_or(0),
+                secs[i] - before_secs.get(i).copied().unwrap_or(0.0)
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -15,18 +15,36 @@ use crate::{Context, Error, typed};
 /// The condition-driven taints `cluster` should carry, keeping the other taints and the
 /// `timeAdded` of those it already has.
 pub fn desired_taints(cluster: &Cluster, now: &str) -> Vec<Taint> {
-    let ready = cluster.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.status.as_str());
+    let ready = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str());
     let key = match ready {
         Some("True") => None,
         Some("False") => Some(taint_key::NOT_READY),
         _ => Some(taint_key::UNREACHABLE),
     };
-    let managed = |t: &Taint| (t.key == taint_key::NOT_READY || t.key == taint_key::UNREACHABLE) && (t.effect == effect::NO_SCHEDULE || t.effect == effect::NO_EXECUTE);
-    let mut out: Vec<Taint> = cluster.spec.taints.iter().filter(|t| !managed(t) || Some(t.key.as_str()) == key).cloned().collect();
+    let managed = |t: &Taint| {
+        (t.key == taint_key::NOT_READY || t.key == taint_key::UNREACHABLE)
+            && (t.effect == effect::NO_SCHEDULE || t.effect == effect::NO_EXECUTE)
+    };
+    let mut out: Vec<Taint> = cluster
+        .spec
+        .taints
+        .iter()
+        .filter(|t| !managed(t) || Some(t.key.as_str()) == key)
+        .cloned()
+        .collect();
     if let Some(key) = key {
         for eff in [effect::NO_SCHEDULE, effect::NO_EXECUTE] {
             if !out.iter().any(|t| t.key == key && t.effect == eff) {
-                out.push(Taint { key: key.to_owned(), value: String::new(), effect: eff.to_owned(), time_added: Some(now.to_owned()) });
+                out.push(Taint {
+                    key: key.to_owned(),
+                    value: String::new(),
+                    effect: eff.to_owned(),
+                    time_added: Some(now.to_owned()),
+                });
             }
         }
     }
@@ -44,7 +62,12 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if taints != cluster.spec.taints {
         let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ctx.clusters.resource);
         let patch = json!({"metadata": {"resourceVersion": cluster.metadata.resource_version}, "spec": {"taints": taints}});
-        api.patch(cluster.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+        api.patch(
+            cluster.name(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
     }
     Ok(Action::requeue(ctx.settings.resync))
 }
@@ -59,14 +82,26 @@ mod tests {
         let mut c = Cluster::default();
         c.spec.taints = taints;
         c.status = Some(ClusterStatus {
-            conditions: ready.map(|s| Condition { type_: "Ready".into(), status: s.into(), ..Default::default() }).into_iter().collect(),
+            conditions: ready
+                .map(|s| Condition {
+                    type_: "Ready".into(),
+                    status: s.into(),
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
             ..Default::default()
         });
         c
     }
 
     fn taint(key: &str, eff: &str, at: &str) -> Taint {
-        Taint { key: key.into(), value: String::new(), effect: eff.into(), time_added: Some(at.into()) }
+        Taint {
+            key: key.into(),
+            value: String::new(),
+            effect: eff.into(),
+            time_added: Some(at.into()),
+        }
     }
 
     #[test]
@@ -75,16 +110,39 @@ mod tests {
         let t1 = "2026-01-01T00:01:00Z";
         assert!(desired_taints(&cluster(Some("True"), vec![]), t0).is_empty());
         let unknown = desired_taints(&cluster(Some("Unknown"), vec![]), t0);
-        assert_eq!(unknown, vec![taint(taint_key::UNREACHABLE, effect::NO_SCHEDULE, t0), taint(taint_key::UNREACHABLE, effect::NO_EXECUTE, t0)]);
-        assert_eq!(desired_taints(&cluster(None, vec![]), t0), unknown, "no Ready condition counts as Unknown");
+        assert_eq!(
+            unknown,
+            vec![
+                taint(taint_key::UNREACHABLE, effect::NO_SCHEDULE, t0),
+                taint(taint_key::UNREACHABLE, effect::NO_EXECUTE, t0)
+            ]
+        );
+        assert_eq!(
+            desired_taints(&cluster(None, vec![]), t0),
+            unknown,
+            "no Ready condition counts as Unknown"
+        );
         // Still unknown a minute later: unchanged, timeAdded kept.
-        assert_eq!(desired_taints(&cluster(Some("Unknown"), unknown.clone()), t1), unknown);
+        assert_eq!(
+            desired_taints(&cluster(Some("Unknown"), unknown.clone()), t1),
+            unknown
+        );
         // Unknown -> False swaps the key; user taints survive; True clears ours.
         let user = taint("dedicated", effect::NO_SCHEDULE, t0);
         let mut with_user = unknown.clone();
         with_user.push(user.clone());
         let not_ready = desired_taints(&cluster(Some("False"), with_user.clone()), t1);
-        assert_eq!(not_ready, vec![user.clone(), taint(taint_key::NOT_READY, effect::NO_SCHEDULE, t1), taint(taint_key::NOT_READY, effect::NO_EXECUTE, t1)]);
-        assert_eq!(desired_taints(&cluster(Some("True"), not_ready), t1), vec![user]);
+        assert_eq!(
+            not_ready,
+            vec![
+                user.clone(),
+                taint(taint_key::NOT_READY, effect::NO_SCHEDULE, t1),
+                taint(taint_key::NOT_READY, effect::NO_EXECUTE, t1)
+            ]
+        );
+        assert_eq!(
+            desired_taints(&cluster(Some("True"), not_ready), t1),
+            vec![user]
+        );
     }
 }

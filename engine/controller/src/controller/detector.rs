@@ -20,7 +20,10 @@ pub const MANAGER: &str = "flotilla-detector";
 /// # Errors
 /// Fails when a write fails.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let template = Object(serde_json::to_value(&*obj).map_err(|source| Error::Decode { what: "template".into(), source })?);
+    let template = Object(serde_json::to_value(&*obj).map_err(|source| Error::Decode {
+        what: "template".into(),
+        source,
+    })?);
     if detector::is_ignored(&template) || obj.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -36,27 +39,59 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
     // Claim the template (Karmada's policy labels and annotations).
     let (id_key, id) = match scope {
-        PolicyScope::Namespaced => (labels::PP_PERMANENT_ID, rb.metadata.labels.get(labels::PP_PERMANENT_ID).cloned().unwrap_or_default()),
-        PolicyScope::Cluster => (labels::CPP_PERMANENT_ID, rb.metadata.labels.get(labels::CPP_PERMANENT_ID).cloned().unwrap_or_default()),
+        PolicyScope::Namespaced => (
+            labels::PP_PERMANENT_ID,
+            rb.metadata
+                .labels
+                .get(labels::PP_PERMANENT_ID)
+                .cloned()
+                .unwrap_or_default(),
+        ),
+        PolicyScope::Cluster => (
+            labels::CPP_PERMANENT_ID,
+            rb.metadata
+                .labels
+                .get(labels::CPP_PERMANENT_ID)
+                .cloned()
+                .unwrap_or_default(),
+        ),
     };
     let mut annotations = serde_json::Map::new();
     if scope == PolicyScope::Namespaced {
-        annotations.insert(labels::PP_NAMESPACE.into(), Value::from(policy.metadata.namespace()));
+        annotations.insert(
+            labels::PP_NAMESPACE.into(),
+            Value::from(policy.metadata.namespace()),
+        );
         annotations.insert(labels::PP_NAME.into(), Value::from(policy.metadata.name()));
     } else {
         annotations.insert(labels::CPP_NAME.into(), Value::from(policy.metadata.name()));
     }
     let current = template.labels();
     let current_ann = template.annotations();
-    let claimed = current.get(id_key) == Some(&id) && annotations.iter().all(|(k, v)| current_ann.get(k).map(String::as_str) == v.as_str());
+    let claimed = current.get(id_key) == Some(&id)
+        && annotations
+            .iter()
+            .all(|(k, v)| current_ann.get(k).map(String::as_str) == v.as_str());
     if !claimed {
-        let api: Api<DynamicObject> = namespaced_or_all(&ctx, template.namespace(), &api_resource(template.api_version(), template.kind()));
+        let api: Api<DynamicObject> = namespaced_or_all(
+            &ctx,
+            template.namespace(),
+            &api_resource(template.api_version(), template.kind()),
+        );
         let patch = json!({"metadata": {"labels": {id_key: id}, "annotations": annotations}});
-        api.patch(template.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+        api.patch(
+            template.name(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
     }
 
     // The binding: everything but `spec.clusters` (the scheduler's) and status.
-    let mut body = serde_json::to_value(&rb).map_err(|source| Error::Decode { what: "binding".into(), source })?;
+    let mut body = serde_json::to_value(&rb).map_err(|source| Error::Decode {
+        what: "binding".into(),
+        source,
+    })?;
     if let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) {
         spec.remove("clusters");
     }
@@ -65,6 +100,11 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     }
     let rb_res = api_resource(&rb.api_version, &rb.kind);
     let api: Api<DynamicObject> = namespaced_or_all(&ctx, rb.metadata.namespace(), &rb_res);
-    api.patch(rb.metadata.name(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await?;
+    api.patch(
+        rb.metadata.name(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
     Ok(Action::requeue(ctx.settings.resync))
 }

@@ -20,10 +20,20 @@ use crate::{Context, Error, Members, api_resource};
 pub const MANAGER: &str = "flotilla-execution-controller";
 
 fn member_api(client: &kube::Client, manifest: &Value) -> (Api<DynamicObject>, String) {
-    let s = |p: &str| manifest.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let s = |p: &str| {
+        manifest
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let res = api_resource(&s("/apiVersion"), &s("/kind"));
     let ns = s("/metadata/namespace");
-    let api = if ns.is_empty() { Api::all_with(client.clone(), &res) } else { Api::namespaced_with(client.clone(), &ns, &res) };
+    let api = if ns.is_empty() {
+        Api::all_with(client.clone(), &res)
+    } else {
+        Api::namespaced_with(client.clone(), &ns, &res)
+    };
     (api, s("/metadata/name"))
 }
 
@@ -44,7 +54,9 @@ pub struct Executor {
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Executor").field("members", &self.members).finish_non_exhaustive()
+        f.debug_struct("Executor")
+            .field("members", &self.members)
+            .finish_non_exhaustive()
     }
 }
 
@@ -57,7 +69,9 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     // Simulated members are served in process whatever their Cluster object says.
     if let Some(cluster) = ns.strip_prefix(labels::EXECUTION_NAMESPACE_PREFIX)
         && !ctx.members.is_fixed(cluster)
-        && ctx.clusters.get("", cluster).is_some_and(|c| c.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull"))
+        && ctx.clusters.get("", cluster).is_some_and(|c| {
+            c.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull")
+        })
     {
         return Ok(Action::await_change());
     }
@@ -66,7 +80,10 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         works: ctx.works.resource.clone(),
         members: ctx.members.clone(),
         resync: ctx.settings.resync,
-        retry: ctx.settings.cluster_status_update_frequency.min(ctx.settings.resync),
+        retry: ctx
+            .settings
+            .cluster_status_update_frequency
+            .min(ctx.settings.resync),
     };
     reconcile_work(&obj, &executor).await
 }
@@ -84,14 +101,23 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
     let works: Api<DynamicObject> = Api::namespaced_with(ex.control.clone(), &ns, &ex.works);
     let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
     let has_finalizer = finalizers.iter().any(|f| f == labels::EXECUTION_FINALIZER);
-    let manifests: Vec<Value> = obj.data.pointer("/spec/workload/manifests").and_then(Value::as_array).cloned().unwrap_or_default();
+    let manifests: Vec<Value> = obj
+        .data
+        .pointer("/spec/workload/manifests")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let member = ex.members.get(cluster);
 
     if obj.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
             return Ok(Action::await_change());
         }
-        let preserve = obj.data.pointer("/spec/preserveResourcesOnDeletion").and_then(Value::as_bool) == Some(true);
+        let preserve = obj
+            .data
+            .pointer("/spec/preserveResourcesOnDeletion")
+            .and_then(Value::as_bool)
+            == Some(true);
         if let (Some(client), false) = (&member, preserve) {
             for m in &manifests {
                 let (api, n) = member_api(client, m);
@@ -102,9 +128,15 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
                 }
             }
         }
-        let rest: Vec<&String> = finalizers.iter().filter(|f| *f != labels::EXECUTION_FINALIZER).collect();
+        let rest: Vec<&String> = finalizers
+            .iter()
+            .filter(|f| *f != labels::EXECUTION_FINALIZER)
+            .collect();
         let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": obj.metadata.resource_version}});
-        match works.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
+        match works
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(e.into()),
@@ -116,16 +148,30 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
         let mut all = finalizers.clone();
         all.push(labels::EXECUTION_FINALIZER.to_owned());
         let patch = json!({"metadata": {"finalizers": all, "resourceVersion": obj.metadata.resource_version}});
-        works.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        works
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
         // The update comes back as a watch event.
         return Ok(Action::await_change());
     }
-    if obj.data.pointer("/spec/suspendDispatching").and_then(Value::as_bool) == Some(true) {
+    if obj
+        .data
+        .pointer("/spec/suspendDispatching")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         return Ok(Action::await_change());
     }
 
     let Some(client) = &member else {
-        write_status(&works, &name, obj, Err(format!("no client for member cluster {cluster:?}")), Vec::new()).await?;
+        write_status(
+            &works,
+            &name,
+            obj,
+            Err(format!("no client for member cluster {cluster:?}")),
+            Vec::new(),
+        )
+        .await?;
         return Ok(Action::requeue(ex.retry));
     };
     let pp = PatchParams::apply(MANAGER).force();
@@ -133,16 +179,31 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
     let mut failure = None;
     for (ordinal, m) in manifests.iter().enumerate() {
         let (api, n) = member_api(client, m);
-        if let Some(mns) = m.pointer("/metadata/namespace").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-            let nss: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource("v1", "Namespace"));
+        if let Some(mns) = m
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            let nss: Api<DynamicObject> =
+                Api::all_with(client.clone(), &api_resource("v1", "Namespace"));
             if nss.get_opt(mns).await?.is_none() {
-                nss.patch(mns, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": mns}}))).await?;
+                nss.patch(
+                    mns,
+                    &pp,
+                    &Patch::Apply(
+                        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": mns}}),
+                    ),
+                )
+                .await?;
             }
         }
         match api.patch(&n, &pp, &Patch::Apply(m)).await {
             Ok(applied) => manifest_statuses.push(manifest_status(ordinal, m, &applied)),
             Err(e) => {
-                failure = Some(format!("applying {} {n}: {e}", m.get("kind").and_then(Value::as_str).unwrap_or("")));
+                failure = Some(format!(
+                    "applying {} {n}: {e}",
+                    m.get("kind").and_then(Value::as_str).unwrap_or("")
+                ));
                 break;
             }
         }
@@ -160,9 +221,18 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
 
 /// A `manifestStatuses` entry for the applied member object.
 fn manifest_status(ordinal: usize, manifest: &Value, applied: &DynamicObject) -> Value {
-    let s = |p: &str| manifest.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let s = |p: &str| {
+        manifest
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let api_version = s("/apiVersion");
-    let (group, version) = api_version.split_once('/').map(|(g, v)| (g.to_owned(), v.to_owned())).unwrap_or((String::new(), api_version.clone()));
+    let (group, version) = api_version
+        .split_once('/')
+        .map(|(g, v)| (g.to_owned(), v.to_owned()))
+        .unwrap_or((String::new(), api_version.clone()));
     let status = applied.data.get("status").cloned().unwrap_or(Value::Null);
     json!({
         "identifier": {"ordinal": ordinal, "group": group, "version": version, "kind": s("/kind"), "namespace": s("/metadata/namespace"), "name": s("/metadata/name")},
@@ -175,40 +245,79 @@ fn manifest_status(ordinal: usize, manifest: &Value, applied: &DynamicObject) ->
 fn health(kind: &str, manifest: &Value, status: &Value) -> &'static str {
     match kind {
         "Deployment" | "StatefulSet" | "ReplicaSet" => {
-            let want = manifest.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-            let available = status.get("availableReplicas").or_else(|| status.get("readyReplicas")).and_then(Value::as_i64).unwrap_or(0);
-            if available >= want { "Healthy" } else { "Unhealthy" }
+            let want = manifest
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let available = status
+                .get("availableReplicas")
+                .or_else(|| status.get("readyReplicas"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if available >= want {
+                "Healthy"
+            } else {
+                "Unhealthy"
+            }
         }
         _ => "Healthy",
     }
 }
 
-async fn write_status(works: &Api<DynamicObject>, name: &str, obj: &DynamicObject, result: Result<(), String>, manifest_statuses: Vec<Value>) -> Result<(), Error> {
+async fn write_status(
+    works: &Api<DynamicObject>,
+    name: &str,
+    obj: &DynamicObject,
+    result: Result<(), String>,
+    manifest_statuses: Vec<Value>,
+) -> Result<(), Error> {
     let (status, reason, message) = match &result {
-        Ok(()) => ("True", "AppliedSuccessful", "Manifest has been successfully applied".to_owned()),
+        Ok(()) => (
+            "True",
+            "AppliedSuccessful",
+            "Manifest has been successfully applied".to_owned(),
+        ),
         Err(m) => ("False", "AppliedFailed", m.clone()),
     };
     let current = obj.data.get("status");
     let old_cond = current
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Applied")));
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Applied"))
+        });
     let same_cond = old_cond.is_some_and(|c| {
-        c.get("status").and_then(Value::as_str) == Some(status) && c.get("reason").and_then(Value::as_str) == Some(reason) && c.get("message").and_then(Value::as_str) == Some(message.as_str())
+        c.get("status").and_then(Value::as_str) == Some(status)
+            && c.get("reason").and_then(Value::as_str) == Some(reason)
+            && c.get("message").and_then(Value::as_str) == Some(message.as_str())
     });
-    let old_manifests = current.and_then(|s| s.get("manifestStatuses")).cloned().unwrap_or(Value::Array(Vec::new()));
+    let old_manifests = current
+        .and_then(|s| s.get("manifestStatuses"))
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
     let manifests = Value::Array(manifest_statuses);
     if same_cond && (old_manifests == manifests || result.is_err()) {
         return Ok(());
     }
     let time = match old_cond {
-        Some(c) if c.get("status").and_then(Value::as_str) == Some(status) => c.get("lastTransitionTime").cloned().unwrap_or(Value::Null),
-        _ => Value::from(flotilla_core::time::format_rfc3339(crate::members::now_epoch())),
+        Some(c) if c.get("status").and_then(Value::as_str) == Some(status) => {
+            c.get("lastTransitionTime").cloned().unwrap_or(Value::Null)
+        }
+        _ => Value::from(flotilla_core::time::format_rfc3339(
+            crate::members::now_epoch(),
+        )),
     };
     let mut s = json!({"conditions": [{"type": "Applied", "status": status, "reason": reason, "message": message, "lastTransitionTime": time}]});
     if result.is_ok() {
         s["manifestStatuses"] = manifests;
     }
-    works.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": s}))).await?;
+    works
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": s})),
+        )
+        .await?;
     Ok(())
 }

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::{Cached, Change, Context, Error, Subscription, Topic};
 use flotilla_api::labels;
 use futures::{Stream, StreamExt as _};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use crate::{Cached, Change, Context, Error, Subscription, Topic};
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -36,10 +36,16 @@ impl Histogram {
     /// Record one observation.
     pub fn observe(&self, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
-        let i = BUCKETS.iter().position(|b| secs <= *b).unwrap_or(BUCKETS.len());
+        let i = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.micros.fetch_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.micros.fetch_add(
+            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
 
     /// Observations so far.
@@ -60,9 +66,21 @@ impl Histogram {
             cumulative += self.buckets[i].load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
         }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count());
-        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
-        let _ = writeln!(out, "{name}_sum{braces} {}", self.micros.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count()
+        );
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(
+            out,
+            "{name}_sum{braces} {}",
+            self.micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
         let _ = writeln!(out, "{name}_count{braces} {}", self.count());
     }
 }
@@ -105,7 +123,14 @@ pub enum Id {
 }
 
 /// Controller names, as [`Id`]s index [`Metrics`].
-pub const NAMES: [&str; 6] = ["detector", "scheduler", "binding", "execution", "simulator", "cluster"];
+pub const NAMES: [&str; 6] = [
+    "detector",
+    "scheduler",
+    "binding",
+    "execution",
+    "simulator",
+    "cluster",
+];
 
 impl Id {
     /// The metrics label.
@@ -130,7 +155,10 @@ impl Metrics {
 
     /// Scheduling attempts that ended with `result` (`scheduled`, `unschedulable`, `error`).
     pub fn scheduling_results_of(&self, result: &str) -> u64 {
-        RESULTS.iter().position(|r| *r == result).map_or(0, |i| self.scheduling_results[i].load(Ordering::Relaxed))
+        RESULTS
+            .iter()
+            .position(|r| *r == result)
+            .map_or(0, |i| self.scheduling_results[i].load(Ordering::Relaxed))
     }
 
     pub(crate) fn record(&self, which: Id, elapsed: Duration, ok: bool) {
@@ -144,7 +172,10 @@ impl Metrics {
 
     /// Reconciles of controller `name` so far.
     pub fn reconciles_of(&self, name: &str) -> u64 {
-        NAMES.iter().position(|n| *n == name).map_or(0, |i| self.reconciles[i].load(Ordering::Relaxed))
+        NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map_or(0, |i| self.reconciles[i].load(Ordering::Relaxed))
     }
 
     /// The Prometheus text exposition.
@@ -153,30 +184,51 @@ impl Metrics {
         let mut out = String::new();
         out.push_str("# HELP flotilla_reconcile_total Reconciles per controller.\n# TYPE flotilla_reconcile_total counter\n");
         for (i, n) in NAMES.iter().enumerate() {
-            let _ = writeln!(out, "flotilla_reconcile_total{{controller=\"{n}\"}} {}", self.reconciles[i].load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "flotilla_reconcile_total{{controller=\"{n}\"}} {}",
+                self.reconciles[i].load(Ordering::Relaxed)
+            );
         }
         out.push_str("# HELP flotilla_reconcile_errors_total Failed reconciles per controller.\n# TYPE flotilla_reconcile_errors_total counter\n");
         for (i, n) in NAMES.iter().enumerate() {
-            let _ = writeln!(out, "flotilla_reconcile_errors_total{{controller=\"{n}\"}} {}", self.errors[i].load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "flotilla_reconcile_errors_total{{controller=\"{n}\"}} {}",
+                self.errors[i].load(Ordering::Relaxed)
+            );
         }
         out.push_str("# HELP flotilla_reconcile_duration_seconds Reconcile duration per controller.\n# TYPE flotilla_reconcile_duration_seconds histogram\n");
         for (i, n) in NAMES.iter().enumerate() {
-            self.durations[i].render("flotilla_reconcile_duration_seconds", &format!("controller=\"{n}\""), &mut out);
+            self.durations[i].render(
+                "flotilla_reconcile_duration_seconds",
+                &format!("controller=\"{n}\""),
+                &mut out,
+            );
         }
         out.push_str("# HELP flotilla_scheduling_duration_seconds Scheduler core latency per binding.\n# TYPE flotilla_scheduling_duration_seconds histogram\n");
-        self.scheduling.render("flotilla_scheduling_duration_seconds", "", &mut out);
+        self.scheduling
+            .render("flotilla_scheduling_duration_seconds", "", &mut out);
         out.push_str("# HELP flotilla_scheduling_cpu_seconds Scheduler CPU time per binding.\n# TYPE flotilla_scheduling_cpu_seconds histogram\n");
-        self.scheduling_cpu.render("flotilla_scheduling_cpu_seconds", "", &mut out);
+        self.scheduling_cpu
+            .render("flotilla_scheduling_cpu_seconds", "", &mut out);
         out.push_str("# HELP flotilla_scheduling_attempts_total Scheduling attempts by result.\n# TYPE flotilla_scheduling_attempts_total counter\n");
         for (i, r) in RESULTS.iter().enumerate() {
-            let _ = writeln!(out, "flotilla_scheduling_attempts_total{{result=\"{r}\"}} {}", self.scheduling_results[i].load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "flotilla_scheduling_attempts_total{{result=\"{r}\"}} {}",
+                self.scheduling_results[i].load(Ordering::Relaxed)
+            );
         }
         out
     }
 }
 
 /// Serve `GET /metrics` (Prometheus text) for `ctx` on `listener` until the task is aborted.
-pub fn serve_metrics(listener: tokio::net::TcpListener, ctx: Arc<Context>) -> tokio::task::JoinHandle<()> {
+pub fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    ctx: Arc<Context>,
+) -> tokio::task::JoinHandle<()> {
     let router = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
@@ -184,7 +236,10 @@ pub fn serve_metrics(listener: tokio::net::TcpListener, ctx: Arc<Context>) -> to
             async move {
                 let mut text = ctx.metrics.render();
                 ctx.plugins.metrics().render(&mut text);
-                ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+                (
+                    [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    text,
+                )
             }
         }),
     );
@@ -209,7 +264,11 @@ pub type Mapper = Box<dyn FnMut(&Change) -> Targets + Send>;
 
 /// The reconcile requests of `subscription`, for a controller of `resource` whose objects are in
 /// `store` (for [`Targets::All`]).
-pub fn mapped_triggers(subscription: Subscription, store: Store<DynamicObject>, resource: ApiResource) -> impl Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+pub fn mapped_triggers(
+    subscription: Subscription,
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+) -> impl Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
     let subscription = Arc::new(subscription);
     futures::stream::unfold(subscription, |s| async move {
         let t = s.next().await;
@@ -218,7 +277,11 @@ pub fn mapped_triggers(subscription: Subscription, store: Store<DynamicObject>, 
     .flat_map(move |targets| {
         let refs: Vec<ObjectRef<DynamicObject>> = match targets {
             Targets::Nothing => Vec::new(),
-            Targets::All => store.state().iter().map(|o| ObjectRef::from_obj_with(&**o, resource.clone())).collect(),
+            Targets::All => store
+                .state()
+                .iter()
+                .map(|o| ObjectRef::from_obj_with(&**o, resource.clone()))
+                .collect(),
             Targets::Objects(objects) => objects
                 .into_iter()
                 .map(|(ns, name)| {
@@ -233,15 +296,26 @@ pub fn mapped_triggers(subscription: Subscription, store: Store<DynamicObject>, 
 
 /// Re-check everything on `topics`, nothing otherwise.
 pub fn all_on(topics: &'static [Topic]) -> Mapper {
-    Box::new(move |c: &Change| if topics.contains(&c.topic) { Targets::All } else { Targets::Nothing })
+    Box::new(move |c: &Change| {
+        if topics.contains(&c.topic) {
+            Targets::All
+        } else {
+            Targets::Nothing
+        }
+    })
 }
 
 /// The annotations `namespace_key`/`name_key` of a change's object as a target; every object
 /// when the change is not about one object.
 fn annotated(c: &Change, namespace_key: &str, name_key: &str) -> Targets {
-    let Some(o) = &c.object else { return Targets::All };
+    let Some(o) = &c.object else {
+        return Targets::All;
+    };
     let a = o.metadata.annotations.as_ref();
-    match (a.and_then(|a| a.get(namespace_key)), a.and_then(|a| a.get(name_key))) {
+    match (
+        a.and_then(|a| a.get(namespace_key)),
+        a.and_then(|a| a.get(name_key)),
+    ) {
         (Some(ns), Some(name)) => Targets::Objects(vec![(ns.clone(), name.clone())]),
         _ => Targets::Nothing,
     }
@@ -262,10 +336,18 @@ pub fn work_of_member(c: &Change) -> Targets {
 fn cluster_fingerprint(o: &DynamicObject) -> u64 {
     use std::hash::{Hash as _, Hasher as _};
     let status = o.data.get("status");
-    let conditions: Vec<(Option<&serde_json::Value>, Option<&serde_json::Value>, Option<&serde_json::Value>)> = status
+    let conditions: Vec<(
+        Option<&serde_json::Value>,
+        Option<&serde_json::Value>,
+        Option<&serde_json::Value>,
+    )> = status
         .and_then(|s| s.get("conditions"))
         .and_then(serde_json::Value::as_array)
-        .map(|cs| cs.iter().map(|c| (c.get("type"), c.get("status"), c.get("reason"))).collect())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| (c.get("type"), c.get("status"), c.get("reason")))
+                .collect()
+        })
         .unwrap_or_default();
     let relevant = serde_json::json!({
         "labels": o.metadata.labels,
@@ -287,14 +369,20 @@ struct Seen {
 
 impl Seen {
     fn new(fingerprint: Relevant) -> Self {
-        Seen { fingerprint, seen: std::collections::HashMap::new() }
+        Seen {
+            fingerprint,
+            seen: std::collections::HashMap::new(),
+        }
     }
 
     /// Whether `c` concerns what the fingerprint covers: a change to anything, a deletion, an
     /// object not seen before or with a new fingerprint (or none).
     fn changed(&mut self, c: &Change) -> bool {
         let Some(o) = &c.object else { return true };
-        let key = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
+        let key = (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        );
         if c.deleted {
             self.seen.remove(&key);
             return true;
@@ -312,7 +400,12 @@ fn cluster_changes() -> Seen {
 /// is going away. Its spec is the binding controller's own write, its finalizer the execution
 /// controller's.
 fn work_changes() -> Seen {
-    Seen::new(|o| Some(hash_of((o.data.get("status").map(serde_json::Value::to_string), o.metadata.deletion_timestamp.is_some()))))
+    Seen::new(|o| {
+        Some(hash_of((
+            o.data.get("status").map(serde_json::Value::to_string),
+            o.metadata.deletion_timestamp.is_some(),
+        )))
+    })
 }
 
 /// The scheduler re-checks every binding when a Cluster changes in a way that matters, or the
@@ -339,7 +432,10 @@ fn binding_mapper() -> Mapper {
             Some(o) => match &o.types {
                 Some(t) => Targets::Objects(vec![(
                     o.metadata.namespace.clone().unwrap_or_default(),
-                    flotilla_core::detector::binding_name(&t.kind, o.metadata.name.as_deref().unwrap_or("")),
+                    flotilla_core::detector::binding_name(
+                        &t.kind,
+                        o.metadata.name.as_deref().unwrap_or(""),
+                    ),
                 )]),
                 None => Targets::All,
             },
@@ -365,15 +461,23 @@ impl Backoff {
 
     /// Record a failure of controller `which` on `namespace/name`; the delay before its retry.
     pub fn failed(&self, which: Id, namespace: &str, name: &str) -> Duration {
-        let mut f = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = f.entry((which, namespace.to_owned(), name.to_owned())).or_insert(0);
+        let mut f = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = f
+            .entry((which, namespace.to_owned(), name.to_owned()))
+            .or_insert(0);
         *n = n.saturating_add(1);
         Self::delay(*n)
     }
 
     /// Forget the failures of controller `which` on `namespace/name`.
     pub fn succeeded(&self, which: Id, namespace: &str, name: &str) {
-        let mut f = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut f = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !f.is_empty() {
             f.remove(&(which, namespace.to_owned(), name.to_owned()));
         }
@@ -395,7 +499,10 @@ pub fn error_policy(which: Id, obj: &DynamicObject, err: &Error, ctx: &Context) 
     Action::requeue(delay)
 }
 
-type ReconcileFn = fn(Arc<DynamicObject>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>;
+type ReconcileFn = fn(
+    Arc<DynamicObject>,
+    Arc<Context>,
+) -> futures::future::BoxFuture<'static, Result<Action, Error>>;
 
 /// Reconciles in flight per controller: bounds the memory a burst of changes can take (each
 /// reconcile holds its object, rendered Works and request bodies) without starving anyone.
@@ -414,7 +521,12 @@ fn hash_of(parts: impl std::hash::Hash) -> u64 {
 /// Spec (generation), deletion, finalizers and labels: not status, which the controller itself writes.
 pub fn spec_changes(o: &DynamicObject) -> Option<u64> {
     let m = &o.metadata;
-    Some(hash_of((m.generation, m.deletion_timestamp.is_some(), &m.finalizers, &m.labels)))
+    Some(hash_of((
+        m.generation,
+        m.deletion_timestamp.is_some(),
+        &m.finalizers,
+        &m.labels,
+    )))
 }
 
 /// [`spec_changes`] and the annotations (a template's claim and policy selection).
@@ -426,9 +538,18 @@ pub fn spec_and_annotations(o: &DynamicObject) -> Option<u64> {
 /// its status (graceful eviction tasks to assess, application failover to watch).
 pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
     let spec = o.data.get("spec");
-    let tasks = spec.and_then(|s| s.get("gracefulEvictionTasks")).and_then(serde_json::Value::as_array).is_some_and(|t| !t.is_empty());
-    let app_failover = spec.and_then(|s| s.pointer("/failover/application")).is_some_and(|a| !a.is_null());
-    let rv = if tasks || app_failover { o.metadata.resource_version.clone() } else { None };
+    let tasks = spec
+        .and_then(|s| s.get("gracefulEvictionTasks"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let app_failover = spec
+        .and_then(|s| s.pointer("/failover/application"))
+        .is_some_and(|a| !a.is_null());
+    let rv = if tasks || app_failover {
+        o.metadata.resource_version.clone()
+    } else {
+        None
+    };
     Some(hash_of((spec_changes(o), rv)))
 }
 
@@ -436,18 +557,29 @@ pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
 /// a change of one of them re-checks it when `relevant` says something it reacts to changed
 /// (not the status the controller writes itself), a relist re-checks all of them.
 fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) -> Mapper {
-    let (api_version, kind) = (cached.resource.api_version.clone(), cached.resource.kind.clone());
+    let (api_version, kind) = (
+        cached.resource.api_version.clone(),
+        cached.resource.kind.clone(),
+    );
     let mut seen = Seen::new(relevant);
     Box::new(move |c: &Change| {
         if c.topic != topic {
             return mapper(c);
         }
-        let Some(o) = &c.object else { return Targets::All };
+        let Some(o) = &c.object else {
+            return Targets::All;
+        };
         // Topics can span kinds (every template kind is `Template`).
-        if o.types.as_ref().is_some_and(|t| t.api_version != api_version || t.kind != kind) {
+        if o.types
+            .as_ref()
+            .is_some_and(|t| t.api_version != api_version || t.kind != kind)
+        {
             return mapper(c);
         }
-        let key = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
+        let key = (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        );
         // A deleted object is gone from the cache: nothing of its own to re-check.
         let mine = seen.changed(c) && !c.deleted;
         match (mine, mapper(c)) {
@@ -526,7 +658,9 @@ const CONTROLLERS: [Declared; 5] = [
 /// shared cache: no watch or copy of its own.
 fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, d: &Declared, cached: &Cached) {
     // Subscribed before anything runs, so no change made from now on is missed.
-    let events = ctx.events.subscribe_with(own(cached, d.topic, d.relevant, (d.watches)()), true);
+    let events = ctx
+        .events
+        .subscribe_with(own(cached, d.topic, d.relevant, (d.watches)()), true);
     let ctx = ctx.clone();
     let (store, resource) = (cached.store.clone(), cached.resource.clone());
     let (which, reconcile) = (d.id, d.reconcile);
@@ -581,7 +715,11 @@ mod tests {
     }
 
     fn change(topic: Topic, v: serde_json::Value) -> Change {
-        Change { topic, object: Some(object(v)), deleted: false }
+        Change {
+            topic,
+            object: Some(object(v)),
+            deleted: false,
+        }
     }
 
     fn cluster(labels: serde_json::Value, ready: &str, summary_cpu: &str) -> serde_json::Value {
@@ -599,15 +737,52 @@ mod tests {
     #[test]
     fn cluster_changes_reschedule_only_when_placement_inputs_change() {
         let mut m = scheduler_mapper();
-        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "1"}), "True", "8"))), Targets::All, "a new cluster");
-        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "1"}), "True", "6"))), Targets::Nothing, "only the resource summary moved");
-        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "2"}), "True", "6"))), Targets::All, "a label changed");
-        assert_eq!(m(&change(Topic::Cluster, cluster(serde_json::json!({"a": "2"}), "False", "6"))), Targets::All, "Ready flipped");
-        let mut gone = change(Topic::Cluster, cluster(serde_json::json!({"a": "2"}), "False", "6"));
+        assert_eq!(
+            m(&change(
+                Topic::Cluster,
+                cluster(serde_json::json!({"a": "1"}), "True", "8")
+            )),
+            Targets::All,
+            "a new cluster"
+        );
+        assert_eq!(
+            m(&change(
+                Topic::Cluster,
+                cluster(serde_json::json!({"a": "1"}), "True", "6")
+            )),
+            Targets::Nothing,
+            "only the resource summary moved"
+        );
+        assert_eq!(
+            m(&change(
+                Topic::Cluster,
+                cluster(serde_json::json!({"a": "2"}), "True", "6")
+            )),
+            Targets::All,
+            "a label changed"
+        );
+        assert_eq!(
+            m(&change(
+                Topic::Cluster,
+                cluster(serde_json::json!({"a": "2"}), "False", "6")
+            )),
+            Targets::All,
+            "Ready flipped"
+        );
+        let mut gone = change(
+            Topic::Cluster,
+            cluster(serde_json::json!({"a": "2"}), "False", "6"),
+        );
         gone.deleted = true;
         assert_eq!(m(&gone), Targets::All, "deleted");
         assert_eq!(m(&Change::any(Topic::Profiles)), Targets::All);
-        assert_eq!(m(&change(Topic::Work, serde_json::json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "w"}}))), Targets::Nothing);
+        assert_eq!(
+            m(&change(
+                Topic::Work,
+                serde_json::json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "w"}})
+            )),
+            Targets::Nothing
+        );
     }
 
     #[test]
@@ -618,21 +793,40 @@ mod tests {
             "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1",
                          "annotations": {labels::RB_NAMESPACE: "default", labels::RB_NAME: "nginx-deployment"}},
         });
-        assert_eq!(b(&change(Topic::Work, work)), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]));
+        assert_eq!(
+            b(&change(Topic::Work, work)),
+            Targets::Objects(vec![("default".into(), "nginx-deployment".into())])
+        );
         let template = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "web"}});
-        assert_eq!(b(&change(Topic::Template, template)), Targets::Objects(vec![("web".into(), "nginx-deployment".into())]));
+        assert_eq!(
+            b(&change(Topic::Template, template)),
+            Targets::Objects(vec![("web".into(), "nginx-deployment".into())])
+        );
         let finalized = serde_json::json!({
             "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
             "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1", "finalizers": ["karmada.io/execution-controller"],
                          "annotations": {labels::RB_NAMESPACE: "default", labels::RB_NAME: "nginx-deployment"}},
         });
-        assert_eq!(b(&change(Topic::Work, finalized.clone())), Targets::Nothing, "a finalizer added does not concern the binding");
+        assert_eq!(
+            b(&change(Topic::Work, finalized.clone())),
+            Targets::Nothing,
+            "a finalizer added does not concern the binding"
+        );
         let mut applied = finalized;
-        applied["status"] = serde_json::json!({"conditions": [{"type": "Applied", "status": "True"}]});
-        assert_eq!(b(&change(Topic::Work, applied.clone())), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]), "status changed");
+        applied["status"] =
+            serde_json::json!({"conditions": [{"type": "Applied", "status": "True"}]});
+        assert_eq!(
+            b(&change(Topic::Work, applied.clone())),
+            Targets::Objects(vec![("default".into(), "nginx-deployment".into())]),
+            "status changed"
+        );
         let mut gone = change(Topic::Work, applied);
         gone.deleted = true;
-        assert_eq!(b(&gone), Targets::Objects(vec![("default".into(), "nginx-deployment".into())]), "deleted");
+        assert_eq!(
+            b(&gone),
+            Targets::Objects(vec![("default".into(), "nginx-deployment".into())]),
+            "deleted"
+        );
         assert_eq!(b(&Change::any(Topic::Override)), Targets::All);
         assert_eq!(b(&Change::any(Topic::Member)), Targets::Nothing);
 
@@ -641,17 +835,35 @@ mod tests {
             "metadata": {"name": "nginx", "namespace": "default",
                          "annotations": {labels::WORK_NAMESPACE: "karmada-es-member1", labels::WORK_NAME: "nginx-687f7fb96f"}},
         });
-        assert_eq!(work_of_member(&change(Topic::Member, member)), Targets::Objects(vec![("karmada-es-member1".into(), "nginx-687f7fb96f".into())]));
+        assert_eq!(
+            work_of_member(&change(Topic::Member, member)),
+            Targets::Objects(vec![(
+                "karmada-es-member1".into(),
+                "nginx-687f7fb96f".into()
+            )])
+        );
         let unmanaged = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "mine", "namespace": "default"}});
-        assert_eq!(work_of_member(&change(Topic::Member, unmanaged)), Targets::Nothing);
-        assert_eq!(work_of_member(&Change::any(Topic::Member)), Targets::All, "a member registered or relisted");
+        assert_eq!(
+            work_of_member(&change(Topic::Member, unmanaged)),
+            Targets::Nothing
+        );
+        assert_eq!(
+            work_of_member(&Change::any(Topic::Member)),
+            Targets::All,
+            "a member registered or relisted"
+        );
     }
 
     #[test]
     fn the_index_follows_applies_relabels_deletes_and_rebuilds() {
         let w = |ns: &str, name: &str, id: Option<&str>| {
-            let labels = id.map_or(serde_json::json!({}), |id| serde_json::json!({labels::RB_PERMANENT_ID: id}));
-            object(serde_json::json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": {"name": name, "namespace": ns, "labels": labels}}))
+            let labels = id.map_or(
+                serde_json::json!({}),
+                |id| serde_json::json!({labels::RB_PERMANENT_ID: id}),
+            );
+            object(
+                serde_json::json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": {"name": name, "namespace": ns, "labels": labels}}),
+            )
         };
         let index = crate::Index::new(binding::work_binding_id);
         index.apply(&w("es-a", "x", Some("id1")));
@@ -660,7 +872,13 @@ mod tests {
         index.apply(&w("es-a", "z", None));
         let mut got = index.get("id1");
         got.sort();
-        assert_eq!(got, vec![("es-a".to_owned(), "x".to_owned()), ("es-b".to_owned(), "x".to_owned())]);
+        assert_eq!(
+            got,
+            vec![
+                ("es-a".to_owned(), "x".to_owned()),
+                ("es-b".to_owned(), "x".to_owned())
+            ]
+        );
         index.apply(&w("es-b", "x", Some("id2")));
         assert_eq!(index.get("id1"), vec![("es-a".to_owned(), "x".to_owned())]);
         assert_eq!(index.get("id2").len(), 2);
@@ -675,12 +893,30 @@ mod tests {
     fn backoff_doubles_per_object_and_resets_on_success() {
         let b = Backoff::default();
         assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(5));
-        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(10));
-        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(20));
-        assert_eq!(b.failed(Id::Binding, "ns", "a"), Duration::from_millis(5), "per controller");
-        assert_eq!(b.failed(Id::Scheduler, "ns", "b"), Duration::from_millis(5), "per object");
+        assert_eq!(
+            b.failed(Id::Scheduler, "ns", "a"),
+            Duration::from_millis(10)
+        );
+        assert_eq!(
+            b.failed(Id::Scheduler, "ns", "a"),
+            Duration::from_millis(20)
+        );
+        assert_eq!(
+            b.failed(Id::Binding, "ns", "a"),
+            Duration::from_millis(5),
+            "per controller"
+        );
+        assert_eq!(
+            b.failed(Id::Scheduler, "ns", "b"),
+            Duration::from_millis(5),
+            "per object"
+        );
         b.succeeded(Id::Scheduler, "ns", "a");
-        assert_eq!(b.failed(Id::Scheduler, "ns", "a"), Duration::from_millis(5), "reset by a success");
+        assert_eq!(
+            b.failed(Id::Scheduler, "ns", "a"),
+            Duration::from_millis(5),
+            "reset by a success"
+        );
         assert_eq!(Backoff::delay(18), Duration::from_millis(5 << 17));
         assert_eq!(Backoff::delay(19), Backoff::MAX, "capped at 1000 s");
         assert_eq!(Backoff::delay(u32::MAX), Backoff::MAX);
@@ -693,14 +929,32 @@ mod tests {
         m.record(Id::Detector, Duration::from_millis(20), false);
         m.record_scheduling(Duration::from_millis(2), Some(Duration::from_millis(1)));
         let text = m.render();
-        assert!(text.contains("flotilla_reconcile_total{controller=\"detector\"} 2\n"), "{text}");
-        assert!(text.contains("flotilla_reconcile_errors_total{controller=\"detector\"} 1\n"), "{text}");
+        assert!(
+            text.contains("flotilla_reconcile_total{controller=\"detector\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flotilla_reconcile_errors_total{controller=\"detector\"} 1\n"),
+            "{text}"
+        );
         assert!(text.contains("flotilla_reconcile_duration_seconds_bucket{controller=\"detector\",le=\"0.001\"} 1\n"), "{text}");
         assert!(text.contains("flotilla_reconcile_duration_seconds_bucket{controller=\"detector\",le=\"0.025\"} 2\n"), "{text}");
-        assert!(text.contains("flotilla_reconcile_duration_seconds_count{controller=\"detector\"} 2\n"), "{text}");
-        assert!(text.contains("flotilla_scheduling_duration_seconds_bucket{le=\"0.0025\"} 1\n"), "{text}");
-        assert!(text.contains("flotilla_scheduling_duration_seconds_count 1\n"), "{text}");
-        assert!(text.contains("flotilla_scheduling_cpu_seconds_bucket{le=\"0.001\"} 1\n"), "{text}");
+        assert!(
+            text.contains("flotilla_reconcile_duration_seconds_count{controller=\"detector\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flotilla_scheduling_duration_seconds_bucket{le=\"0.0025\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flotilla_scheduling_duration_seconds_count 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flotilla_scheduling_cpu_seconds_bucket{le=\"0.001\"} 1\n"),
+            "{text}"
+        );
         assert_eq!(m.reconciles_of("detector"), 2);
     }
 }

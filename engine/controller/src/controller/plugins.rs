@@ -22,12 +22,15 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use flotilla_api::meta::ObjectMeta;
-use flotilla_core::framework::{
-    AssignInput, AssignPlugin, Assignment, FilterInput, FilterPlugin, OverrideInput, OverridePatch, OverridePlugin, Plugin, Profile,
-    ScoreInput, ScorePlugin, SelectInput, SelectPlugin, Selection, Slot, Verdict,
-};
 use flotilla_core::error::PluginError;
-use flotilla_core::profile::{self, PluginFactory, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec};
+use flotilla_core::framework::{
+    AssignInput, AssignPlugin, Assignment, FilterInput, FilterPlugin, OverrideInput, OverridePatch,
+    OverridePlugin, Plugin, Profile, ScoreInput, ScorePlugin, SelectInput, SelectPlugin, Selection,
+    Slot, Verdict,
+};
+use flotilla_core::profile::{
+    self, PluginFactory, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec,
+};
 use serde_json::Value;
 use sha2::Digest as _;
 
@@ -53,13 +56,21 @@ pub struct Backends {
 
 impl Default for Backends {
     fn default() -> Self {
-        Backends { base: flotilla_plugins::default_profile(), factories: vec![Arc::new(flotilla_plugins::BuiltinFactory)], module_dir: None }
+        Backends {
+            base: flotilla_plugins::default_profile(),
+            factories: vec![Arc::new(flotilla_plugins::BuiltinFactory)],
+            module_dir: None,
+        }
     }
 }
 
 impl std::fmt::Debug for Backends {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backends").field("base", &self.base.name).field("factories", &self.factories.len()).field("module_dir", &self.module_dir).finish()
+        f.debug_struct("Backends")
+            .field("base", &self.base.name)
+            .field("factories", &self.factories.len())
+            .field("module_dir", &self.module_dir)
+            .finish()
     }
 }
 
@@ -135,7 +146,16 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("profiles", &self.profiles().iter().map(|p| p.name.clone()).collect::<Vec<_>>()).finish_non_exhaustive()
+        f.debug_struct("Registry")
+            .field(
+                "profiles",
+                &self
+                    .profiles()
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
     }
 }
 
@@ -144,7 +164,9 @@ impl Registry {
     pub fn new(backends: Backends) -> Self {
         let metrics = Arc::new(PluginMetrics::default());
         let base = instrument(&backends.base, &metrics);
-        let module_dir = backends.module_dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id())));
+        let module_dir = backends.module_dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id()))
+        });
         Registry {
             current: RwLock::new(Arc::new(vec![base.clone()])),
             built: Mutex::new(BTreeMap::new()),
@@ -158,7 +180,12 @@ impl Registry {
 
     /// The profile set in force: one consistent snapshot.
     pub fn profiles(&self) -> Arc<Vec<Profile>> {
-        Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// The profile named `name` in the current snapshot.
@@ -189,7 +216,10 @@ impl Registry {
             resolved.insert(&o.name, r);
         }
 
-        let mut built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let names: BTreeSet<&str> = profiles.iter().map(|o| o.name.as_str()).collect();
         built.retain(|name, _| names.contains(name.as_str()));
         for o in profiles {
@@ -205,24 +235,52 @@ impl Registry {
                 }
             };
             let fingerprint = serde_json::to_string(&doc).unwrap_or_default();
-            if built.get(&o.name).is_some_and(|b| b.fingerprint == fingerprint) {
+            if built
+                .get(&o.name)
+                .is_some_and(|b| b.fingerprint == fingerprint)
+            {
                 continue;
             }
-            let refs: Vec<&dyn PluginFactory> = self.backends.factories.iter().map(AsRef::as_ref).collect();
+            let refs: Vec<&dyn PluginFactory> =
+                self.backends.factories.iter().map(AsRef::as_ref).collect();
             match profile::build_profile(&doc, &self.backends.base, &refs) {
                 Ok(p) => {
-                    built.insert(o.name.clone(), Built { fingerprint, profile: instrument(&p, &self.metrics) });
+                    built.insert(
+                        o.name.clone(),
+                        Built {
+                            fingerprint,
+                            profile: instrument(&p, &self.metrics),
+                        },
+                    );
                 }
                 Err(e) => {
                     let mut message = e.to_string();
                     if let ProfileError::Invalid { point, index, .. } = &e {
                         // Blame the WasmPlugin whose (content-addressed) module the failing entry loads.
-                        let path = doc.spec.list(*point).and_then(|l| l.get(*index)).and_then(|s| s.wasm.as_ref()).map(|w| w.path.clone()).unwrap_or_default();
+                        let path = doc
+                            .spec
+                            .list(*point)
+                            .and_then(|l| l.get(*index))
+                            .and_then(|s| s.wasm.as_ref())
+                            .map(|w| w.path.clone())
+                            .unwrap_or_default();
                         for (wp, m) in &resolved {
-                            if let Some(m) = m.as_ref().ok().filter(|m| !path.is_empty() && m.path == path) {
+                            if let Some(m) = m
+                                .as_ref()
+                                .ok()
+                                .filter(|m| !path.is_empty() && m.path == path)
+                            {
                                 message = message.replace(&m.path, &format!("WasmPlugin {wp:?}"));
                                 let ps = report.plugins.entry((*wp).to_owned()).or_default();
-                                ps.error.get_or_insert_with(|| format!("profile {}: {}", o.name, message.split_once(": ").map_or(message.as_str(), |(_, rest)| rest)));
+                                ps.error.get_or_insert_with(|| {
+                                    format!(
+                                        "profile {}: {}",
+                                        o.name,
+                                        message
+                                            .split_once(": ")
+                                            .map_or(message.as_str(), |(_, rest)| rest)
+                                    )
+                                });
                             }
                         }
                     }
@@ -244,9 +302,15 @@ impl Registry {
             set.push(b.profile.clone());
             served.push((name.clone(), b.fingerprint.clone()));
         }
-        let mut last = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last = self
+            .served
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if *last != served {
-            *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(set);
+            *self
+                .current
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(set);
             *last = served;
             report.changed = true;
         }
@@ -254,43 +318,73 @@ impl Registry {
     }
 
     /// The profile document of object `o` with its `wasm.plugin` references resolved.
-    fn document(&self, o: &Object, resolved: &BTreeMap<&str, Result<Resolved, String>>, plugins: &mut BTreeMap<String, PluginStatus>) -> Result<ProfileDocument, String> {
-        let spec = if o.spec.is_null() { Value::Object(serde_json::Map::new()) } else { o.spec.clone() };
-        let mut spec: ProfileSpec = serde_path_to_error::deserialize(spec).map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
+    fn document(
+        &self,
+        o: &Object,
+        resolved: &BTreeMap<&str, Result<Resolved, String>>,
+        plugins: &mut BTreeMap<String, PluginStatus>,
+    ) -> Result<ProfileDocument, String> {
+        let spec = if o.spec.is_null() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            o.spec.clone()
+        };
+        let mut spec: ProfileSpec = serde_path_to_error::deserialize(spec)
+            .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
         for (point, list) in spec.lists_mut() {
             for (index, entry) in list.iter_mut().enumerate() {
-                let Some(name) = entry.wasm.as_ref().and_then(|w| w.plugin.clone()) else { continue };
+                let Some(name) = entry.wasm.as_ref().and_then(|w| w.plugin.clone()) else {
+                    continue;
+                };
                 let at = format!("spec.{point}[{index}] ({})", entry.name);
                 let m = match resolved.get(name.as_str()) {
                     None => return Err(format!("{at}: WasmPlugin {name:?} not found")),
-                    Some(Err(e)) => return Err(format!("{at}: WasmPlugin {name:?} is not loadable: {e}")),
+                    Some(Err(e)) => {
+                        return Err(format!("{at}: WasmPlugin {name:?} is not loadable: {e}"));
+                    }
                     Some(Ok(m)) => m,
                 };
-                plugins.entry(name.clone()).or_default().used_by.push(format!("{}/{point}[{index}]", o.name));
+                plugins
+                    .entry(name.clone())
+                    .or_default()
+                    .used_by
+                    .push(format!("{}/{point}[{index}]", o.name));
                 if entry.wasm.as_ref().is_some_and(|w| !w.path.is_empty()) {
                     return Err(format!("{at}.wasm: set one of path and plugin, not both"));
                 }
-                *entry = m.spec.resolve(entry, &m.path, &m.digest).map_err(|e| format!("{at}: {e}"))?;
+                *entry = m
+                    .spec
+                    .resolve(entry, &m.path, &m.digest)
+                    .map_err(|e| format!("{at}: {e}"))?;
             }
         }
         Ok(ProfileDocument {
             api_version: profile::API_VERSION.to_owned(),
             kind: profile::KIND.to_owned(),
-            metadata: ObjectMeta { name: Some(o.name.clone()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(o.name.clone()),
+                ..Default::default()
+            },
             spec,
         })
     }
 
     /// Read, check and store a `WasmPlugin` spec's module.
     fn resolve_module(&self, spec: &Value) -> Result<Resolved, String> {
-        let spec: WasmPluginSpec = serde_path_to_error::deserialize(spec.clone()).map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
+        let spec: WasmPluginSpec = serde_path_to_error::deserialize(spec.clone())
+            .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
         let bytes = match (&spec.module.path, &spec.module.base64) {
-            (Some(_), Some(_)) => return Err("spec.module: set one of path and base64, not both".into()),
+            (Some(_), Some(_)) => {
+                return Err("spec.module: set one of path and base64, not both".into());
+            }
             (None, None) => return Err("spec.module: one of path and base64 is required".into()),
-            (Some(path), None) => std::fs::read(path).map_err(|e| format!("spec.module.path: cannot read {path}: {e}"))?,
+            (Some(path), None) => std::fs::read(path)
+                .map_err(|e| format!("spec.module.path: cannot read {path}: {e}"))?,
             (None, Some(b64)) => {
                 let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-                base64::engine::general_purpose::STANDARD.decode(compact).map_err(|e| format!("spec.module.base64: {e}"))?
+                base64::engine::general_purpose::STANDARD
+                    .decode(compact)
+                    .map_err(|e| format!("spec.module.base64: {e}"))?
             }
         };
         if bytes.is_empty() {
@@ -300,25 +394,38 @@ impl Registry {
         if let Some(expected) = &spec.sha256 {
             let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
             if expected != digest {
-                return Err(format!("spec.sha256: expected {expected}, the module's is {digest}"));
+                return Err(format!(
+                    "spec.sha256: expected {expected}, the module's is {digest}"
+                ));
             }
         }
         let path = self.module_dir.join(format!("{digest}.wasm"));
         if !path.exists() {
-            std::fs::create_dir_all(&self.module_dir).map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
-            let tmp = self.module_dir.join(format!("{digest}.{}.tmp", std::process::id()));
-            std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
+            std::fs::create_dir_all(&self.module_dir)
+                .map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
+            let tmp = self
+                .module_dir
+                .join(format!("{digest}.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, &bytes)
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
         }
-        Ok(Resolved { spec, path: path.display().to_string(), digest })
+        Ok(Resolved {
+            spec,
+            path: path.display().to_string(),
+            digest,
+        })
     }
 }
 
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -341,33 +448,57 @@ pub struct PluginMetrics {
 
 impl PluginMetrics {
     fn stat(&self, point: &'static str, name: &str) -> Arc<PluginStat> {
-        let mut m = self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut m = self
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(m.entry((point, name.to_owned())).or_default())
     }
 
     /// `(calls, failures)` of plugin `name` at `point` (`filter`, `score`, `select`, `assign`, `override`).
     pub fn calls(&self, point: &str, name: &str) -> (u64, u64) {
-        let m = self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.iter().find(|((p, n), _)| *p == point && n == name).map_or((0, 0), |(_, s)| (s.latency.count(), s.failures.load(Ordering::Relaxed)))
+        let m = self
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.iter()
+            .find(|((p, n), _)| *p == point && n == name)
+            .map_or((0, 0), |(_, s)| {
+                (s.latency.count(), s.failures.load(Ordering::Relaxed))
+            })
     }
 
     /// Prometheus text: `flotilla_plugin_duration_seconds` and `flotilla_plugin_failures_total`.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
-        let m = self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let m = self
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         out.push_str("# HELP flotilla_plugin_duration_seconds Plugin call latency (one call per plugin and binding).\n# TYPE flotilla_plugin_duration_seconds histogram\n");
         for ((point, name), s) in m.iter() {
-            s.latency.render("flotilla_plugin_duration_seconds", &format!("extension_point=\"{point}\",plugin=\"{}\"", escape(name)), out);
+            s.latency.render(
+                "flotilla_plugin_duration_seconds",
+                &format!("extension_point=\"{point}\",plugin=\"{}\"", escape(name)),
+                out,
+            );
         }
         out.push_str("# HELP flotilla_plugin_failures_total Plugin calls that faulted (before the failure policy).\n# TYPE flotilla_plugin_failures_total counter\n");
         for ((point, name), s) in m.iter() {
-            let _ = writeln!(out, "flotilla_plugin_failures_total{{extension_point=\"{point}\",plugin=\"{}\"}} {}", escape(name), s.failures.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "flotilla_plugin_failures_total{{extension_point=\"{point}\",plugin=\"{}\"}} {}",
+                escape(name),
+                s.failures.load(Ordering::Relaxed)
+            );
         }
     }
 }
 
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 struct Observed<P: ?Sized> {
@@ -396,7 +527,13 @@ macro_rules! observed_plugin {
         }
     )*};
 }
-observed_plugin!(FilterPlugin, ScorePlugin, SelectPlugin, AssignPlugin, OverridePlugin);
+observed_plugin!(
+    FilterPlugin,
+    ScorePlugin,
+    SelectPlugin,
+    AssignPlugin,
+    OverridePlugin
+);
 
 impl FilterPlugin for Observed<dyn FilterPlugin> {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
@@ -440,7 +577,10 @@ fn instrument(profile: &Profile, metrics: &PluginMetrics) -> Profile {
                 .$field
                 .iter()
                 .map(|s| Slot {
-                    plugin: Arc::new(Observed::<dyn $trait> { inner: Arc::clone(&s.plugin), stat: metrics.stat($point, s.plugin.name()) }) as Arc<dyn $trait>,
+                    plugin: Arc::new(Observed::<dyn $trait> {
+                        inner: Arc::clone(&s.plugin),
+                        stat: metrics.stat($point, s.plugin.name()),
+                    }) as Arc<dyn $trait>,
                     ..s.clone()
                 })
                 .collect()
@@ -464,7 +604,11 @@ fn objects(cached: &Cached) -> Vec<Object> {
         .state()
         .iter()
         .filter(|o| o.metadata.deletion_timestamp.is_none())
-        .map(|o| Object { name: o.metadata.name.clone().unwrap_or_default(), generation: o.metadata.generation, spec: o.data.get("spec").cloned().unwrap_or(Value::Null) })
+        .map(|o| Object {
+            name: o.metadata.name.clone().unwrap_or_default(),
+            generation: o.metadata.generation,
+            spec: o.data.get("spec").cloned().unwrap_or(Value::Null),
+        })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -505,24 +649,51 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     });
 }
 
-fn condition(existing: Option<&Value>, type_: &str, ok: bool, reason: &str, message: &str, generation: Option<i64>) -> Value {
+fn condition(
+    existing: Option<&Value>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> Value {
     let status = if ok { "True" } else { "False" };
-    let prev = existing.and_then(|s| s.get("conditions")).and_then(Value::as_array).and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(type_)));
+    let prev = existing
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+        });
     let since = prev
         .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
         .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| json!(flotilla_core::time::format_rfc3339(crate::members::now_epoch())));
+        .unwrap_or_else(|| {
+            json!(flotilla_core::time::format_rfc3339(
+                crate::members::now_epoch()
+            ))
+        });
     json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since, "observedGeneration": generation})
 }
 
 async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Error> {
     for (name, st) in &report.plugins {
-        let Some(obj) = ctx.wasm_plugins.get("", name) else { continue };
+        let Some(obj) = ctx.wasm_plugins.get("", name) else {
+            continue;
+        };
         let existing = obj.data.get("status");
         let (ok, reason, message) = match (&st.error, st.used_by.is_empty()) {
             (Some(e), _) => (false, "LoadFailed", e.clone()),
-            (None, true) => (true, "Resolved", "module resolved; no SchedulerProfile uses it".to_owned()),
-            (None, false) => (true, "Loaded", format!("loaded into {}", st.used_by.join(", "))),
+            (None, true) => (
+                true,
+                "Resolved",
+                "module resolved; no SchedulerProfile uses it".to_owned(),
+            ),
+            (None, false) => (
+                true,
+                "Loaded",
+                format!("loaded into {}", st.used_by.join(", ")),
+            ),
         };
         let status = json!({
             "observedGeneration": st.generation,
@@ -534,10 +705,16 @@ async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Erro
         patch_status(ctx, &ctx.wasm_plugins, name, existing, status).await?;
     }
     for (name, st) in &report.profiles {
-        let Some(obj) = ctx.scheduler_profiles.get("", name) else { continue };
+        let Some(obj) = ctx.scheduler_profiles.get("", name) else {
+            continue;
+        };
         let existing = obj.data.get("status");
         let (ok, reason, message) = match &st.error {
-            Some(e) if st.serving_previous => (false, "Invalid", format!("{e}; the previous version keeps serving")),
+            Some(e) if st.serving_previous => (
+                false,
+                "Invalid",
+                format!("{e}; the previous version keeps serving"),
+            ),
             Some(e) => (false, "Invalid", e.clone()),
             None => (true, "Loaded", "profile loaded".to_owned()),
         };
@@ -550,12 +727,25 @@ async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Erro
     Ok(())
 }
 
-async fn patch_status(ctx: &Context, cached: &Cached, name: &str, existing: Option<&Value>, status: Value) -> Result<(), kube::Error> {
+async fn patch_status(
+    ctx: &Context,
+    cached: &Cached,
+    name: &str,
+    existing: Option<&Value>,
+    status: Value,
+) -> Result<(), kube::Error> {
     if existing == Some(&status) {
         return Ok(());
     }
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &cached.resource);
-    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+    match api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) => Err(e),

@@ -26,7 +26,11 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if rb.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let api = namespaced_or_all(&ctx, rb.metadata.namespace(), &api_resource(&rb.api_version, &rb.kind));
+    let api = namespaced_or_all(
+        &ctx,
+        rb.metadata.namespace(),
+        &api_resource(&rb.api_version, &rb.kind),
+    );
     // New spec work, as far as the cache knows. The cache may predate this controller's own status
     // write of the previous reconcile (spec and status are two requests; reconciles of one object
     // never overlap, so the stored object has both): decide on the stored object, not on a stale
@@ -39,27 +43,55 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     }
     // The template, as `flotilla plan` passes it (CEL placements read it as `object`).
     let template = match template_of(&ctx, &rb).await? {
-        Some(t) => Some(Object(serde_json::to_value(&*t).map_err(|source| Error::Decode { what: "template".into(), source })?)),
+        Some(t) => Some(Object(serde_json::to_value(&*t).map_err(|source| {
+            Error::Decode {
+                what: "template".into(),
+                source,
+            }
+        })?)),
         None => None,
     };
     let snapshot = ctx.snapshot();
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
-    let mut memory = ctx.app_failover.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&key).unwrap_or_default();
-    let clock = Clock { now_ms: crate::members::now_epoch_millis() };
+    let mut memory = ctx
+        .app_failover
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .remove(&key)
+        .unwrap_or_default();
+    let clock = Clock {
+        now_ms: crate::members::now_epoch_millis(),
+    };
     let before = rb.clone();
     // The CPU-heavy part off the async workers, at most one decision per core at a time (as
     // Karmada runs a fixed number of scheduler workers): more would only share the cores.
-    let permit = Arc::clone(&ctx.deciding).acquire_owned().await.map_err(|_| Error::Stopped)?;
+    let permit = Arc::clone(&ctx.deciding)
+        .acquire_owned()
+        .await
+        .map_err(|_| Error::Stopped)?;
     let (rb, decision, memory, took, cpu) = tokio::task::spawn_blocking(move || {
-        let (started, cpu) = (std::time::Instant::now(), cpu_time::ThreadTime::try_now().ok());
-        let d = pipeline::decide(&snapshot, &mut rb, template.as_ref(), clock, &mut memory, None);
+        let (started, cpu) = (
+            std::time::Instant::now(),
+            cpu_time::ThreadTime::try_now().ok(),
+        );
+        let d = pipeline::decide(
+            &snapshot,
+            &mut rb,
+            template.as_ref(),
+            clock,
+            &mut memory,
+            None,
+        );
         let cpu = cpu.and_then(|c| c.try_elapsed().ok());
         drop(permit);
         (rb, d, memory, started.elapsed(), cpu)
     })
     .await?;
     if !memory.is_empty() {
-        ctx.app_failover.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key.clone(), memory);
+        ctx.app_failover
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone(), memory);
     }
     if decision.scheduled {
         ctx.metrics.record_scheduling(took, cpu);
@@ -92,27 +124,48 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         if decision.clusters_written {
             patch["metadata"]["annotations"] = json!({labels::APPLIED_PLACEMENT: rb.metadata.annotations.get(labels::APPLIED_PLACEMENT)});
         }
-        let updated = api.patch(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+        let updated = api
+            .patch(
+                rb.metadata.name(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
         observed_generation = updated.metadata.generation.unwrap_or(observed_generation);
     }
     let mut status = rb.status.clone().unwrap_or_default();
     status.scheduler_observed_generation = observed_generation;
-    if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == "Scheduled") {
-        if decision.scheduled {
-            c.observed_generation = Some(observed_generation);
-        }
+    if let Some(c) = status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == "Scheduled")
+        && decision.scheduled
+    {
+        c.observed_generation = Some(observed_generation);
     }
     if decision.scheduled {
         write_status(&api, &rb, &status).await?;
-    } else if before.status.as_ref().map(|s| s.scheduler_observed_generation) != Some(observed_generation) {
+    } else if before
+        .status
+        .as_ref()
+        .map(|s| s.scheduler_observed_generation)
+        != Some(observed_generation)
+    {
         // Only the generation: the cached object may predate our own last status write.
         let patch = json!({"status": {"schedulerObservedGeneration": observed_generation}});
-        api.patch_status(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+        api.patch_status(
+            rb.metadata.name(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
     }
 
     // Requeue when a failover decision is due (a few milliseconds late rather than early), and
     // retry unschedulable bindings as Karmada's unschedulable queue flushes them.
-    let due = decision.next_due_ms.map(|at| std::time::Duration::from_millis(u64::try_from(at - clock.now_ms + 5).unwrap_or(5).max(5)));
+    let due = decision.next_due_ms.map(|at| {
+        std::time::Duration::from_millis(u64::try_from(at - clock.now_ms + 5).unwrap_or(5).max(5))
+    });
     let mut requeue = due.unwrap_or(ctx.settings.resync);
     if matches!(decision.outcome, Some(Err(_))) {
         requeue = requeue.min(UNSCHEDULABLE_RETRY.min(ctx.settings.resync));
@@ -120,13 +173,22 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     Ok(Action::requeue(requeue))
 }
 
-async fn write_status(api: &kube::Api<DynamicObject>, rb: &ResourceBinding, status: &ResourceBindingStatus) -> Result<(), Error> {
+async fn write_status(
+    api: &kube::Api<DynamicObject>,
+    rb: &ResourceBinding,
+    status: &ResourceBindingStatus,
+) -> Result<(), Error> {
     let patch = json!({"status": {
         "schedulerObservedGeneration": status.scheduler_observed_generation,
         "schedulerObservingAffinityName": status.scheduler_observing_affinity_name,
         "lastScheduledTime": status.last_scheduled_time,
         "conditions": status.conditions,
     }});
-    api.patch_status(rb.metadata.name(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+    api.patch_status(
+        rb.metadata.name(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
     Ok(())
 }

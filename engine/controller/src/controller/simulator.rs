@@ -27,12 +27,25 @@ struct Member {
 /// member status changes.
 pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     for (_, client) in ctx.members.iter() {
-        publish_changes(client, &api_resource("apps/v1", "Deployment"), Topic::Member, &ctx.events, tasks);
+        publish_changes(
+            client,
+            &api_resource("apps/v1", "Deployment"),
+            Topic::Member,
+            &ctx.events,
+            tasks,
+        );
         let api: Api<Deployment> = Api::all(client.clone());
-        let member = Arc::new(Member { client: client.clone(), ctx: ctx.clone() });
+        let member = Arc::new(Member {
+            client: client.clone(),
+            ctx: ctx.clone(),
+        });
         tasks.spawn(async move {
             let (reader, writer) = reflector::store();
-            let deployments = watcher(api, watcher::Config::default()).default_backoff().modify(|d: &mut Deployment| d.metadata.managed_fields = None).reflect(writer).applied_objects();
+            let deployments = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|d: &mut Deployment| d.metadata.managed_fields = None)
+                .reflect(writer)
+                .applied_objects();
             Controller::for_stream(deployments, reader)
                 .run(reconcile, error_policy, member)
                 .for_each(|_| futures::future::ready(()))
@@ -51,7 +64,10 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let generation = d.metadata.generation.unwrap_or(0);
     let st = d.status.clone().unwrap_or_default();
-    let broken = d.annotations().get(UNAVAILABLE).is_some_and(|v| v == "true");
+    let broken = d
+        .annotations()
+        .get(UNAVAILABLE)
+        .is_some_and(|v| v == "true");
     let available = if broken { 0 } else { want };
     let done = st.replicas == Some(want)
         && st.ready_replicas.unwrap_or(0) == available
@@ -65,11 +81,20 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
         tokio::time::sleep(m.ctx.settings.ready_delay).await;
     }
     let (cond, reason, message) = if broken {
-        ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.")
+        (
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        )
     } else {
-        ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
+        (
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        )
     };
-    let api: Api<Deployment> = Api::namespaced(m.client.clone(), &d.namespace().unwrap_or_default());
+    let api: Api<Deployment> =
+        Api::namespaced(m.client.clone(), &d.namespace().unwrap_or_default());
     let patch = json!({"status": {
         "observedGeneration": generation,
         "replicas": want,
@@ -79,11 +104,16 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
         "unavailableReplicas": if broken { Some(want) } else { None },
         "conditions": [{"type": "Available", "status": cond, "reason": reason, "message": message}],
     }});
-    let res = match api.patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await {
+    let res = match api
+        .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
         Ok(_) => Ok(Action::await_change()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(Action::await_change()),
         Err(e) => Err(e.into()),
     };
-    m.ctx.metrics.record(super::Id::Simulator, started.elapsed(), res.is_ok());
+    m.ctx
+        .metrics
+        .record(super::Id::Simulator, started.elapsed(), res.is_ok());
     res
 }

@@ -79,7 +79,11 @@ pub struct Ready {
 
 impl Ready {
     fn new(status: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
-        Ready { status, reason, message: message.into() }
+        Ready {
+            status,
+            reason,
+            message: message.into(),
+        }
     }
 }
 
@@ -120,11 +124,15 @@ impl Observation {
 
 /// How long a probe may take.
 pub fn probe_timeout(settings: &Settings) -> Duration {
-    settings.cluster_status_update_frequency.clamp(Duration::from_secs(1), Duration::from_secs(10))
+    settings
+        .cluster_status_update_frequency
+        .clamp(Duration::from_secs(1), Duration::from_secs(10))
 }
 
 async fn health_status(client: &Client, path: &str) -> Result<u16, kube::Error> {
-    let req = http::Request::get(path).body(kube::client::Body::empty()).map_err(kube::Error::HttpError)?;
+    let req = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .map_err(kube::Error::HttpError)?;
     Ok(client.send(req).await?.status().as_u16())
 }
 
@@ -147,7 +155,11 @@ pub async fn observe(config: &kube::Config, timeout: Duration) -> Observation {
         Err(_) => return Observation::default(),
     };
     if code != 200 {
-        return Observation { online: true, healthy: false, collected: None };
+        return Observation {
+            online: true,
+            healthy: false,
+            collected: None,
+        };
     }
     let collected = match tokio::time::timeout(timeout * 3, collect(&client)).await {
         Ok(Ok(c)) => Some(c),
@@ -157,7 +169,11 @@ pub async fn observe(config: &kube::Config, timeout: Duration) -> Observation {
         }
         Err(_) => None,
     };
-    Observation { online: true, healthy: true, collected }
+    Observation {
+        online: true,
+        healthy: true,
+        collected,
+    }
 }
 
 /// A member's `status.apiEnablements`: every resource its discovery serves, by group version.
@@ -165,12 +181,17 @@ pub async fn observe(config: &kube::Config, timeout: Duration) -> Observation {
 /// # Errors
 /// Fails when a request fails.
 pub async fn api_enablements(client: &Client) -> Result<Value, Error> {
-    let discovery = kube::discovery::Discovery::new(client.clone()).run().await?;
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await?;
     let mut by_gv: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for group in discovery.groups() {
         for v in group.versions() {
             for (r, _) in group.versioned_resources(v) {
-                by_gv.entry(r.api_version.clone()).or_default().push(json!({"name": r.plural, "kind": r.kind}));
+                by_gv
+                    .entry(r.api_version.clone())
+                    .or_default()
+                    .push(json!({"name": r.plural, "kind": r.kind}));
             }
         }
     }
@@ -192,15 +213,29 @@ pub async fn api_enablements(client: &Client) -> Result<Value, Error> {
 pub async fn collect(client: &Client) -> Result<Collected, Error> {
     let version = client.apiserver_version().await?.git_version;
     let api_enablements = api_enablements(client).await?;
-    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?.items;
-    let pods = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await?.items;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
     let (node_summary, resource_summary) = summarize(&nodes, &pods);
-    Ok(Collected { kubernetes_version: version, api_enablements, node_summary, resource_summary })
+    Ok(Collected {
+        kubernetes_version: version,
+        api_enablements,
+        node_summary,
+        resource_summary,
+    })
 }
 
 type Sums = BTreeMap<String, i128>;
 
-fn add(sums: &mut Sums, list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) {
+fn add(
+    sums: &mut Sums,
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) {
     for (k, q) in list.into_iter().flatten() {
         match parse_nano(&q.0) {
             Ok(n) => *sums.entry(k.clone()).or_default() += n,
@@ -214,11 +249,17 @@ fn pod_requests(pod: &Pod) -> Sums {
     let mut sums = Sums::new();
     let Some(spec) = &pod.spec else { return sums };
     for c in &spec.containers {
-        add(&mut sums, c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+        add(
+            &mut sums,
+            c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+        );
     }
     for c in spec.init_containers.iter().flatten() {
         let mut init = Sums::new();
-        add(&mut init, c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+        add(
+            &mut init,
+            c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+        );
         for (k, v) in init {
             let e = sums.entry(k).or_default();
             *e = (*e).max(v);
@@ -240,7 +281,11 @@ pub fn format_nano(n: i128) -> String {
 }
 
 fn render(sums: &Sums, pods: i128) -> Value {
-    let mut out: serde_json::Map<String, Value> = sums.iter().filter(|(k, _)| k.as_str() != "pods").map(|(k, v)| (k.clone(), Value::from(format_nano(*v)))).collect();
+    let mut out: serde_json::Map<String, Value> = sums
+        .iter()
+        .filter(|(k, _)| k.as_str() != "pods")
+        .map(|(k, v)| (k.clone(), Value::from(format_nano(*v))))
+        .collect();
     out.insert("pods".into(), Value::from(pods.to_string()));
     Value::Object(out)
 }
@@ -253,19 +298,34 @@ pub fn summarize(nodes: &[Node], pods: &[Pod]) -> (Value, Value) {
     for n in nodes {
         let st = n.status.as_ref();
         add(&mut allocatable, st.and_then(|s| s.allocatable.as_ref()));
-        if st.and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")) {
+        if st
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        {
             ready += 1;
         }
     }
     let (mut allocated, mut allocating) = (Sums::new(), Sums::new());
     let (mut n_allocated, mut n_allocating) = (0i128, 0i128);
     for p in pods {
-        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("");
         if phase == "Succeeded" || phase == "Failed" {
             continue;
         }
-        let scheduled = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-        let (sums, count) = if scheduled { (&mut allocated, &mut n_allocated) } else { (&mut allocating, &mut n_allocating) };
+        let scheduled = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let (sums, count) = if scheduled {
+            (&mut allocated, &mut n_allocated)
+        } else {
+            (&mut allocating, &mut n_allocating)
+        };
         for (k, v) in pod_requests(p) {
             *sums.entry(k).or_default() += v;
         }
@@ -292,17 +352,29 @@ impl Thresholds {
     /// a flip between True and not-True is held back until it has persisted for the success
     /// (towards True) or failure (away from True) threshold. The first observation of a
     /// cluster counts at once.
-    pub fn adjust(&mut self, cluster: &str, observed: Ready, current: Option<&flotilla_api::meta::Condition>, settings: &Settings) -> Option<Ready> {
+    pub fn adjust(
+        &mut self,
+        cluster: &str,
+        observed: Ready,
+        current: Option<&flotilla_api::meta::Condition>,
+        settings: &Settings,
+    ) -> Option<Ready> {
         let now = Instant::now();
         let Some(saved) = self.seen.get_mut(cluster) else {
             self.seen.insert(cluster.to_owned(), (observed.status, now));
             return Some(observed);
         };
-        let Some(current) = current else { return Some(observed) };
+        let Some(current) = current else {
+            return Some(observed);
+        };
         if saved.0 != observed.status {
             *saved = (observed.status, now);
         }
-        let threshold = if observed.status == "True" { settings.cluster_success_threshold } else { settings.cluster_failure_threshold };
+        let threshold = if observed.status == "True" {
+            settings.cluster_success_threshold
+        } else {
+            settings.cluster_failure_threshold
+        };
         let flips = (observed.status == "True") != (current.status == "True");
         if flips && now < saved.1 + threshold {
             return None;
@@ -318,18 +390,26 @@ impl Thresholds {
 
 /// The `Ready` condition of `cluster`, if any.
 pub fn ready_condition(cluster: &Cluster) -> Option<&flotilla_api::meta::Condition> {
-    cluster.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
 }
 
 /// The current time as RFC 3339 with microseconds (a `MicroTime`).
 pub fn now_micro() -> String {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     let secs = flotilla_core::time::format_rfc3339(i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     format!("{}.{:06}Z", secs.trim_end_matches('Z'), d.subsec_micros())
 }
 
 fn clusters_api(control: &Client) -> Api<DynamicObject> {
-    Api::all_with(control.clone(), &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"))
+    Api::all_with(
+        control.clone(),
+        &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"),
+    )
 }
 
 /// Write `ready` (and, when given, the `collected` fields) into Cluster `name`'s status; `ready`
@@ -337,20 +417,37 @@ fn clusters_api(control: &Client) -> Api<DynamicObject> {
 ///
 /// # Errors
 /// Fails when the Cluster cannot be read or written.
-pub async fn write_status(control: &Client, name: &str, ready: Option<&Ready>, collected: Option<&Collected>) -> Result<(), Error> {
+pub async fn write_status(
+    control: &Client,
+    name: &str,
+    ready: Option<&Ready>,
+    collected: Option<&Collected>,
+) -> Result<(), Error> {
     let api = clusters_api(control);
-    let Some(obj) = api.get_opt(name).await? else { return Ok(()) };
+    let Some(obj) = api.get_opt(name).await? else {
+        return Ok(());
+    };
     let current = obj.data.get("status").cloned().unwrap_or_else(|| json!({}));
     let mut status = current.clone();
     if !status.is_object() {
         status = json!({});
     }
     if let Some(r) = ready {
-        let mut conditions: Vec<Value> = status.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-        let old = conditions.iter().position(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+        let mut conditions: Vec<Value> = status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let old = conditions
+            .iter()
+            .position(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
         let time = match old.map(|i| &conditions[i]) {
-            Some(c) if c.get("status").and_then(Value::as_str) == Some(r.status) => c.get("lastTransitionTime").cloned().unwrap_or(Value::Null),
-            _ => Value::from(flotilla_core::time::format_rfc3339(crate::members::now_epoch())),
+            Some(c) if c.get("status").and_then(Value::as_str) == Some(r.status) => {
+                c.get("lastTransitionTime").cloned().unwrap_or(Value::Null)
+            }
+            _ => Value::from(flotilla_core::time::format_rfc3339(
+                crate::members::now_epoch(),
+            )),
         };
         let cond = json!({"type": "Ready", "status": r.status, "reason": r.reason, "message": r.message, "lastTransitionTime": time});
         match old {
@@ -368,7 +465,12 @@ pub async fn write_status(control: &Client, name: &str, ready: Option<&Ready>, c
     if status == current {
         return Ok(());
     }
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
     Ok(())
 }
 
@@ -380,7 +482,12 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> 
     let nss: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource("v1", "Namespace"));
     if nss.get_opt(name).await?.is_none() {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        nss.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(obj)).await?;
+        nss.patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(obj),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -389,15 +496,30 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> 
 ///
 /// # Errors
 /// Fails when the write fails.
-pub async fn renew_lease(control: &Client, name: &str, holder: &str, duration: Duration) -> Result<(), Error> {
-    let leases: Api<DynamicObject> = Api::namespaced_with(control.clone(), CLUSTER_NAMESPACE, &api_resource("coordination.k8s.io/v1", "Lease"));
+pub async fn renew_lease(
+    control: &Client,
+    name: &str,
+    holder: &str,
+    duration: Duration,
+) -> Result<(), Error> {
+    let leases: Api<DynamicObject> = Api::namespaced_with(
+        control.clone(),
+        CLUSTER_NAMESPACE,
+        &api_resource("coordination.k8s.io/v1", "Lease"),
+    );
     let secs = i64::try_from(duration.as_secs()).unwrap_or(i64::MAX).max(1);
     let obj = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": name, "namespace": CLUSTER_NAMESPACE},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": secs, "renewTime": now_micro()},
     });
-    leases.patch(name, &PatchParams::apply(holder).force(), &Patch::Apply(obj)).await?;
+    leases
+        .patch(
+            name,
+            &PatchParams::apply(holder).force(),
+            &Patch::Apply(obj),
+        )
+        .await?;
     Ok(())
 }
 
@@ -442,10 +564,18 @@ async fn probe_loop(ctx: Arc<Context>) {
     }
 }
 
-async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>, thresholds: &mut Thresholds, namespaces_done: &mut std::collections::HashSet<String>) {
+async fn round(
+    ctx: &Arc<Context>,
+    registered: &mut HashMap<String, Registered>,
+    thresholds: &mut Thresholds,
+    namespaces_done: &mut std::collections::HashSet<String>,
+) {
     let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
     let interval = ctx.settings.cluster_status_update_frequency;
-    let managed: Vec<&Cluster> = clusters.iter().filter(|c| !ctx.members.is_fixed(c.name()) && !c.is_deleting() && is_managed_push(c)).collect();
+    let managed: Vec<&Cluster> = clusters
+        .iter()
+        .filter(|c| !ctx.members.is_fixed(c.name()) && !c.is_deleting() && is_managed_push(c))
+        .collect();
     // Forget what no longer qualifies.
     let keep: std::collections::HashSet<&str> = managed.iter().map(|c| c.name()).collect();
     for name in registered.keys().cloned().collect::<Vec<_>>() {
@@ -457,14 +587,21 @@ async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>,
         }
     }
     // Execution namespaces and the lease namespace for every non-simulated cluster.
-    for c in clusters.iter().filter(|c| !ctx.members.is_fixed(c.name()) && !c.is_deleting() && (is_managed_push(c) || is_pull(c))) {
-        for ns in [flotilla_core::render::execution_namespace(c.name()), CLUSTER_NAMESPACE.to_owned()] {
+    for c in clusters.iter().filter(|c| {
+        !ctx.members.is_fixed(c.name()) && !c.is_deleting() && (is_managed_push(c) || is_pull(c))
+    }) {
+        for ns in [
+            flotilla_core::render::execution_namespace(c.name()),
+            CLUSTER_NAMESPACE.to_owned(),
+        ] {
             if !namespaces_done.contains(&ns) {
                 match ensure_namespace(&ctx.client, &ns).await {
                     Ok(()) => {
                         namespaces_done.insert(ns);
                     }
-                    Err(e) => tracing::warn!(namespace = %ns, error = %e, "creating a namespace failed"),
+                    Err(e) => {
+                        tracing::warn!(namespace = %ns, error = %e, "creating a namespace failed")
+                    }
                 }
             }
         }
@@ -479,9 +616,22 @@ async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>,
                     match Remote::new(config, fingerprint.clone()) {
                         Ok(remote) => {
                             let mut watch = tokio::task::JoinSet::new();
-                            crate::publish_changes(&remote.client, &api_resource("apps/v1", "Deployment"), Topic::Member, &ctx.events, &mut watch);
+                            crate::publish_changes(
+                                &remote.client,
+                                &api_resource("apps/v1", "Deployment"),
+                                Topic::Member,
+                                &ctx.events,
+                                &mut watch,
+                            );
                             ctx.members.insert_remote(&name, remote);
-                            registered.insert(name.clone(), Registered { fingerprint: Some(fingerprint), _watch: watch, last_probe: None });
+                            registered.insert(
+                                name.clone(),
+                                Registered {
+                                    fingerprint: Some(fingerprint),
+                                    _watch: watch,
+                                    last_probe: None,
+                                },
+                            );
                             tracing::info!(cluster = %name, "member registered");
                             // Works that waited for this member's client are re-checked.
                             ctx.events.send(crate::Change::any(Topic::Member));
@@ -499,16 +649,20 @@ async fn round(ctx: &Arc<Context>, registered: &mut HashMap<String, Registered>,
             }
         }
         if let Some(r) = registered.get(&name)
-            && r.last_probe.is_none_or(|t| t.elapsed() + Duration::from_millis(20) >= interval)
+            && r.last_probe
+                .is_none_or(|t| t.elapsed() + Duration::from_millis(20) >= interval)
         {
             due.push((c.clone(), ctx.members.remote(&name)));
         }
     }
     let timeout = probe_timeout(&ctx.settings);
-    let probes = due.into_iter().filter_map(|(c, r)| r.map(|r| (c, r))).map(|(c, r)| async move {
-        let obs = observe(&r.config, timeout).await;
-        (c, obs)
-    });
+    let probes = due
+        .into_iter()
+        .filter_map(|(c, r)| r.map(|r| (c, r)))
+        .map(|(c, r)| async move {
+            let obs = observe(&r.config, timeout).await;
+            (c, obs)
+        });
     for (c, obs) in futures::future::join_all(probes).await {
         let name = c.name().to_owned();
         if let Some(r) = registered.get_mut(&name) {
@@ -523,7 +677,14 @@ async fn report(ctx: &Context, cluster: &Cluster, obs: &Observation, thresholds:
     let ready = thresholds.adjust(name, obs.ready(), ready_condition(cluster), &ctx.settings);
     // The Lease first, as Karmada starts a cluster's lease renewal before updating its status: a
     // cluster reported Ready already has its Lease.
-    if let Err(e) = renew_lease(&ctx.client, name, MANAGER, ctx.settings.cluster_monitor_grace_period).await {
+    if let Err(e) = renew_lease(
+        &ctx.client,
+        name,
+        MANAGER,
+        ctx.settings.cluster_monitor_grace_period,
+    )
+    .await
+    {
         tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
     }
     if let Err(e) = write_status(&ctx.client, name, ready.as_ref(), obs.collected.as_ref()).await {
@@ -531,17 +692,40 @@ async fn report(ctx: &Context, cluster: &Cluster, obs: &Observation, thresholds:
     }
 }
 
-async fn fail_collection(ctx: &Context, registered: &mut HashMap<String, Registered>, name: &str, err: &MemberError) {
+async fn fail_collection(
+    ctx: &Context,
+    registered: &mut HashMap<String, Registered>,
+    name: &str,
+    err: &MemberError,
+) {
     if ctx.members.remove_remote(name) {
         tracing::info!(cluster = %name, "member unregistered");
     }
     // Remembered without a client: the Secret is re-read every round and the client built once it is fixed.
-    registered.insert(name.to_owned(), Registered { fingerprint: None, _watch: tokio::task::JoinSet::new(), last_probe: None });
-    let ready = Ready::new("False", reason::COLLECTION_FAILED, format!("failed to create a client for the member: {err}"));
+    registered.insert(
+        name.to_owned(),
+        Registered {
+            fingerprint: None,
+            _watch: tokio::task::JoinSet::new(),
+            last_probe: None,
+        },
+    );
+    let ready = Ready::new(
+        "False",
+        reason::COLLECTION_FAILED,
+        format!("failed to create a client for the member: {err}"),
+    );
     if let Err(e) = write_status(&ctx.client, name, Some(&ready), None).await {
         tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
     }
-    if let Err(e) = renew_lease(&ctx.client, name, MANAGER, ctx.settings.cluster_monitor_grace_period).await {
+    if let Err(e) = renew_lease(
+        &ctx.client,
+        name,
+        MANAGER,
+        ctx.settings.cluster_monitor_grace_period,
+    )
+    .await
+    {
         tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
     }
 }
@@ -555,14 +739,26 @@ struct Seen {
 
 async fn monitor_loop(ctx: Arc<Context>) {
     let mut seen: HashMap<String, Seen> = HashMap::new();
-    let leases: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), CLUSTER_NAMESPACE, &api_resource("coordination.k8s.io/v1", "Lease"));
+    let leases: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        CLUSTER_NAMESPACE,
+        &api_resource("coordination.k8s.io/v1", "Lease"),
+    );
     loop {
         tokio::time::sleep(ctx.settings.cluster_monitor_period).await;
         let renewals: HashMap<String, String> = match leases.list(&ListParams::default()).await {
             Ok(l) => l
                 .items
                 .into_iter()
-                .filter_map(|o| Some((o.metadata.name.clone()?, o.data.pointer("/spec/renewTime").and_then(Value::as_str)?.to_owned())))
+                .filter_map(|o| {
+                    Some((
+                        o.metadata.name.clone()?,
+                        o.data
+                            .pointer("/spec/renewTime")
+                            .and_then(Value::as_str)?
+                            .to_owned(),
+                    ))
+                })
                 .collect(),
             Err(e) => {
                 tracing::debug!(error = %e, "listing cluster leases failed");
@@ -572,18 +768,31 @@ async fn monitor_loop(ctx: Arc<Context>) {
         let clusters: Vec<Cluster> = typed_all(&ctx.clusters);
         let now = Instant::now();
         seen.retain(|n, _| clusters.iter().any(|c| c.name() == n));
-        for c in clusters.iter().filter(|c| !ctx.members.is_fixed(c.name()) && !c.is_deleting() && (is_managed_push(c) || is_pull(c))) {
+        for c in clusters.iter().filter(|c| {
+            !ctx.members.is_fixed(c.name())
+                && !c.is_deleting()
+                && (is_managed_push(c) || is_pull(c))
+        }) {
             let name = c.name();
             let renew = renewals.get(name).cloned();
-            let s = seen.entry(name.to_owned()).or_insert_with(|| Seen { renew: renew.clone(), at: now });
+            let s = seen.entry(name.to_owned()).or_insert_with(|| Seen {
+                renew: renew.clone(),
+                at: now,
+            });
             if s.renew != renew {
                 *s = Seen { renew, at: now };
                 continue;
             }
             let current = ready_condition(c);
             let (grace, unknown) = match (current, &s.renew) {
-                (None, _) | (_, None) => (ctx.settings.cluster_startup_grace_period, Ready::new("Unknown", reason::NEVER_UPDATED, reason::NEVER_UPDATED_MSG)),
-                _ => (ctx.settings.cluster_monitor_grace_period, Ready::new("Unknown", reason::UNKNOWN, reason::UNKNOWN_MSG)),
+                (None, _) | (_, None) => (
+                    ctx.settings.cluster_startup_grace_period,
+                    Ready::new("Unknown", reason::NEVER_UPDATED, reason::NEVER_UPDATED_MSG),
+                ),
+                _ => (
+                    ctx.settings.cluster_monitor_grace_period,
+                    Ready::new("Unknown", reason::UNKNOWN, reason::UNKNOWN_MSG),
+                ),
             };
             if now.duration_since(s.at) <= grace || current.is_some_and(|r| r.status == "Unknown") {
                 continue;
@@ -600,21 +809,36 @@ async fn monitor_loop(ctx: Arc<Context>) {
 mod tests {
     use super::*;
     use flotilla_api::meta::Condition;
-    use k8s_openapi::api::core::v1::{Container, NodeCondition, NodeStatus, PodSpec, PodStatus, ResourceRequirements};
+    use k8s_openapi::api::core::v1::{
+        Container, NodeCondition, NodeStatus, PodSpec, PodStatus, ResourceRequirements,
+    };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn q(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned()))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+            .collect()
     }
 
     fn pod(node: Option<&str>, phase: &str, requests: &[(&str, &str)]) -> Pod {
         Pod {
             spec: Some(PodSpec {
                 node_name: node.map(str::to_owned),
-                containers: vec![Container { name: "c".into(), resources: Some(ResourceRequirements { requests: Some(q(requests)), ..Default::default() }), ..Default::default() }],
+                containers: vec![Container {
+                    name: "c".into(),
+                    resources: Some(ResourceRequirements {
+                        requests: Some(q(requests)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
                 ..Default::default()
             }),
-            status: Some(PodStatus { phase: Some(phase.into()), ..Default::default() }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -624,7 +848,11 @@ mod tests {
         let node = |cpu: &str, ready: &str| Node {
             status: Some(NodeStatus {
                 allocatable: Some(q(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])),
-                conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: ready.into(), ..Default::default() }]),
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
             ..Default::default()
@@ -637,24 +865,57 @@ mod tests {
         ];
         let (nodes_summary, summary) = summarize(&nodes, &pods);
         assert_eq!(nodes_summary, json!({"totalNum": 2, "readyNum": 1}));
-        assert_eq!(summary["allocatable"], json!({"cpu": "7500m", "memory": "17179869184", "pods": "220"}));
-        assert_eq!(summary["allocated"], json!({"cpu": "500m", "memory": "1073741824", "pods": "1"}));
+        assert_eq!(
+            summary["allocatable"],
+            json!({"cpu": "7500m", "memory": "17179869184", "pods": "220"})
+        );
+        assert_eq!(
+            summary["allocated"],
+            json!({"cpu": "500m", "memory": "1073741824", "pods": "1"})
+        );
         assert_eq!(summary["allocating"], json!({"cpu": "250m", "pods": "1"}));
     }
 
     #[test]
     fn thresholds_hold_back_flips_until_they_persist() {
-        let settings = Settings { cluster_success_threshold: Duration::from_millis(200), cluster_failure_threshold: Duration::from_millis(200), ..Settings::default() };
+        let settings = Settings {
+            cluster_success_threshold: Duration::from_millis(200),
+            cluster_failure_threshold: Duration::from_millis(200),
+            ..Settings::default()
+        };
         let mut t = Thresholds::default();
         let up = Ready::new("True", reason::READY, reason::READY_MSG);
         let down = Ready::new("False", reason::NOT_REACHABLE, reason::NOT_REACHABLE_MSG);
-        let cond = |s: &str| Condition { type_: "Ready".into(), status: s.into(), ..Default::default() };
-        assert_eq!(t.adjust("a", up.clone(), None, &settings), Some(up.clone()), "first observation counts at once");
-        assert_eq!(t.adjust("a", up.clone(), Some(&cond("True")), &settings), Some(up.clone()));
-        assert_eq!(t.adjust("a", down.clone(), Some(&cond("True")), &settings), None, "a fresh failure is held back");
+        let cond = |s: &str| Condition {
+            type_: "Ready".into(),
+            status: s.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            t.adjust("a", up.clone(), None, &settings),
+            Some(up.clone()),
+            "first observation counts at once"
+        );
+        assert_eq!(
+            t.adjust("a", up.clone(), Some(&cond("True")), &settings),
+            Some(up.clone())
+        );
+        assert_eq!(
+            t.adjust("a", down.clone(), Some(&cond("True")), &settings),
+            None,
+            "a fresh failure is held back"
+        );
         std::thread::sleep(Duration::from_millis(250));
-        assert_eq!(t.adjust("a", down.clone(), Some(&cond("True")), &settings), Some(down.clone()), "a persistent failure counts");
-        assert_eq!(t.adjust("a", up.clone(), Some(&cond("False")), &settings), None, "recovery is held back too");
+        assert_eq!(
+            t.adjust("a", down.clone(), Some(&cond("True")), &settings),
+            Some(down.clone()),
+            "a persistent failure counts"
+        );
+        assert_eq!(
+            t.adjust("a", up.clone(), Some(&cond("False")), &settings),
+            None,
+            "recovery is held back too"
+        );
     }
 
     #[test]

@@ -43,14 +43,22 @@ pub enum Strategy {
 pub fn strategy(placement: &Placement) -> Result<Strategy, String> {
     let ty = placement.replica_scheduling_type();
     let rs = placement.replica_scheduling.as_ref();
-    let pref = rs.and_then(|r| r.replica_division_preference.as_deref()).unwrap_or("");
+    let pref = rs
+        .and_then(|r| r.replica_division_preference.as_deref())
+        .unwrap_or("");
     match ty {
         scheduling_type::DUPLICATED => return Ok(Strategy::Duplicated),
         scheduling_type::DIVIDED => match pref {
             division_preference::AGGREGATED => return Ok(Strategy::Aggregated),
             division_preference::WEIGHTED => {
-                let dynamic = rs.and_then(|r| r.weight_preference.as_ref()).is_some_and(|w| !w.dynamic_weight.is_empty());
-                return Ok(if dynamic { Strategy::DynamicWeight } else { Strategy::StaticWeight });
+                let dynamic = rs
+                    .and_then(|r| r.weight_preference.as_ref())
+                    .is_some_and(|w| !w.dynamic_weight.is_empty());
+                return Ok(if dynamic {
+                    Strategy::DynamicWeight
+                } else {
+                    Strategy::StaticWeight
+                });
             }
             _ => {}
         },
@@ -64,7 +72,13 @@ pub fn strategy(placement: &Placement) -> Result<Strategy, String> {
 
 /// `assignByDuplicatedStrategy`: every selected cluster gets `input.replicas`, in selection order.
 pub fn duplicated(input: &AssignInput<'_>) -> Assignment {
-    Assignment::Assigned(input.clusters.iter().map(|c| TargetCluster::new(c.name(), input.replicas)).collect())
+    Assignment::Assigned(
+        input
+            .clusters
+            .iter()
+            .map(|c| TargetCluster::new(c.name(), input.replicas))
+            .collect(),
+    )
 }
 
 /// `assignByStaticWeightStrategy`: each selected cluster's weight is the maximum weight of the
@@ -74,25 +88,48 @@ pub fn duplicated(input: &AssignInput<'_>) -> Assignment {
 /// previous assignment is not used (Karmada v1.16+).
 pub fn static_weight(input: &AssignInput<'_>) -> Assignment {
     let rules = static_weight_rules(input);
-    static_weight_with(input, |c| rules.map_or(1, |rules| rule_weight(rules, c.cluster)))
+    static_weight_with(input, |c| {
+        rules.map_or(1, |rules| rule_weight(rules, c.cluster))
+    })
 }
 
 /// The binding's `staticWeightList` (`None` without a `weightPreference`).
-pub fn static_weight_rules<'a>(input: &AssignInput<'a>) -> Option<&'a [flotilla_api::policy::StaticClusterWeight]> {
-    input.binding.placement.replica_scheduling.as_ref().and_then(|r| r.weight_preference.as_ref()).map(|w| w.static_weight_list.as_slice())
+pub fn static_weight_rules<'a>(
+    input: &AssignInput<'a>,
+) -> Option<&'a [flotilla_api::policy::StaticClusterWeight]> {
+    input
+        .binding
+        .placement
+        .replica_scheduling
+        .as_ref()
+        .and_then(|r| r.weight_preference.as_ref())
+        .map(|w| w.static_weight_list.as_slice())
 }
 
 /// A cluster's static weight: the maximum weight of the rules whose `targetCluster` matches it.
-pub fn rule_weight(rules: &[flotilla_api::policy::StaticClusterWeight], cluster: &flotilla_api::cluster::Cluster) -> i64 {
-    rules.iter().filter(|r| crate::selector::cluster_matches(cluster, &r.target_cluster)).fold(0i64, |w, r| w.max(r.weight))
+pub fn rule_weight(
+    rules: &[flotilla_api::policy::StaticClusterWeight],
+    cluster: &flotilla_api::cluster::Cluster,
+) -> i64 {
+    rules
+        .iter()
+        .filter(|r| crate::selector::cluster_matches(cluster, &r.target_cluster))
+        .fold(0i64, |w, r| w.max(r.weight))
 }
 
 /// [`static_weight`] with each cluster's weight from `weight` (plugins that memoise
 /// [`rule_weight`] per cluster set use this): weight-0 clusters are left out, all clusters weigh 1
 /// when none has a weight, then Webster. The division is [`static_weight_rows`], named.
-pub fn static_weight_with(input: &AssignInput<'_>, weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64) -> Assignment {
+pub fn static_weight_with(
+    input: &AssignInput<'_>,
+    weight: impl FnMut(&crate::framework::ClusterDetail<'_>) -> i64,
+) -> Assignment {
     let rows = static_weight_rows(input, weight);
-    Assignment::Assigned(rows.into_iter().map(|(i, n)| TargetCluster::new(input.clusters[i].name(), n)).collect())
+    Assignment::Assigned(
+        rows.into_iter()
+            .map(|(i, n)| TargetCluster::new(input.clusters[i].name(), n))
+            .collect(),
+    )
 }
 
 /// The static-weight division by position in `input.clusters` ([`webster::dispense_rows`]):
@@ -103,8 +140,15 @@ pub fn static_weight_with(input: &AssignInput<'_>, weight: impl FnMut(&crate::fr
 /// When every cluster has its [`ClusterDetail::row`] in the name-sorted snapshot, parties are
 /// ordered by row instead of by name (the same order, an integer comparison instead of a string
 /// one: the candidates arrive in score order, so ordering them is most of the division's cost).
-pub fn static_weight_rows(input: &AssignInput<'_>, weight: impl FnMut(&ClusterDetail<'_>) -> i64) -> Vec<(usize, i32)> {
-    if input.clusters.iter().all(|c| c.row != ClusterDetail::NO_ROW) {
+pub fn static_weight_rows(
+    input: &AssignInput<'_>,
+    weight: impl FnMut(&ClusterDetail<'_>) -> i64,
+) -> Vec<(usize, i32)> {
+    if input
+        .clusters
+        .iter()
+        .all(|c| c.row != ClusterDetail::NO_ROW)
+    {
         static_weight_by(input, |c| c.row, weight)
     } else {
         static_weight_by(input, ClusterDetail::name, weight)
@@ -175,7 +219,11 @@ pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
         .collect();
     let assigned = sum_i32(&scheduled);
     let allocatable = || -> Vec<(&str, i32)> {
-        input.clusters.iter().map(|c| (c.name(), to_i32(c.allocatable_replicas))).collect()
+        input
+            .clusters
+            .iter()
+            .map(|c| (c.name(), to_i32(c.allocatable_replicas)))
+            .collect()
     };
 
     let (context, target, mut available, prior) = if input.mode == AssignMode::Fresh {
@@ -191,11 +239,26 @@ pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
         }
         ("failed to do fresh scale", replicas, available, Vec::new())
     } else if assigned > replicas {
-        ("failed to scale down", replicas, scheduled.clone(), Vec::new())
+        (
+            "failed to scale down",
+            replicas,
+            scheduled.clone(),
+            Vec::new(),
+        )
     } else if assigned < replicas {
-        ("failed to scale up", replicas.wrapping_sub(assigned), allocatable(), scheduled)
+        (
+            "failed to scale up",
+            replicas.wrapping_sub(assigned),
+            allocatable(),
+            scheduled,
+        )
     } else {
-        return Assignment::Assigned(scheduled.iter().map(|&(n, r)| TargetCluster::new(n, r)).collect());
+        return Assignment::Assigned(
+            scheduled
+                .iter()
+                .map(|&(n, r)| TargetCluster::new(n, r))
+                .collect(),
+        );
     };
     // Karmada: `sort.Sort(TargetClustersList(...))`, which is not stable: ties land where Go's
     // pdqsort puts them, and `Aggregated` keeps a prefix of this order.
@@ -210,7 +273,8 @@ pub fn dynamic(input: &AssignInput<'_>, aggregated: bool) -> Assignment {
     if aggregated {
         let used: HashSet<&str> = prior.iter().filter(|p| p.1 > 0).map(|p| p.0).collect();
         if !used.is_empty() {
-            let (mut front, back): (Vec<_>, Vec<_>) = available.into_iter().partition(|a| used.contains(a.0));
+            let (mut front, back): (Vec<_>, Vec<_>) =
+                available.into_iter().partition(|a| used.contains(a.0));
             front.extend(back);
             available = front;
         }

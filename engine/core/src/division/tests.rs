@@ -63,14 +63,24 @@ fn weighted(rules: &[(&[&str], i64)]) -> Placement {
             weight: *w,
         })
         .collect();
-    rs("Divided", Some("Weighted"), Some(ClusterPreferences { static_weight_list: list, dynamic_weight: String::new() }))
+    rs(
+        "Divided",
+        Some("Weighted"),
+        Some(ClusterPreferences {
+            static_weight_list: list,
+            dynamic_weight: String::new(),
+        }),
+    )
 }
 
 fn dynamic_weight() -> Placement {
     rs(
         "Divided",
         Some("Weighted"),
-        Some(ClusterPreferences { static_weight_list: Vec::new(), dynamic_weight: "AvailableReplicas".into() }),
+        Some(ClusterPreferences {
+            static_weight_list: Vec::new(),
+            dynamic_weight: "AvailableReplicas".into(),
+        }),
     )
 }
 
@@ -79,7 +89,11 @@ fn aggregated_placement() -> Placement {
 }
 
 fn spec(replicas: i32, prior: &[(&str, i32)], uid: &str) -> ResourceBindingSpec {
-    let mut s = ResourceBindingSpec { replicas, clusters: tc(prior), ..ResourceBindingSpec::default() };
+    let mut s = ResourceBindingSpec {
+        replicas,
+        clusters: tc(prior),
+        ..ResourceBindingSpec::default()
+    };
     s.resource.uid = uid.to_owned();
     s
 }
@@ -93,7 +107,12 @@ fn run(
     f: impl Fn(&AssignInput<'_>) -> Assignment,
 ) -> Assignment {
     let binding = BindingContext::new(spec, placement, None);
-    let input = AssignInput { binding: &binding, clusters: ds, replicas: spec.replicas, mode };
+    let input = AssignInput {
+        binding: &binding,
+        clusters: ds,
+        replicas: spec.replicas,
+        mode,
+    };
     f(&input)
 }
 
@@ -129,7 +148,15 @@ fn static_weight_checked(input: &AssignInput<'_>) -> Assignment {
     if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
         votes.extend(input.clusters.iter().map(|c| (c.name(), 1)));
     }
-    assert_eq!(got, Assignment::Assigned(dispense(input.replicas, &votes, &[], &input.binding.spec.resource.uid)));
+    assert_eq!(
+        got,
+        Assignment::Assigned(dispense(
+            input.replicas,
+            &votes,
+            &[],
+            &input.binding.spec.resource.uid
+        ))
+    );
     got
 }
 
@@ -138,11 +165,20 @@ fn static_weight_checked(input: &AssignInput<'_>) -> Assignment {
 #[test]
 fn strategy_table() {
     assert_eq!(strategy(&Placement::default()), Ok(Strategy::Duplicated));
-    assert_eq!(strategy(&rs("Duplicated", None, None)), Ok(Strategy::Duplicated));
+    assert_eq!(
+        strategy(&rs("Duplicated", None, None)),
+        Ok(Strategy::Duplicated)
+    );
     assert_eq!(strategy(&aggregated_placement()), Ok(Strategy::Aggregated));
     assert_eq!(strategy(&dynamic_weight()), Ok(Strategy::DynamicWeight));
-    assert_eq!(strategy(&rs("Divided", Some("Weighted"), None)), Ok(Strategy::StaticWeight));
-    assert_eq!(strategy(&weighted(&[(&["a"], 1)])), Ok(Strategy::StaticWeight));
+    assert_eq!(
+        strategy(&rs("Divided", Some("Weighted"), None)),
+        Ok(Strategy::StaticWeight)
+    );
+    assert_eq!(
+        strategy(&weighted(&[(&["a"], 1)])),
+        Ok(Strategy::StaticWeight)
+    );
     assert_eq!(
         strategy(&rs("Divided", None, None)),
         Err("unsupported replica scheduling strategy, replicaSchedulingType: Divided, replicaDivisionPreference: , \
@@ -164,7 +200,13 @@ fn duplicated_gives_every_cluster_all_replicas_in_order() {
     let cs = clusters(&["member2", "member1"]);
     let ds = details(&cs, &[1, 1]);
     let s = spec(3, &[], "");
-    let got = assigned(run(&s, &rs("Duplicated", None, None), &ds, AssignMode::Steady, duplicated));
+    let got = assigned(run(
+        &s,
+        &rs("Duplicated", None, None),
+        &ds,
+        AssignMode::Steady,
+        duplicated,
+    ));
     assert_eq!(got, tc(&[("member2", 3), ("member1", 3)]));
 }
 
@@ -175,23 +217,60 @@ fn static_weight_karmada_cases() {
     let cs = clusters(&M123);
     let ds = details(&cs, &[0, 0, 0]);
     let p321 = weighted(&[(&["member1"], 3), (&["member2"], 2), (&["member3"], 1)]);
-    let st = |replicas, p: &Placement| assigned(run(&spec(replicas, &[], ""), p, &ds, AssignMode::Steady, static_weight_checked));
-    assert_eq!(st(12, &p321), tc(&[("member1", 6), ("member2", 4), ("member3", 2)]));
-    assert_eq!(st(13, &p321), tc(&[("member1", 7), ("member2", 4), ("member3", 2)]));
-    assert_eq!(st(14, &p321), tc(&[("member1", 7), ("member2", 5), ("member3", 2)]));
+    let st = |replicas, p: &Placement| {
+        assigned(run(
+            &spec(replicas, &[], ""),
+            p,
+            &ds,
+            AssignMode::Steady,
+            static_weight_checked,
+        ))
+    };
+    assert_eq!(
+        st(12, &p321),
+        tc(&[("member1", 6), ("member2", 4), ("member3", 2)])
+    );
+    assert_eq!(
+        st(13, &p321),
+        tc(&[("member1", 7), ("member2", 4), ("member3", 2)])
+    );
+    assert_eq!(
+        st(14, &p321),
+        tc(&[("member1", 7), ("member2", 5), ("member3", 2)])
+    );
     // Default weight (no weightPreference).
-    assert_eq!(st(12, &rs("Divided", Some("Weighted"), None)), tc(&[("member1", 4), ("member2", 4), ("member3", 4)]));
+    assert_eq!(
+        st(12, &rs("Divided", Some("Weighted"), None)),
+        tc(&[("member1", 4), ("member2", 4), ("member3", 4)])
+    );
 
     let cs2 = clusters(&["member1", "member2"]);
     let ds2 = details(&cs2, &[0, 0]);
-    let st2 = |replicas, p: &Placement| assigned(run(&spec(replicas, &[], ""), p, &ds2, AssignMode::Steady, static_weight_checked));
+    let st2 = |replicas, p: &Placement| {
+        assigned(run(
+            &spec(replicas, &[], ""),
+            p,
+            &ds2,
+            AssignMode::Steady,
+            static_weight_checked,
+        ))
+    };
     // replica 0 → every weighted cluster with 0.
-    assert_eq!(st2(0, &weighted(&[(&["member1"], 1), (&["member2"], 1)])), tc(&[("member1", 0), ("member2", 0)]));
+    assert_eq!(
+        st2(0, &weighted(&[(&["member1"], 1), (&["member2"], 1)])),
+        tc(&[("member1", 0), ("member2", 0)])
+    );
     // A selected cluster without weight is ignored.
-    assert_eq!(st2(2, &weighted(&[(&["member1"], 1)])), tc(&[("member1", 2)]));
+    assert_eq!(
+        st2(2, &weighted(&[(&["member1"], 1)])),
+        tc(&[("member1", 2)])
+    );
     // Max over matching rules.
     assert_eq!(
-        st2(3, &weighted(&[(&["member1"], 1), (&["member2"], 1), (&["member1"], 2)])),
+        st2(
+            3,
+            &weighted(&[(&["member1"], 1), (&["member2"], 1), (&["member1"], 2)])
+        ),
         tc(&[("member1", 2), ("member2", 1)])
     );
 }
@@ -200,15 +279,39 @@ fn static_weight_karmada_cases() {
 fn static_weight_zero_and_all_zero() {
     let cs = clusters(&M123);
     let ds = details(&cs, &[0, 0, 0]);
-    let st = |p: &Placement| assigned(run(&spec(6, &[], ""), p, &ds, AssignMode::Steady, static_weight_checked));
+    let st = |p: &Placement| {
+        assigned(run(
+            &spec(6, &[], ""),
+            p,
+            &ds,
+            AssignMode::Steady,
+            static_weight_checked,
+        ))
+    };
     // Weight 0 drops the cluster.
-    assert_eq!(st(&weighted(&[(&["member1"], 2), (&["member2"], 0), (&["member3"], 1)])), tc(&[("member1", 4), ("member3", 2)]));
+    assert_eq!(
+        st(&weighted(&[
+            (&["member1"], 2),
+            (&["member2"], 0),
+            (&["member3"], 1)
+        ])),
+        tc(&[("member1", 4), ("member3", 2)])
+    );
     // Nothing matches → equal weights.
-    assert_eq!(st(&weighted(&[(&["other"], 5)])), tc(&[("member1", 2), ("member2", 2), ("member3", 2)]));
+    assert_eq!(
+        st(&weighted(&[(&["other"], 5)])),
+        tc(&[("member1", 2), ("member2", 2), ("member3", 2)])
+    );
     // All rules weight 0 → equal weights.
-    assert_eq!(st(&weighted(&[(&["member1", "member2"], 0)])), tc(&[("member1", 2), ("member2", 2), ("member3", 2)]));
+    assert_eq!(
+        st(&weighted(&[(&["member1", "member2"], 0)])),
+        tc(&[("member1", 2), ("member2", 2), ("member3", 2)])
+    );
     // Present but empty list → equal weights.
-    assert_eq!(st(&weighted(&[])), tc(&[("member1", 2), ("member2", 2), ("member3", 2)]));
+    assert_eq!(
+        st(&weighted(&[])),
+        tc(&[("member1", 2), ("member2", 2), ("member3", 2)])
+    );
 }
 
 #[test]
@@ -216,7 +319,15 @@ fn static_weight_ignores_prior_and_uses_uid_ties() {
     let cs = clusters(&["A", "B"]);
     let ds = details(&cs, &[0, 0]);
     let p = weighted(&[(&["A", "B"], 1)]);
-    let st = |uid| assigned(run(&spec(5, &[("A", 5)], uid), &p, &ds, AssignMode::Steady, static_weight_checked));
+    let st = |uid| {
+        assigned(run(
+            &spec(5, &[("A", 5)], uid),
+            &p,
+            &ds,
+            AssignMode::Steady,
+            static_weight_checked,
+        ))
+    };
     assert_eq!(st(""), tc(&[("A", 3), ("B", 2)]));
     assert_eq!(st(EVEN_UID), tc(&[("A", 3), ("B", 2)]));
     assert_eq!(st(ODD_UID), tc(&[("A", 2), ("B", 3)]));
@@ -230,14 +341,32 @@ fn dynamic_divide_karmada_cases() {
     let dw = dynamic_weight();
     let dy = |alloc: &[i64], p: &Placement, agg: bool| {
         let ds = details(&cs, alloc);
-        nonzero(assigned(run(&spec(12, &[], ""), p, &ds, AssignMode::Steady, |i| dynamic(i, agg))))
+        nonzero(assigned(run(
+            &spec(12, &[], ""),
+            p,
+            &ds,
+            AssignMode::Steady,
+            |i| dynamic(i, agg),
+        )))
     };
-    assert_eq!(dy(&[18, 12, 6], &dw, false), tc(&[("member1", 6), ("member2", 4), ("member3", 2)]));
-    assert_eq!(dy(&[20, 12, 6], &dw, false), tc(&[("member1", 6), ("member2", 4), ("member3", 2)]));
-    assert_eq!(dy(&[6, 12, 6], &dw, false), tc(&[("member1", 3), ("member2", 6), ("member3", 3)]));
+    assert_eq!(
+        dy(&[18, 12, 6], &dw, false),
+        tc(&[("member1", 6), ("member2", 4), ("member3", 2)])
+    );
+    assert_eq!(
+        dy(&[20, 12, 6], &dw, false),
+        tc(&[("member1", 6), ("member2", 4), ("member3", 2)])
+    );
+    assert_eq!(
+        dy(&[6, 12, 6], &dw, false),
+        tc(&[("member1", 3), ("member2", 6), ("member3", 3)])
+    );
     let ag = aggregated_placement();
     assert_eq!(dy(&[6, 12, 6], &ag, true), tc(&[("member2", 12)]));
-    assert_eq!(dy(&[6, 6, 6], &ag, true), tc(&[("member1", 6), ("member2", 6)]));
+    assert_eq!(
+        dy(&[6, 6, 6], &ag, true),
+        tc(&[("member1", 6), ("member2", 6)])
+    );
 }
 
 // ---------------------------------------------------------------- dynamic: scale
@@ -246,10 +375,21 @@ fn dynamic_divide_karmada_cases() {
 fn dynamic_scale_karmada_cases() {
     let dw = dynamic_weight();
     let ag = aggregated_placement();
-    let go = |names: &[&str], alloc: &[i64], replicas, prior: &[(&str, i32)], p: &Placement, agg: bool| {
+    let go = |names: &[&str],
+              alloc: &[i64],
+              replicas,
+              prior: &[(&str, i32)],
+              p: &Placement,
+              agg: bool| {
         let cs = clusters(names);
         let ds = details(&cs, alloc);
-        run(&spec(replicas, prior, ""), p, &ds, AssignMode::Steady, |i| dynamic(i, agg))
+        run(
+            &spec(replicas, prior, ""),
+            p,
+            &ds,
+            AssignMode::Steady,
+            |i| dynamic(i, agg),
+        )
     };
     let prior3 = [("member1", 2), ("member2", 4), ("member3", 6)];
     // 12 → 6, dynamic 1:1:1: scale down proportionally to the previous replicas.
@@ -265,14 +405,26 @@ fn dynamic_scale_karmada_cases() {
     // 12 → 24, dynamic 1:1:1: not enough.
     assert_eq!(
         go(&M123, &[1, 1, 1], 24, &prior3, &dw, false),
-        Assignment::Unschedulable("failed to scale up: Clusters available replicas 3 are not enough to schedule.".into())
+        Assignment::Unschedulable(
+            "failed to scale up: Clusters available replicas 3 are not enough to schedule.".into()
+        )
     );
     let prior2 = [("member1", 4), ("member2", 8)];
     // 12 → 6, aggregated 1:1:1.
-    assert_eq!(nonzero(assigned(go(&M123, &[1, 1, 1], 6, &prior2, &ag, true))), tc(&[("member2", 6)]));
+    assert_eq!(
+        nonzero(assigned(go(&M123, &[1, 1, 1], 6, &prior2, &ag, true))),
+        tc(&[("member2", 6)])
+    );
     // 12 → 8, aggregated 100:100.
     assert_eq!(
-        nonzero(assigned(go(&["member1", "member2"], &[100, 100], 8, &prior2, &ag, true))),
+        nonzero(assigned(go(
+            &["member1", "member2"],
+            &[100, 100],
+            8,
+            &prior2,
+            &ag,
+            true
+        ))),
         tc(&[("member2", 8)])
     );
     // 12 → 24, aggregated 4:6:8.
@@ -288,11 +440,20 @@ fn dynamic_scale_karmada_cases() {
     // 12 → 24, aggregated 1:1:1: not enough.
     assert_eq!(
         go(&M123, &[1, 1, 1], 24, &prior2, &ag, true),
-        Assignment::Unschedulable("failed to scale up: Clusters available replicas 3 are not enough to schedule.".into())
+        Assignment::Unschedulable(
+            "failed to scale up: Clusters available replicas 3 are not enough to schedule.".into()
+        )
     );
     // member2 disappeared, member4 appeared: its 8 replicas are re-placed as scale-up.
     assert_eq!(
-        nonzero(assigned(go(&["member1", "member3", "member4"], &[4, 8, 12], 24, &prior2, &ag, true))),
+        nonzero(assigned(go(
+            &["member1", "member3", "member4"],
+            &[4, 8, 12],
+            24,
+            &prior2,
+            &ag,
+            true
+        ))),
         tc(&[("member1", 7), ("member3", 7), ("member4", 10)])
     );
 }
@@ -304,19 +465,44 @@ fn dynamic_scale_up_karmada_cases() {
     let go = |names: &[&str], alloc: &[i64], prior: &[(&str, i32)], p: &Placement, agg: bool| {
         let cs = clusters(names);
         let ds = details(&cs, alloc);
-        run(&spec(12, prior, ""), p, &ds, AssignMode::Steady, |i| dynamic(i, agg))
+        run(&spec(12, prior, ""), p, &ds, AssignMode::Steady, |i| {
+            dynamic(i, agg)
+        })
     };
-    assert_eq!(nonzero(assigned(go(&M123, &[6, 8, 10], &[], &dw, false))), tc(&[("member1", 3), ("member2", 4), ("member3", 5)]));
-    assert_eq!(nonzero(assigned(go(&M123, &[8, 8, 10], &[], &dw, false))), tc(&[("member1", 4), ("member2", 4), ("member3", 4)]));
+    assert_eq!(
+        nonzero(assigned(go(&M123, &[6, 8, 10], &[], &dw, false))),
+        tc(&[("member1", 3), ("member2", 4), ("member3", 5)])
+    );
+    assert_eq!(
+        nonzero(assigned(go(&M123, &[8, 8, 10], &[], &dw, false))),
+        tc(&[("member1", 4), ("member2", 4), ("member3", 4)])
+    );
     assert_eq!(
         go(&M123, &[3, 3, 3], &[], &dw, false),
-        Assignment::Unschedulable("failed to scale up: Clusters available replicas 9 are not enough to schedule.".into())
+        Assignment::Unschedulable(
+            "failed to scale up: Clusters available replicas 9 are not enough to schedule.".into()
+        )
     );
-    assert_eq!(nonzero(assigned(go(&M123, &[6, 8, 10], &[], &ag, true))), tc(&[("member2", 5), ("member3", 7)]));
-    assert_eq!(nonzero(assigned(go(&M123, &[12, 8, 10], &[], &ag, true))), tc(&[("member1", 12)]));
-    assert!(matches!(go(&M123, &[3, 3, 3], &[], &ag, true), Assignment::Unschedulable(_)));
     assert_eq!(
-        nonzero(assigned(go(&["member1", "member2"], &[3, 3], &[("member1", 6), ("member3", 6)], &dw, false))),
+        nonzero(assigned(go(&M123, &[6, 8, 10], &[], &ag, true))),
+        tc(&[("member2", 5), ("member3", 7)])
+    );
+    assert_eq!(
+        nonzero(assigned(go(&M123, &[12, 8, 10], &[], &ag, true))),
+        tc(&[("member1", 12)])
+    );
+    assert!(matches!(
+        go(&M123, &[3, 3, 3], &[], &ag, true),
+        Assignment::Unschedulable(_)
+    ));
+    assert_eq!(
+        nonzero(assigned(go(
+            &["member1", "member2"],
+            &[3, 3],
+            &[("member1", 6), ("member3", 6)],
+            &dw,
+            false
+        ))),
         tc(&[("member1", 9), ("member2", 3)])
     );
 }
@@ -326,7 +512,13 @@ fn aggregated_minimal_prefix_is_proportional() {
     // available [m3:10, m2:8], target 12 → 7:5 (not 10:2).
     let cs = clusters(&["m2", "m3"]);
     let ds = details(&cs, &[8, 10]);
-    let got = assigned(run(&spec(12, &[], ""), &aggregated_placement(), &ds, AssignMode::Steady, |i| dynamic(i, true)));
+    let got = assigned(run(
+        &spec(12, &[], ""),
+        &aggregated_placement(),
+        &ds,
+        AssignMode::Steady,
+        |i| dynamic(i, true),
+    ));
     assert_eq!(nonzero(got), tc(&[("m2", 5), ("m3", 7)]));
 }
 
@@ -366,17 +558,34 @@ fn dynamic_fresh_ignores_prior_distribution() {
     let cs = clusters(&["member1", "member2"]);
     let ds = details(&cs, &[4, 8]);
     let s = spec(10, &[("member1", 8)], "");
-    let got = nonzero(assigned(run(&s, &dynamic_weight(), &ds, AssignMode::Fresh, |i| dynamic(i, false))));
+    let got = nonzero(assigned(run(
+        &s,
+        &dynamic_weight(),
+        &ds,
+        AssignMode::Fresh,
+        |i| dynamic(i, false),
+    )));
     // Votes 12 : 8 over 10 seats → 6 : 4.
     assert_eq!(got, tc(&[("member1", 6), ("member2", 4)]));
     // Steady with the same input is a scale up of 2 on top of the prior.
-    let steady = nonzero(assigned(run(&s, &dynamic_weight(), &ds, AssignMode::Steady, |i| dynamic(i, false))));
+    let steady = nonzero(assigned(run(
+        &s,
+        &dynamic_weight(),
+        &ds,
+        AssignMode::Steady,
+        |i| dynamic(i, false),
+    )));
     assert_eq!(steady, tc(&[("member1", 9), ("member2", 1)]));
     // Fresh not-enough message.
     let s = spec(30, &[("member1", 8)], "");
     assert_eq!(
-        run(&s, &dynamic_weight(), &ds, AssignMode::Fresh, |i| dynamic(i, false)),
-        Assignment::Unschedulable("failed to do fresh scale: Clusters available replicas 20 are not enough to schedule.".into())
+        run(&s, &dynamic_weight(), &ds, AssignMode::Fresh, |i| dynamic(
+            i, false
+        )),
+        Assignment::Unschedulable(
+            "failed to do fresh scale: Clusters available replicas 20 are not enough to schedule."
+                .into()
+        )
     );
 }
 
@@ -405,21 +614,50 @@ fn dynamic_scale_up_and_down_are_stable() {
     let p = dynamic_weight();
     let mut prior: Vec<TargetCluster> = Vec::new();
     for replicas in [7, 19, 40, 41, 100, 250] {
-        let prior_refs: Vec<(&str, i32)> = prior.iter().map(|t| (t.name.as_str(), t.replicas)).collect();
-        let got = nonzero(assigned(run(&spec(replicas, &prior_refs, ODD_UID), &p, &ds, AssignMode::Steady, |i| dynamic(i, false))));
+        let prior_refs: Vec<(&str, i32)> = prior
+            .iter()
+            .map(|t| (t.name.as_str(), t.replicas))
+            .collect();
+        let got = nonzero(assigned(run(
+            &spec(replicas, &prior_refs, ODD_UID),
+            &p,
+            &ds,
+            AssignMode::Steady,
+            |i| dynamic(i, false),
+        )));
         assert_eq!(got.iter().map(|t| t.replicas).sum::<i32>(), replicas);
         for old in &prior {
-            let new = got.iter().find(|t| t.name == old.name).map_or(0, |t| t.replicas);
-            assert!(new >= old.replicas, "{} went from {} to {new} when scaling up to {replicas}", old.name, old.replicas);
+            let new = got
+                .iter()
+                .find(|t| t.name == old.name)
+                .map_or(0, |t| t.replicas);
+            assert!(
+                new >= old.replicas,
+                "{} went from {} to {new} when scaling up to {replicas}",
+                old.name,
+                old.replicas
+            );
         }
         prior = got;
     }
     for replicas in [200, 120, 33, 5] {
-        let prior_refs: Vec<(&str, i32)> = prior.iter().map(|t| (t.name.as_str(), t.replicas)).collect();
-        let got = nonzero(assigned(run(&spec(replicas, &prior_refs, ODD_UID), &p, &ds, AssignMode::Steady, |i| dynamic(i, false))));
+        let prior_refs: Vec<(&str, i32)> = prior
+            .iter()
+            .map(|t| (t.name.as_str(), t.replicas))
+            .collect();
+        let got = nonzero(assigned(run(
+            &spec(replicas, &prior_refs, ODD_UID),
+            &p,
+            &ds,
+            AssignMode::Steady,
+            |i| dynamic(i, false),
+        )));
         assert_eq!(got.iter().map(|t| t.replicas).sum::<i32>(), replicas);
         for new in &got {
-            let old = prior.iter().find(|t| t.name == new.name).map_or(0, |t| t.replicas);
+            let old = prior
+                .iter()
+                .find(|t| t.name == new.name)
+                .map_or(0, |t| t.replicas);
             assert!(new.replicas <= old, "{} grew when scaling down", new.name);
         }
         prior = got;

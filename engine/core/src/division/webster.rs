@@ -43,7 +43,11 @@ impl<K> Party<K> {
     /// `votes / (2·seats + 1)` as a fraction with a positive denominator.
     fn priority(&self) -> (i128, i128) {
         let den = 2 * i128::from(self.seats) + 1; // odd, never zero
-        if den < 0 { (-i128::from(self.votes), -den) } else { (i128::from(self.votes), den) }
+        if den < 0 {
+            (-i128::from(self.votes), -den)
+        } else {
+            (i128::from(self.votes), den)
+        }
     }
 
     /// [`Party::priority`] in `i64` when votes and denominator are both below 2^31 in magnitude
@@ -51,7 +55,8 @@ impl<K> Party<K> {
     fn small_priority(&self) -> Option<(i64, i64)> {
         const LIMIT: i64 = 1 << 31;
         let den = 2 * i64::from(self.seats) + 1;
-        (-LIMIT < self.votes && self.votes < LIMIT && den > 0 && den < LIMIT).then_some((self.votes, den))
+        (-LIMIT < self.votes && self.votes < LIMIT && den > 0 && den < LIMIT)
+            .then_some((self.votes, den))
     }
 }
 
@@ -84,7 +89,11 @@ impl<K: Ord> Ord for Party<K> {
             .then_with(|| other.seats.cmp(&self.seats))
             .then_with(|| {
                 let by_name = other.name.cmp(&self.name);
-                if self.descending { by_name.reverse() } else { by_name }
+                if self.descending {
+                    by_name.reverse()
+                } else {
+                    by_name
+                }
             })
     }
 }
@@ -93,7 +102,12 @@ impl<K: Ord> Ord for Party<K> {
 /// Parties are the union of `votes` and `initial` (a later duplicate of a name overrides an
 /// earlier one, as Go map writes do). Returns every party sorted by name; empty when there are
 /// no parties.
-pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], uid: &str) -> Vec<TargetCluster> {
+pub fn allocate(
+    new_seats: i32,
+    votes: &[(&str, i64)],
+    initial: &[(&str, i32)],
+    uid: &str,
+) -> Vec<TargetCluster> {
     let descending = names_descending(uid);
     let mut parties: BTreeMap<&str, (i64, i32)> = BTreeMap::new();
     for &(name, seats) in initial {
@@ -107,10 +121,19 @@ pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], 
     }
     let mut heap: BinaryHeap<Party<&str>> = parties
         .iter()
-        .map(|(&name, &(votes, seats))| Party { name, votes, seats, descending, rank: 0 })
+        .map(|(&name, &(votes, seats))| Party {
+            name,
+            votes,
+            seats,
+            descending,
+            rank: 0,
+        })
         .collect();
     seat(&mut heap, new_seats);
-    let mut out: Vec<TargetCluster> = heap.into_iter().map(|p| TargetCluster::new(p.name, p.seats)).collect();
+    let mut out: Vec<TargetCluster> = heap
+        .into_iter()
+        .map(|p| TargetCluster::new(p.name, p.seats))
+        .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
@@ -118,7 +141,9 @@ pub fn allocate(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], 
 /// Give `new_seats` seats one at a time to the party with the highest priority.
 fn seat<K: Ord>(heap: &mut BinaryHeap<Party<K>>, new_seats: i32) {
     for _ in 0..new_seats.max(0) {
-        let Some(mut top) = heap.peek_mut() else { break };
+        let Some(mut top) = heap.peek_mut() else {
+            break;
+        };
         top.seats = top.seats.wrapping_add(1);
     }
 }
@@ -134,7 +159,11 @@ pub fn dispense_rows(new_seats: i32, votes: &[(&str, i64)], uid: &str) -> Vec<(u
 /// [`dispense_rows`] with parties known by any key that orders as their names do (equal keys for
 /// equal names): e.g. a cluster's position in a cluster set sorted by name, which compares as one
 /// integer instead of a string.
-pub fn dispense_by<K: Ord + Copy>(new_seats: i32, votes: &[(K, i64)], uid: &str) -> Vec<(usize, i32)> {
+pub fn dispense_by<K: Ord + Copy>(
+    new_seats: i32,
+    votes: &[(K, i64)],
+    uid: &str,
+) -> Vec<(usize, i32)> {
     if votes.iter().fold(0i64, |acc, &(_, v)| acc.wrapping_add(v)) == 0 {
         return Vec::new();
     }
@@ -145,14 +174,23 @@ pub fn dispense_by<K: Ord + Copy>(new_seats: i32, votes: &[(K, i64)], uid: &str)
     order.sort_by(|&a, &b| votes[a].0.cmp(&votes[b].0));
     let mut out: Vec<(usize, i32)> = Vec::with_capacity(order.len());
     for (k, &i) in order.iter().enumerate() {
-        if order.get(k + 1).is_none_or(|&next| votes[next].0 != votes[i].0) {
+        if order
+            .get(k + 1)
+            .is_none_or(|&next| votes[next].0 != votes[i].0)
+        {
             out.push((i, 0));
         }
     }
     let mut heap: BinaryHeap<Party<K>> = out
         .iter()
         .enumerate()
-        .map(|(rank, &(i, _))| Party { name: votes[i].0, votes: votes[i].1, seats: 0, descending, rank })
+        .map(|(rank, &(i, _))| Party {
+            name: votes[i].0,
+            votes: votes[i].1,
+            seats: 0,
+            descending,
+            rank,
+        })
         .collect();
     seat(&mut heap, new_seats);
     for p in heap.into_vec() {
@@ -167,8 +205,18 @@ pub fn dispense_by<K: Ord + Copy>(new_seats: i32, votes: &[(K, i64)], uid: &str)
 /// * otherwise [`allocate`]: every party (votes ∪ initial) with its final seats, sorted by name.
 ///
 /// `uid` is the binding's `spec.resource.uid`, the tie-breaker seed.
-pub fn dispense(new_seats: i32, votes: &[(&str, i64)], initial: &[(&str, i32)], uid: &str) -> Vec<TargetCluster> {
-    let unchanged = || initial.iter().map(|&(n, s)| TargetCluster::new(n, s)).collect();
+pub fn dispense(
+    new_seats: i32,
+    votes: &[(&str, i64)],
+    initial: &[(&str, i32)],
+    uid: &str,
+) -> Vec<TargetCluster> {
+    let unchanged = || {
+        initial
+            .iter()
+            .map(|&(n, s)| TargetCluster::new(n, s))
+            .collect()
+    };
     if new_seats == 0 && !initial.is_empty() {
         return unchanged();
     }
@@ -203,7 +251,12 @@ mod tests {
 
     #[test]
     fn wikipedia_example_round_by_round() {
-        let votes = [("PartyA", 100_000), ("PartyB", 80_000), ("PartyC", 30_000), ("PartyD", 20_000)];
+        let votes = [
+            ("PartyA", 100_000),
+            ("PartyB", 80_000),
+            ("PartyC", 30_000),
+            ("PartyD", 20_000),
+        ];
         let expected = [
             [1, 0, 0, 0],
             [1, 1, 0, 0],
@@ -220,28 +273,54 @@ mod tests {
             let got: Vec<i32> = got.iter().map(|t| t.replicas).collect();
             assert_eq!(&got, want, "round {}", round + 1);
         }
-        let ex = allocate(4, &[("Alpha", 1200), ("Beta", 900), ("Gamma", 400)], &[], "");
+        let ex = allocate(
+            4,
+            &[("Alpha", 1200), ("Beta", 900), ("Gamma", 400)],
+            &[],
+            "",
+        );
         assert_eq!(ex, tc(&[("Alpha", 2), ("Beta", 1), ("Gamma", 1)]));
     }
 
     #[test]
     fn allocate_edge_cases_from_karmada() {
         assert!(allocate(1, &[], &[], "").is_empty());
-        assert_eq!(allocate(0, &[("PartyA", 100), ("PartyB", 200)], &[], ""), tc(&[("PartyA", 0), ("PartyB", 0)]));
+        assert_eq!(
+            allocate(0, &[("PartyA", 100), ("PartyB", 200)], &[], ""),
+            tc(&[("PartyA", 0), ("PartyB", 0)])
+        );
         // Tie broken by fewer seats.
         assert_eq!(
-            allocate(1, &[("PartyA", 3), ("PartyB", 1)], &[("PartyA", 1), ("PartyB", 0)], ""),
+            allocate(
+                1,
+                &[("PartyA", 3), ("PartyB", 1)],
+                &[("PartyA", 1), ("PartyB", 0)],
+                ""
+            ),
             tc(&[("PartyA", 1), ("PartyB", 1)])
         );
         // Tie broken by name (ascending by default).
-        assert_eq!(allocate(1, &[("PartyA", 1), ("PartyB", 1)], &[], ""), tc(&[("PartyA", 1), ("PartyB", 0)]));
+        assert_eq!(
+            allocate(1, &[("PartyA", 1), ("PartyB", 1)], &[], ""),
+            tc(&[("PartyA", 1), ("PartyB", 0)])
+        );
         // New parties join; an initial-only party has 0 votes.
         assert_eq!(
-            allocate(2, &[("NewParty1", 1), ("NewParty2", 1)], &[("OldParty", 0)], ""),
+            allocate(
+                2,
+                &[("NewParty1", 1), ("NewParty2", 1)],
+                &[("OldParty", 0)],
+                ""
+            ),
             tc(&[("NewParty1", 1), ("NewParty2", 1), ("OldParty", 0)])
         );
         assert_eq!(
-            allocate(2, &[("OldParty", 1), ("NewParty", 1)], &[("OldParty", 1)], ""),
+            allocate(
+                2,
+                &[("OldParty", 1), ("NewParty", 1)],
+                &[("OldParty", 1)],
+                ""
+            ),
             tc(&[("NewParty", 2), ("OldParty", 1)])
         );
         assert_eq!(
@@ -254,43 +333,91 @@ mod tests {
     fn dispenser_cases_from_karmada() {
         let w = [("A", 1), ("B", 2), ("C", 3)];
         let init = [("A", 1), ("B", 2), ("C", 3)];
-        assert_eq!(dispense(6, &w, &init, ""), tc(&[("A", 2), ("B", 4), ("C", 6)]));
-        assert_eq!(dispense(3, &w, &init, ""), tc(&[("A", 2), ("B", 3), ("C", 4)]));
-        assert_eq!(dispense(2, &w, &init, ""), tc(&[("A", 1), ("B", 3), ("C", 4)]));
+        assert_eq!(
+            dispense(6, &w, &init, ""),
+            tc(&[("A", 2), ("B", 4), ("C", 6)])
+        );
+        assert_eq!(
+            dispense(3, &w, &init, ""),
+            tc(&[("A", 2), ("B", 3), ("C", 4)])
+        );
+        assert_eq!(
+            dispense(2, &w, &init, ""),
+            tc(&[("A", 1), ("B", 3), ("C", 4)])
+        );
         let ha = [("A", 2), ("B", 1)];
         assert_eq!(dispense(1, &ha, &[], ""), tc(&[("A", 1), ("B", 0)]));
         assert_eq!(dispense(2, &ha, &[], ""), tc(&[("A", 1), ("B", 1)]));
         assert_eq!(dispense(3, &ha, &[], ""), tc(&[("A", 2), ("B", 1)]));
         let w = [("A", 170), ("B", 110), ("C", 60)];
-        assert_eq!(dispense(5, &w, &[], ""), tc(&[("A", 2), ("B", 2), ("C", 1)]));
-        assert_eq!(dispense(6, &w, &[], ""), tc(&[("A", 3), ("B", 2), ("C", 1)]));
+        assert_eq!(
+            dispense(5, &w, &[], ""),
+            tc(&[("A", 2), ("B", 2), ("C", 1)])
+        );
+        assert_eq!(
+            dispense(6, &w, &[], ""),
+            tc(&[("A", 3), ("B", 2), ("C", 1)])
+        );
         // UID parity decides the name order of a tie.
-        assert_eq!(dispense(5, &[("A", 1), ("B", 1)], &[], ODD_UID), tc(&[("A", 2), ("B", 3)]));
-        assert_eq!(dispense(5, &[("A", 1), ("B", 1)], &[], EVEN_UID), tc(&[("A", 3), ("B", 2)]));
-        assert_eq!(dispense(5, &[("A", 1), ("B", 1)], &[], ""), tc(&[("A", 3), ("B", 2)]));
+        assert_eq!(
+            dispense(5, &[("A", 1), ("B", 1)], &[], ODD_UID),
+            tc(&[("A", 2), ("B", 3)])
+        );
+        assert_eq!(
+            dispense(5, &[("A", 1), ("B", 1)], &[], EVEN_UID),
+            tc(&[("A", 3), ("B", 2)])
+        );
+        assert_eq!(
+            dispense(5, &[("A", 1), ("B", 1)], &[], ""),
+            tc(&[("A", 3), ("B", 2)])
+        );
     }
 
     #[test]
     fn spread_by_target_clusters_cases() {
         assert!(dispense(10, &[], &[], "").is_empty());
-        assert_eq!(dispense(10, &[("member1", 5)], &[], ""), tc(&[("member1", 10)]));
+        assert_eq!(
+            dispense(10, &[("member1", 5)], &[], ""),
+            tc(&[("member1", 10)])
+        );
         let eq = [("member1", 5), ("member2", 5), ("member3", 5)];
-        assert_eq!(dispense(12, &eq, &[], ""), tc(&[("member1", 4), ("member2", 4), ("member3", 4)]));
-        assert_eq!(dispense(10, &eq, &[], ""), tc(&[("member1", 4), ("member2", 3), ("member3", 3)]));
-        assert_eq!(dispense(10, &eq, &[], ODD_UID), tc(&[("member1", 3), ("member2", 3), ("member3", 4)]));
+        assert_eq!(
+            dispense(12, &eq, &[], ""),
+            tc(&[("member1", 4), ("member2", 4), ("member3", 4)])
+        );
+        assert_eq!(
+            dispense(10, &eq, &[], ""),
+            tc(&[("member1", 4), ("member2", 3), ("member3", 3)])
+        );
+        assert_eq!(
+            dispense(10, &eq, &[], ODD_UID),
+            tc(&[("member1", 3), ("member2", 3), ("member3", 4)])
+        );
         let w = [("member1", 1), ("member2", 2), ("member3", 3)];
-        assert_eq!(dispense(13, &w, &[], ""), tc(&[("member1", 2), ("member2", 4), ("member3", 7)]));
+        assert_eq!(
+            dispense(13, &w, &[], ""),
+            tc(&[("member1", 2), ("member2", 4), ("member3", 7)])
+        );
     }
 
     #[test]
     fn dispenser_guards() {
         // Nothing to add and a prior result: done, prior unchanged (and in its own order).
-        assert_eq!(dispense(0, &[("a", 1)], &[("b", 2), ("a", 1)], ""), tc(&[("b", 2), ("a", 1)]));
+        assert_eq!(
+            dispense(0, &[("a", 1)], &[("b", 2), ("a", 1)], ""),
+            tc(&[("b", 2), ("a", 1)])
+        );
         // Zero weights: prior unchanged.
-        assert_eq!(dispense(5, &[("a", 0), ("b", 0)], &[], ""), Vec::<TargetCluster>::new());
+        assert_eq!(
+            dispense(5, &[("a", 0), ("b", 0)], &[], ""),
+            Vec::<TargetCluster>::new()
+        );
         assert_eq!(dispense(5, &[("a", 0)], &[("x", 1)], ""), tc(&[("x", 1)]));
         // Zero seats without prior: every weighted party with 0.
-        assert_eq!(dispense(0, &[("m1", 1), ("m2", 1)], &[], ""), tc(&[("m1", 0), ("m2", 0)]));
+        assert_eq!(
+            dispense(0, &[("m1", 1), ("m2", 1)], &[], ""),
+            tc(&[("m1", 0), ("m2", 0)])
+        );
         // Negative seats behave as zero seats (Go's loop does not run).
         assert_eq!(dispense(-3, &[("m1", 1)], &[], ""), tc(&[("m1", 0)]));
     }
@@ -298,58 +425,110 @@ mod tests {
     #[test]
     fn exact_priority_compare_and_zero_votes() {
         // 0-vote party only wins when all priorities are 0.
-        assert_eq!(dispense(3, &[("a", 0), ("b", 1)], &[], ""), tc(&[("a", 0), ("b", 3)]));
+        assert_eq!(
+            dispense(3, &[("a", 0), ("b", 1)], &[], ""),
+            tc(&[("a", 0), ("b", 3)])
+        );
         // Huge votes do not overflow.
         let got = dispense(4, &[("a", i64::MAX), ("b", i64::MAX - 1)], &[], "");
         assert_eq!(got, tc(&[("a", 2), ("b", 2)]));
-        assert_eq!(dispense(4, &[("a", i64::MIN), ("b", 1)], &[], ""), tc(&[("a", 0), ("b", 4)]));
+        assert_eq!(
+            dispense(4, &[("a", i64::MIN), ("b", 1)], &[], ""),
+            tc(&[("a", 0), ("b", 4)])
+        );
         // Votes on both sides of the i64 fast path's limit compare exactly.
         let big = 1i64 << 31;
-        assert_eq!(dispense(3, &[("a", big), ("b", big - 1)], &[], ""), tc(&[("a", 2), ("b", 1)]));
-        assert_eq!(dispense(3, &[("a", big - 1), ("b", big)], &[], ""), tc(&[("a", 1), ("b", 2)]));
-        assert_eq!(dispense(2, &[("a", 3 * big), ("b", big - 1)], &[], ""), tc(&[("a", 2), ("b", 0)]));
+        assert_eq!(
+            dispense(3, &[("a", big), ("b", big - 1)], &[], ""),
+            tc(&[("a", 2), ("b", 1)])
+        );
+        assert_eq!(
+            dispense(3, &[("a", big - 1), ("b", big)], &[], ""),
+            tc(&[("a", 1), ("b", 2)])
+        );
+        assert_eq!(
+            dispense(2, &[("a", 3 * big), ("b", big - 1)], &[], ""),
+            tc(&[("a", 2), ("b", 0)])
+        );
     }
 
     #[test]
     fn dispense_rows_is_dispense_by_position() {
-        let names: Vec<String> = (0..300).map(|i| format!("m{:03}", (i * 7919) % 300)).collect();
+        let names: Vec<String> = (0..300)
+            .map(|i| format!("m{:03}", (i * 7919) % 300))
+            .collect();
         let cases: Vec<Vec<(&str, i64)>> = vec![
             vec![],
             vec![("a", 0), ("b", 0)],
             vec![("a", 1), ("b", 1)],
             vec![("b", 3), ("a", 1), ("b", 5), ("c", 0)],
             vec![("x", i64::MAX), ("y", i64::MAX - 1), ("z", 1 << 40)],
-            names.iter().enumerate().map(|(i, n)| (n.as_str(), (i as i64 % 5) * (i as i64 % 3))).collect(),
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), (i as i64 % 5) * (i as i64 % 3)))
+                .collect(),
             // Repeated names: the last entry of each counts.
-            (0..200).map(|i: usize| (["q", "b", "x", "a", "m", "b2", "a0"][(i * 3) % 7], (i as i64 * 13) % 6)).collect(),
-            names.iter().take(40).chain(names.iter().take(40)).enumerate().map(|(i, n)| (n.as_str(), i as i64 % 7)).collect(),
+            (0..200)
+                .map(|i: usize| {
+                    (
+                        ["q", "b", "x", "a", "m", "b2", "a0"][(i * 3) % 7],
+                        (i as i64 * 13) % 6,
+                    )
+                })
+                .collect(),
+            names
+                .iter()
+                .take(40)
+                .chain(names.iter().take(40))
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), i as i64 % 7))
+                .collect(),
         ];
         for votes in &cases {
             for seats in [-1, 0, 1, 7, 100, 1000] {
                 for uid in ["", ODD_UID, EVEN_UID] {
                     let by_name = dispense(seats, votes, &[], uid);
-                    let by_row: Vec<TargetCluster> =
-                        dispense_rows(seats, votes, uid).into_iter().map(|(i, s)| TargetCluster::new(votes[i].0, s)).collect();
+                    let by_row: Vec<TargetCluster> = dispense_rows(seats, votes, uid)
+                        .into_iter()
+                        .map(|(i, s)| TargetCluster::new(votes[i].0, s))
+                        .collect();
                     assert_eq!(by_row, by_name, "{votes:?} {seats} {uid}");
                     // Keyed by rank in name order instead of by name: the same division.
                     let mut sorted: Vec<&str> = votes.iter().map(|v| v.0).collect();
                     sorted.sort_unstable();
                     sorted.dedup();
-                    let ranked: Vec<(u32, i64)> =
-                        votes.iter().map(|&(n, v)| (sorted.binary_search(&n).unwrap() as u32, v)).collect();
-                    assert_eq!(dispense_by(seats, &ranked, uid), dispense_rows(seats, votes, uid), "{votes:?} {seats} {uid}");
+                    let ranked: Vec<(u32, i64)> = votes
+                        .iter()
+                        .map(|&(n, v)| (sorted.binary_search(&n).unwrap() as u32, v))
+                        .collect();
+                    assert_eq!(
+                        dispense_by(seats, &ranked, uid),
+                        dispense_rows(seats, votes, uid),
+                        "{votes:?} {seats} {uid}"
+                    );
                 }
             }
         }
-        assert_eq!(dispense_rows(3, &[("b", 3), ("a", 1), ("b", 5)], ""), vec![(1, 1), (2, 2)]);
+        assert_eq!(
+            dispense_rows(3, &[("b", 3), ("a", 1), ("b", 5)], ""),
+            vec![(1, 1), (2, 2)]
+        );
     }
 
     #[test]
     fn monotone_and_fast_for_many_parties() {
         let names: Vec<String> = (0..1000).map(|i| format!("c{i:04}")).collect();
-        let votes: Vec<(&str, i64)> = names.iter().enumerate().map(|(i, n)| (n.as_str(), (i as i64 % 17) + 1)).collect();
+        let votes: Vec<(&str, i64)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), (i as i64 % 17) + 1))
+            .collect();
         let mut prev = dispense(5000, &votes, &[], ODD_UID);
-        assert_eq!(prev.iter().map(|t| i64::from(t.replicas)).sum::<i64>(), 5000);
+        assert_eq!(
+            prev.iter().map(|t| i64::from(t.replicas)).sum::<i64>(),
+            5000
+        );
         let next = dispense(5001, &votes, &[], ODD_UID);
         for (a, b) in prev.iter().zip(&next) {
             assert!(b.replicas >= a.replicas, "{} shrank", a.name);

@@ -82,6 +82,11 @@ fn scope_kind(scope: OverrideScope) -> &'static str {
 }
 
 /// Selects the policies (by resource selectors) and rules (by target cluster) that apply, in
+/// A matching rule: its policy, the rule's index in it, and the rule as it applies to the cluster.
+type MatchedRule<'a> = (&'a OverridePolicy, usize, RuleWithCluster);
+/// A rule that failed to evaluate: its policy, its index, and why.
+type RuleError<'a> = (&'a OverridePolicy, usize, String);
+
 /// Karmada's order: implicit priority ascending (MatchAll < LabelSelector < Name; no selectors =
 /// MatchAll), then name ascending, stable; rules in declaration order.
 fn matching_rules<'a>(
@@ -89,7 +94,7 @@ fn matching_rules<'a>(
     cluster: &Cluster,
     policies: &[&'a OverridePolicy],
     exprs: &mut Expressions<'_>,
-) -> Result<Vec<(&'a OverridePolicy, usize, RuleWithCluster)>, (&'a OverridePolicy, usize, String)> {
+) -> Result<Vec<MatchedRule<'a>>, RuleError<'a>> {
     let mut matched: Vec<(u8, &'a OverridePolicy)> = policies
         .iter()
         .filter_map(|p| {
@@ -126,7 +131,9 @@ fn matching_rules<'a>(
                 None => true,
                 Some(aff) => {
                     crate::selector::cluster_matches(cluster, aff)
-                        && exprs.selector_matches(object, aff, cluster).map_err(|e| (p, i, e))?
+                        && exprs
+                            .selector_matches(object, aff, cluster)
+                            .map_err(|e| (p, i, e))?
                 }
             };
             if applies {
@@ -145,7 +152,13 @@ struct Expressions<'e> {
 }
 
 impl<'e> Expressions<'e> {
-    fn eval(&mut self, work: &Value, kind: ExpressionKind, source: &str, cluster: &Cluster) -> Result<Value, String> {
+    fn eval(
+        &mut self,
+        work: &Value,
+        kind: ExpressionKind,
+        source: &str,
+        cluster: &Cluster,
+    ) -> Result<Value, String> {
         let engine = self
             .engine
             .ok_or("the policy uses expressions but no expression engine is registered (the CEL backend is missing)")?;
@@ -153,12 +166,19 @@ impl<'e> Expressions<'e> {
             self.bound = Some(engine.bind(Some(work)).map_err(|e| e.message)?);
         }
         match &self.bound {
-            Some(b) => b.evaluate(kind, source, cluster).map_err(|e| format!("expression {source:?}: {}", e.message)),
+            Some(b) => b
+                .evaluate(kind, source, cluster)
+                .map_err(|e| format!("expression {source:?}: {}", e.message)),
             None => Err("invariant: bound above".into()),
         }
     }
 
-    fn selector_matches(&mut self, work: &Value, a: &flotilla_api::policy::ClusterAffinity, cluster: &Cluster) -> Result<bool, String> {
+    fn selector_matches(
+        &mut self,
+        work: &Value,
+        a: &flotilla_api::policy::ClusterAffinity,
+        cluster: &Cluster,
+    ) -> Result<bool, String> {
         for e in a.cel_selector.iter().flat_map(|s| s.cel_expressions.iter()) {
             if self.eval(work, ExpressionKind::ClusterSelector, e, cluster)? != Value::Bool(true) {
                 return Ok(false);
@@ -207,9 +227,19 @@ pub fn karmada_overrides_with(
 ) -> Result<OverridePatch, OverrideError> {
     let mut work = object.clone();
     let mut out = OverridePatch::default();
-    let mut exprs = Expressions { engine, bound: None };
+    let mut exprs = Expressions {
+        engine,
+        bound: None,
+    };
     let cops: Vec<&OverridePolicy> = policies.cluster.iter().collect();
-    run_pass(&mut work, cluster, &cops, OverrideScope::Cluster, &mut out, &mut exprs)?;
+    run_pass(
+        &mut work,
+        cluster,
+        &cops,
+        OverrideScope::Cluster,
+        &mut out,
+        &mut exprs,
+    )?;
     // Karmada reads the namespace after the ClusterOverridePolicy pass.
     let namespace = work
         .pointer("/metadata/namespace")
@@ -245,15 +275,18 @@ fn run_pass(
 ) -> Result<(), OverrideError> {
     // Selection uses the object as it stands when the pass starts (Karmada evaluates selectors
     // per pass against the object being overridden).
-    let rules = matching_rules(work, cluster, policies, exprs).map_err(|(policy, rule, message)| OverrideError::Overrider {
-        kind: scope_kind(scope),
-        namespace: policy.metadata.namespace.clone().unwrap_or_default(),
-        policy: policy.metadata.name().to_string(),
-        rule,
-        overrider: "targetCluster".into(),
-        path: String::new(),
-        message,
-    })?;
+    let rules =
+        matching_rules(work, cluster, policies, exprs).map_err(|(policy, rule, message)| {
+            OverrideError::Overrider {
+                kind: scope_kind(scope),
+                namespace: policy.metadata.namespace.clone().unwrap_or_default(),
+                policy: policy.metadata.name().to_string(),
+                rule,
+                overrider: "targetCluster".into(),
+                path: String::new(),
+                message,
+            }
+        })?;
     for (policy, rule_index, rule) in rules {
         let err = |overrider: String, path: String, message: String| OverrideError::Overrider {
             kind: scope_kind(scope),
@@ -337,9 +370,20 @@ fn apply_overriders(
                     let v = exprs
                         .eval(work, ExpressionKind::StringMap, e, cluster)
                         .map_err(|m| (name.clone(), (format!("/metadata/{target}"), m)))?;
-                    let value = serde_json::from_value(v)
-                        .map_err(|m| (name.clone(), (format!("/metadata/{target}"), format!("expression result: {m}"))))?;
-                    computed = flotilla_api::policy::LabelAnnotationOverrider { operator: x.operator.clone(), value, expression: None };
+                    let value = serde_json::from_value(v).map_err(|m| {
+                        (
+                            name.clone(),
+                            (
+                                format!("/metadata/{target}"),
+                                format!("expression result: {m}"),
+                            ),
+                        )
+                    })?;
+                    computed = flotilla_api::policy::LabelAnnotationOverrider {
+                        operator: x.operator.clone(),
+                        value,
+                        expression: None,
+                    };
                     &computed
                 }
             };
@@ -381,7 +425,10 @@ fn apply_overriders(
         let name = format!("cel[{i}]");
         let fail = |message: String| (name.clone(), (String::new(), message));
         let Some((_, source)) = m.expression() else {
-            return Err(fail(format!("patchType {:?} without its expression", m.patch_type)));
+            return Err(fail(format!(
+                "patchType {:?} without its expression",
+                m.patch_type
+            )));
         };
         let kind = if m.patch_type == flotilla_api::policy::cel_patch_type::JSON_PATCH {
             ExpressionKind::JsonPatch
@@ -390,13 +437,16 @@ fn apply_overriders(
         };
         let result = exprs.eval(work, kind, source, cluster).map_err(fail)?;
         let ops = match kind {
-            ExpressionKind::JsonPatch => serde_json::from_value::<json_patch::Patch>(result)
-                .map_err(|e| fail(format!("expression result is not a JSON patch: {e}")))?
-                .0,
+            ExpressionKind::JsonPatch => {
+                serde_json::from_value::<json_patch::Patch>(result)
+                    .map_err(|e| fail(format!("expression result is not a JSON patch: {e}")))?
+                    .0
+            }
             _ => merge_patch_ops(work, &result),
         };
         let mut next = work.clone();
-        json_patch::patch(&mut next, &ops).map_err(|e| (name.clone(), (e.path.to_string(), e.kind.to_string())))?;
+        json_patch::patch(&mut next, &ops)
+            .map_err(|e| (name.clone(), (e.path.to_string(), e.kind.to_string())))?;
         *work = next;
         exprs.changed();
         out.extend(ops);
@@ -409,12 +459,26 @@ fn apply_overriders(
 pub fn merge_patch_ops(target: &Value, patch: &Value) -> Vec<json_patch::PatchOperation> {
     fn strip_nulls(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), strip_nulls(v))).collect()),
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), strip_nulls(v)))
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }
-    fn walk(target: &Value, patch: &Value, path: &mut Vec<String>, out: &mut Vec<json_patch::PatchOperation>) {
-        let pointer = |p: &[String]| json_patch::jsonptr::PointerBuf::from_tokens(p.iter().map(json_patch::jsonptr::Token::new));
+    fn walk(
+        target: &Value,
+        patch: &Value,
+        path: &mut Vec<String>,
+        out: &mut Vec<json_patch::PatchOperation>,
+    ) {
+        let pointer = |p: &[String]| {
+            json_patch::jsonptr::PointerBuf::from_tokens(
+                p.iter().map(json_patch::jsonptr::Token::new),
+            )
+        };
         match (target, patch) {
             (Value::Object(t), Value::Object(p)) => {
                 for (k, v) in p {
@@ -422,15 +486,29 @@ pub fn merge_patch_ops(target: &Value, patch: &Value) -> Vec<json_patch::PatchOp
                     match (t.get(k), v) {
                         (None, Value::Null) => {}
                         (Some(_), Value::Null) => {
-                            out.push(json_patch::PatchOperation::Remove(json_patch::RemoveOperation { path: pointer(path) }));
+                            out.push(json_patch::PatchOperation::Remove(
+                                json_patch::RemoveOperation {
+                                    path: pointer(path),
+                                },
+                            ));
                         }
-                        (Some(child @ Value::Object(_)), Value::Object(_)) => walk(child, v, path, out),
-                        _ => out.push(json_patch::PatchOperation::Add(json_patch::AddOperation { path: pointer(path), value: strip_nulls(v) })),
+                        (Some(child @ Value::Object(_)), Value::Object(_)) => {
+                            walk(child, v, path, out)
+                        }
+                        _ => out.push(json_patch::PatchOperation::Add(json_patch::AddOperation {
+                            path: pointer(path),
+                            value: strip_nulls(v),
+                        })),
                     }
                     path.pop();
                 }
             }
-            _ => out.push(json_patch::PatchOperation::Replace(json_patch::ReplaceOperation { path: pointer(path), value: strip_nulls(patch) })),
+            _ => out.push(json_patch::PatchOperation::Replace(
+                json_patch::ReplaceOperation {
+                    path: pointer(path),
+                    value: strip_nulls(patch),
+                },
+            )),
         }
     }
     let mut out = Vec::new();
@@ -563,16 +641,19 @@ fn overriders_json(o: &Overriders) -> Value {
         m.insert("fieldOverrider".into(), Value::Array(v));
     }
     // Flotilla extensions, recorded only when used: Karmada policies serialise unchanged.
-    if o.plaintext.iter().any(|p| p.expression.is_some()) {
-        if let Some(Value::Array(items)) = m.get_mut("plaintext") {
-            for (item, p) in items.iter_mut().zip(&o.plaintext) {
-                if let (Value::Object(e), Some(x)) = (item, &p.expression) {
-                    e.insert("expression".into(), Value::String(x.clone()));
-                }
+    if o.plaintext.iter().any(|p| p.expression.is_some())
+        && let Some(Value::Array(items)) = m.get_mut("plaintext")
+    {
+        for (item, p) in items.iter_mut().zip(&o.plaintext) {
+            if let (Value::Object(e), Some(x)) = (item, &p.expression) {
+                e.insert("expression".into(), Value::String(x.clone()));
             }
         }
     }
-    for (key, list) in [("labelsOverrider", &o.labels_overrider), ("annotationsOverrider", &o.annotations_overrider)] {
+    for (key, list) in [
+        ("labelsOverrider", &o.labels_overrider),
+        ("annotationsOverrider", &o.annotations_overrider),
+    ] {
         if let Some(Value::Array(items)) = m.get_mut(key) {
             for (item, l) in items.iter_mut().zip(list.iter()) {
                 if let (Value::Object(e), Some(x)) = (item, &l.expression) {
@@ -582,7 +663,10 @@ fn overriders_json(o: &Overriders) -> Value {
         }
     }
     if !o.cel.is_empty() {
-        m.insert("cel".into(), serde_json::to_value(&o.cel).unwrap_or(Value::Null));
+        m.insert(
+            "cel".into(),
+            serde_json::to_value(&o.cel).unwrap_or(Value::Null),
+        );
     }
     Value::Object(m)
 }

@@ -14,10 +14,16 @@ pub fn built() -> Option<PathBuf> {
 
 fn build() -> Option<PathBuf> {
     let required = std::env::var_os("FLOTILLA_REQUIRE_WASM_GUESTS").is_some();
-    let have = Path::new("/usr/bin/cargo").exists() && Path::new("/usr/lib/rustlib/src/rust/library").exists();
+    let have = Path::new("/usr/bin/cargo").exists()
+        && Path::new("/usr/lib/rustlib/src/rust/library").exists();
     if !have {
-        assert!(!required, "FLOTILLA_REQUIRE_WASM_GUESTS is set but rustc-web/cargo-web/rust-web-src are not installed");
-        eprintln!("skipping: Debian rustc-web toolchain not installed (apt-get install -y rustc-web cargo-web rust-web-src lld-22)");
+        assert!(
+            !required,
+            "FLOTILLA_REQUIRE_WASM_GUESTS is set but rustc-web/cargo-web/rust-web-src are not installed"
+        );
+        eprintln!(
+            "skipping: Debian rustc-web toolchain not installed (apt-get install -y rustc-web cargo-web rust-web-src lld-22)"
+        );
         return None;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/wasm");
@@ -29,6 +35,10 @@ fn build() -> Option<PathBuf> {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()
         .expect("run plugins/wasm/build.sh");
-    assert!(out.status.success(), "building plugins/wasm failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "building plugins/wasm failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(target.join("wasm32-unknown-unknown/release"))
 }

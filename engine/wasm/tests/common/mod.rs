@@ -11,7 +11,9 @@ use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
 use flotilla_wasm::{WasmFactory, WasmPlugin};
 
 pub fn testdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name)
 }
 
 pub fn clusters(names: &[&str]) -> Vec<Cluster> {
@@ -45,15 +47,31 @@ pub fn spec(name: &str, path: &Path, policy: FailurePolicy, timeout_ms: u64) -> 
     PluginSpec {
         name: name.into(),
         failure_policy: policy,
-        wasm: Some(WasmSource { path: path.display().to_string(), sha256: None, plugin: None }),
-        limits: Some(flotilla_core::profile::PluginLimits { timeout_ms: Some(timeout_ms), memory_mib: Some(16), max_output_bytes: None }),
+        wasm: Some(WasmSource {
+            path: path.display().to_string(),
+            sha256: None,
+            plugin: None,
+        }),
+        limits: Some(flotilla_core::profile::PluginLimits {
+            timeout_ms: Some(timeout_ms),
+            memory_mib: Some(16),
+            max_output_bytes: None,
+        }),
         ..Default::default()
     }
 }
 
 pub fn filter(file: &str, policy: FailurePolicy) -> Arc<WasmPlugin> {
     let path = testdata(file);
-    Arc::new(WasmFactory::new().load(ExtensionPoint::Filter, &spec(file, &path, policy, 50), &path).expect("load"))
+    Arc::new(
+        WasmFactory::new()
+            .load(
+                ExtensionPoint::Filter,
+                &spec(file, &path, policy, 50),
+                &path,
+            )
+            .expect("load"),
+    )
 }
 
 /// The default profile with `plugin` as its only filter.
