@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The test command: checks (and, where it can, installs) what the test suite needs, then runs
+# `cargo test --workspace`. Extra arguments go to cargo test.
+#
+# Needs, besides Rust:
+# - Go >= 1.25: tests/karmada-diff, the Karmada oracle the differential tests compare with, and the
+#   Go SDK example (sdk/go).
+# - clang + wasm-ld: the C SDK example (sdk/c).
+# - node + npm: the AssemblyScript SDK example (sdk/assemblyscript).
+# - Debian's rustc-web (+ cargo-web, rust-web-src, lld-22): builds the Wasm built-ins (plugins/wasm)
+#   with build-std, since rustup cannot add wasm targets here.
+# - kubectl (1.27 … 1.33): the kubectl tests skip without it.
+# As root on Debian, missing apt packages are installed; anything else missing is named and the
+# script stops. FLOTILLA_TEST_NO_INSTALL=1 only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+apt_packages=()
+command -v go >/dev/null 2>&1 || missing+=("go (>= 1.25; Debian: golang-go, or the Go toolchain)")
+command -v clang >/dev/null 2>&1 && command -v wasm-ld >/dev/null 2>&1 || apt_packages+=(clang lld)
+command -v npm >/dev/null 2>&1 || missing+=("node and npm")
+if [ ! -x /usr/bin/cargo ] || [ ! -d /usr/lib/rustlib/src/rust/library ]; then
+  apt_packages+=(rustc-web cargo-web rust-web-src lld-22)
+fi
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  if [ "${FLOTILLA_TEST_NO_INSTALL:-}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${apt_packages[*]} (apt)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+  else
+    missing+=("apt packages: ${apt_packages[*]}")
+  fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  printf 'tests/run.sh: missing prerequisites:\n' >&2
+  printf '  - %s\n' "${missing[@]}" >&2
+  exit 1
+fi
+command -v kubectl >/dev/null 2>&1 || echo "warning: kubectl not found; the kubectl tests will skip" >&2
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# The Karmada oracle (Karmada's scheduler as a Go module dependency).
+mkdir -p target
+(cd tests/karmada-diff && go build -buildvcs=false -o ../../target/karmada-diff .)
+export KARMADA_DIFF_BIN="$PWD/target/karmada-diff"
+# Missing guest toolchains fail the Wasm and SDK tests instead of skipping them.
+export FLOTILLA_REQUIRE_WASM_GUESTS=1
+
+cargo test --workspace "$@"
