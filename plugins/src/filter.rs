@@ -1,6 +1,6 @@
 //! In-tree filter plugins (Karmada `pkg/scheduler/framework/plugins/*`).
 
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::{AtomicI64, AtomicU8};
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{Taint, Toleration, effect};
@@ -43,26 +43,80 @@ impl Plugin for ApiEnablement {
     }
 }
 
+/// Does `cluster` list `api_version`/`kind` among its API enablements?
+fn api_enabled(cluster: &Cluster, api_version: &str, kind: &str) -> bool {
+    cluster.status.as_ref().is_some_and(|s| {
+        s.api_enablements
+            .iter()
+            .any(|e| e.group_version == api_version && e.resources.iter().any(|r| r.kind == kind))
+    })
+}
+
+fn api_verdict(enabled: bool) -> Verdict {
+    if enabled {
+        Verdict::Fit
+    } else {
+        Verdict::unschedulable("cluster(s) did not have the API resource")
+    }
+}
+
 impl FilterPlugin for ApiEnablement {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         let res = &input.binding.spec.resource;
         each(input, out, |b, c| {
             // Already scheduled here: keep it (Karmada parity).
-            if b.spec.targets(c.name()) {
+            if b.targets(c.name()) {
                 return Verdict::Fit;
             }
-            let enabled = c.status.as_ref().is_some_and(|s| {
-                s.api_enablements.iter().any(|e| {
-                    e.group_version == res.api_version
-                        && e.resources.iter().any(|r| r.kind == res.kind)
-                })
-            });
-            if enabled {
-                Verdict::Fit
-            } else {
-                Verdict::unschedulable("cluster(s) did not have the API resource")
-            }
+            api_verdict(api_enabled(c, &res.api_version, &res.kind))
         });
+        Ok(())
+    }
+}
+
+/// [`ApiEnablement`] with a per-snapshot-generation memo: the verdict per (apiVersion, kind) and
+/// cluster, computed once per generation instead of once per binding.
+#[derive(Debug, Default)]
+pub struct MemoisedApiEnablement {
+    memo: RowMemo<(String, String), AtomicU8>,
+}
+
+impl Plugin for MemoisedApiEnablement {
+    fn name(&self) -> &str {
+        API_ENABLEMENT
+    }
+}
+
+impl FilterPlugin for MemoisedApiEnablement {
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
+        let b = input.binding;
+        let res = &b.spec.resource;
+        let slot = match (b.snapshot, input.rows) {
+            (Some(s), Some(rows)) if rows.len() == input.clusters.len() => {
+                let mut hash = KeyHash::default();
+                let _ = std::io::Write::write_all(&mut hash, res.api_version.as_bytes());
+                let _ = std::io::Write::write_all(&mut hash, b"\0");
+                let _ = std::io::Write::write_all(&mut hash, res.kind.as_bytes());
+                let is_key = |k: &(String, String)| k.0 == res.api_version && k.1 == res.kind;
+                self.memo
+                    .slot(&s, hash.finish(), is_key, || {
+                        (res.api_version.clone(), res.kind.clone())
+                    })
+                    .map(|slot| (s, rows, slot))
+            }
+            _ => None,
+        };
+        let Some((s, rows, slot)) = slot else {
+            return ApiEnablement.filter(input, out);
+        };
+        out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
+            if b.targets(c.name()) {
+                return Verdict::Fit;
+            }
+            api_verdict(slot.get(s.clusters, row, c, || {
+                api_enabled(c, &res.api_version, &res.kind)
+            }))
+        }));
         Ok(())
     }
 }
@@ -109,21 +163,81 @@ pub fn taint_text(t: &Taint) -> String {
     }
 }
 
+fn taint_verdict(taint: Option<&Taint>) -> Verdict {
+    match taint {
+        None => Verdict::Fit,
+        Some(t) => Verdict::unschedulable(format!(
+            "cluster(s) had untolerated taint {{{}}}",
+            taint_text(t)
+        )),
+    }
+}
+
 impl FilterPlugin for TaintToleration {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         let tolerations = &input.binding.placement.cluster_tolerations;
         each(input, out, |b, c| {
-            if b.spec.targets(c.name()) {
+            if b.targets(c.name()) {
                 return Verdict::Fit;
             }
-            match first_untolerated(&c.spec.taints, tolerations) {
-                None => Verdict::Fit,
-                Some(t) => Verdict::unschedulable(format!(
-                    "cluster(s) had untolerated taint {{{}}}",
-                    taint_text(t)
-                )),
-            }
+            taint_verdict(first_untolerated(&c.spec.taints, tolerations))
         });
+        Ok(())
+    }
+}
+
+/// [`TaintToleration`] with a per-snapshot-generation memo: per toleration list and cluster, the
+/// position of the first untolerated taint (or none), computed once per generation.
+#[derive(Debug, Default)]
+pub struct MemoisedTaintToleration {
+    memo: RowMemo<Vec<Toleration>, AtomicI64>,
+}
+
+impl Plugin for MemoisedTaintToleration {
+    fn name(&self) -> &str {
+        TAINT_TOLERATION
+    }
+}
+
+impl FilterPlugin for MemoisedTaintToleration {
+    fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
+        let b = input.binding;
+        let tolerations = &b.placement.cluster_tolerations;
+        let slot = match (b.snapshot, input.rows) {
+            (Some(s), Some(rows)) if rows.len() == input.clusters.len() => {
+                let mut hash = KeyHash::default();
+                // A failed write would leave a partial hash, still the same for equal keys.
+                let _ = serde_json::to_writer(&mut hash, tolerations);
+                self.memo
+                    .slot(
+                        &s,
+                        hash.finish(),
+                        |k| k == tolerations,
+                        || tolerations.clone(),
+                    )
+                    .map(|slot| (s, rows, slot))
+            }
+            _ => None,
+        };
+        let Some((s, rows, slot)) = slot else {
+            return TaintToleration.filter(input, out);
+        };
+        out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
+            if b.targets(c.name()) {
+                return Verdict::Fit;
+            }
+            // -1: every taint tolerated; otherwise the untolerated taint's position.
+            let at = slot.get(s.clusters, row, c, || {
+                first_untolerated(&c.spec.taints, tolerations).map_or(-1, |t| {
+                    c.spec
+                        .taints
+                        .iter()
+                        .position(|x| std::ptr::eq(x, t))
+                        .map_or(-1, |i| i as i64)
+                })
+            });
+            taint_verdict(usize::try_from(at).ok().and_then(|i| c.spec.taints.get(i)))
+        }));
         Ok(())
     }
 }

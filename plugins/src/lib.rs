@@ -16,15 +16,15 @@ mod tests;
 use std::sync::Arc;
 
 use flotilla_core::framework::{Profile, Slot};
-use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
+use flotilla_core::profile::{Backend, BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 
 /// The `default-scheduler` profile: every in-tree Karmada plugin, in Karmada's order.
 pub fn default_profile() -> Profile {
     Profile {
         name: flotilla_api::labels::DEFAULT_SCHEDULER.to_owned(),
         filters: vec![
-            Slot::new(Arc::new(filter::ApiEnablement) as Arc<_>),
-            Slot::new(Arc::new(filter::TaintToleration) as Arc<_>),
+            Slot::new(Arc::new(filter::MemoisedApiEnablement::default()) as Arc<_>),
+            Slot::new(Arc::new(filter::MemoisedTaintToleration::default()) as Arc<_>),
             Slot::new(Arc::new(filter::MemoisedClusterAffinity::default()) as Arc<_>),
             Slot::new(Arc::new(filter::SpreadConstraint) as Arc<_>),
             Slot::new(Arc::new(filter::ClusterEviction) as Arc<_>),
@@ -47,6 +47,19 @@ pub fn default_profile() -> Profile {
 
 /// Names of the built-in plugins per extension point, for profile validation and `--help` texts.
 pub mod registry {
+    use flotilla_core::profile::ExtensionPoint;
+
+    /// The built-in plugin names of `point`.
+    pub fn names(point: ExtensionPoint) -> &'static [&'static str] {
+        match point {
+            ExtensionPoint::Filter => FILTERS,
+            ExtensionPoint::Score => SCORES,
+            ExtensionPoint::Select => SELECTS,
+            ExtensionPoint::Assign => ASSIGNERS,
+            ExtensionPoint::Override => OVERRIDERS,
+        }
+    }
+
     /// Filter plugin names.
     pub const FILTERS: &[&str] = &[
         super::filter::API_ENABLEMENT,
@@ -73,32 +86,32 @@ pub mod registry {
     ];
 }
 
-/// Builds the built-in plugins by name, for profiles written as data. Specs with a `wasm` or `cel`
-/// source are left to those backends.
+/// Builds the built-in plugins by name ([`Backend::Builtin`]), for profiles written as data.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BuiltinFactory;
 
 impl PluginFactory for BuiltinFactory {
+    fn backend(&self) -> Backend {
+        Backend::Builtin
+    }
+
     fn build(
         &self,
         point: ExtensionPoint,
         spec: &PluginSpec,
     ) -> Result<Option<BuiltPlugin>, String> {
-        if spec.wasm.is_some() || spec.cel.is_some() {
-            return Ok(None);
-        }
         if spec.config.is_some() {
             return Err("built-in plugins take no config".into());
         }
         let name = spec.name.as_str();
         Ok(match point {
             ExtensionPoint::Filter => match name {
-                filter::API_ENABLEMENT => {
-                    Some(BuiltPlugin::Filter(Arc::new(filter::ApiEnablement)))
-                }
-                filter::TAINT_TOLERATION => {
-                    Some(BuiltPlugin::Filter(Arc::new(filter::TaintToleration)))
-                }
+                filter::API_ENABLEMENT => Some(BuiltPlugin::Filter(Arc::new(
+                    filter::MemoisedApiEnablement::default(),
+                ))),
+                filter::TAINT_TOLERATION => Some(BuiltPlugin::Filter(Arc::new(
+                    filter::MemoisedTaintToleration::default(),
+                ))),
                 filter::CLUSTER_AFFINITY => Some(BuiltPlugin::Filter(Arc::new(
                     filter::MemoisedClusterAffinity::default(),
                 ))),

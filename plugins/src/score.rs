@@ -21,9 +21,9 @@ impl Plugin for ClusterLocality {
 
 impl ScorePlugin for ClusterLocality {
     fn score(&self, input: &ScoreInput<'_>, out: &mut Vec<i64>) -> Result<(), PluginError> {
-        let spec = input.binding.spec;
+        let b = input.binding;
         out.extend(input.clusters.iter().map(|c| {
-            if spec.targets(c.name()) {
+            if b.targets(c.name()) {
                 MAX_SCORE
             } else {
                 MIN_SCORE

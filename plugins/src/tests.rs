@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flotilla_api::cluster::{ApiEnablement, ApiResource, Cluster, ClusterSpec, ClusterStatus};
-use flotilla_api::meta::{LabelSelector, LabelSelectorRequirement, ObjectMeta, ObjectReference};
+use flotilla_api::meta::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, ObjectReference, Taint, Toleration,
+};
 use flotilla_api::policy::{
     CelSelector, ClusterAffinity as Affinity, ClusterAffinityInline, ClusterAffinityTerm,
     ClusterPreferences, OverflowAffinity, Placement, ReplicaSchedulingStrategy,
     StaticClusterWeight,
 };
-use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus, TargetCluster};
 use flotilla_core::framework::{
     BindingContext, ClusterDetail, FilterInput, FilterPlugin, Profile, Slot,
 };
@@ -34,6 +36,33 @@ impl Rng {
 
 const REGIONS: [&str; 4] = ["eu", "us", "ap", "sa"];
 const ENVS: [&str; 3] = ["prod", "staging", "dev"];
+const KINDS: [(&str, &str); 3] = [
+    ("apps/v1", "Deployment"),
+    ("batch/v1", "Job"),
+    ("apps/v1", "StatefulSet"),
+];
+const TAINT_KEYS: [&str; 3] = ["gpu", "maintenance", "edge"];
+const EFFECTS: [&str; 3] = ["NoSchedule", "NoExecute", "PreferNoSchedule"];
+
+fn taint(rng: &mut Rng) -> Taint {
+    Taint {
+        key: TAINT_KEYS[rng.below(3)].into(),
+        value: ["", "true"][rng.below(2)].into(),
+        effect: EFFECTS[rng.below(3)].into(),
+        ..Default::default()
+    }
+}
+
+fn toleration(rng: &mut Rng) -> Toleration {
+    let exists = rng.below(2) == 0;
+    Toleration {
+        key: TAINT_KEYS[rng.below(3)].into(),
+        operator: if exists { "Exists" } else { "Equal" }.into(),
+        value: if exists { "" } else { "true" }.into(),
+        effect: ["", "NoSchedule", "NoExecute"][rng.below(3)].into(),
+        ..Default::default()
+    }
+}
 
 fn clusters(rng: &mut Rng, n: usize) -> Vec<Cluster> {
     (0..n)
@@ -51,16 +80,20 @@ fn clusters(rng: &mut Rng, n: usize) -> Vec<Cluster> {
                 },
                 spec: ClusterSpec {
                     region: region.into(),
+                    taints: (0..rng.below(3)).map(|_| taint(rng)).collect(),
                     ..Default::default()
                 },
                 status: Some(ClusterStatus {
-                    api_enablements: vec![ApiEnablement {
-                        group_version: "apps/v1".into(),
-                        resources: vec![ApiResource {
-                            name: "deployments".into(),
-                            kind: "Deployment".into(),
-                        }],
-                    }],
+                    api_enablements: KINDS[..1 + rng.below(KINDS.len())]
+                        .iter()
+                        .map(|(gv, kind)| ApiEnablement {
+                            group_version: (*gv).into(),
+                            resources: vec![ApiResource {
+                                name: kind.to_lowercase() + "s",
+                                kind: (*kind).into(),
+                            }],
+                        })
+                        .collect(),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -188,10 +221,17 @@ impl Pool {
                 ..Default::default()
             }),
         });
+        placement.cluster_tolerations = (0..rng.below(3)).map(|_| toleration(rng)).collect();
+        let (api_version, kind) = KINDS[rng.below(KINDS.len())];
+        // Sometimes already scheduled somewhere (filters keep current targets).
+        let clusters = (0..[0, 0, 3, 25][rng.below(4)])
+            .map(|_| TargetCluster::new(format!("m{:03}", rng.below(60)), 1 + rng.below(5) as i32))
+            .collect();
         let spec = ResourceBindingSpec {
+            clusters,
             resource: ObjectReference {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
+                api_version: api_version.into(),
+                kind: kind.into(),
                 name: format!("app-{i}"),
                 uid: format!("uid-{i}"),
                 ..Default::default()
@@ -209,8 +249,11 @@ impl Pool {
 fn plain_profile() -> Profile {
     let mut p = default_profile();
     for s in &mut p.filters {
-        if s.plugin.name() == filter::CLUSTER_AFFINITY {
-            *s = Slot::new(Arc::new(filter::ClusterAffinity) as Arc<_>);
+        match s.plugin.name() {
+            filter::CLUSTER_AFFINITY => *s = Slot::new(Arc::new(filter::ClusterAffinity) as Arc<_>),
+            filter::API_ENABLEMENT => *s = Slot::new(Arc::new(filter::ApiEnablement) as Arc<_>),
+            filter::TAINT_TOLERATION => *s = Slot::new(Arc::new(filter::TaintToleration) as Arc<_>),
+            _ => {}
         }
     }
     for s in &mut p.assigners {

@@ -24,7 +24,7 @@ use flotilla_core::framework::{
     FilterInput, FilterPlugin, MAX_SCORE, MIN_SCORE, OverrideInput, OverridePatch, OverridePlugin,
     Plugin, ScoreInput, ScorePlugin, Verdict,
 };
-use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
+use flotilla_core::profile::{Backend, BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -54,6 +54,10 @@ impl CelFactory {
 }
 
 impl PluginFactory for CelFactory {
+    fn backend(&self) -> Backend {
+        Backend::Cel
+    }
+
     fn build(
         &self,
         point: ExtensionPoint,

@@ -108,10 +108,11 @@ fn binding() -> (ResourceBindingSpec, ResourceBindingStatus) {
 fn wasm_backends(module_dir: &std::path::Path) -> Backends {
     Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![
-            Arc::new(flotilla_plugins::BuiltinFactory),
+        factories: flotilla_core::profile::Factories::new([
+            Arc::new(flotilla_plugins::BuiltinFactory)
+                as Arc<dyn flotilla_core::profile::PluginFactory>,
             Arc::new(flotilla_wasm::WasmFactory::new()),
-        ],
+        ]),
         module_dir: Some(module_dir.to_path_buf()),
     }
 }

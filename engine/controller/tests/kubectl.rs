@@ -205,10 +205,11 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     .expect("server starts");
     let backends = flotilla_controller::controller::plugins::Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![
-            std::sync::Arc::new(flotilla_plugins::BuiltinFactory),
+        factories: flotilla_core::profile::Factories::new([
+            std::sync::Arc::new(flotilla_plugins::BuiltinFactory)
+                as std::sync::Arc<dyn flotilla_core::profile::PluginFactory>,
             std::sync::Arc::new(flotilla_wasm::WasmFactory::new()),
-        ],
+        ]),
         module_dir: Some(dir.path().join("modules")),
     };
     let settings = flotilla_controller::Settings {

@@ -36,10 +36,11 @@ async fn env() -> Env {
     );
     let backends = Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![
-            Arc::new(flotilla_plugins::BuiltinFactory),
+        factories: flotilla_core::profile::Factories::new([
+            Arc::new(flotilla_plugins::BuiltinFactory)
+                as Arc<dyn flotilla_core::profile::PluginFactory>,
             Arc::new(flotilla_wasm::WasmFactory::new()),
-        ],
+        ]),
         module_dir: Some(dir.path().join("modules")),
     };
     let settings = Settings {
@@ -412,10 +413,11 @@ fn registry_sync_reports_digests_and_keeps_the_previous_version_on_failure() {
     let dir = tempfile::tempdir().expect("tempdir");
     let registry = Registry::new(Backends {
         base: flotilla_plugins::default_profile(),
-        factories: vec![
-            Arc::new(flotilla_plugins::BuiltinFactory),
+        factories: flotilla_core::profile::Factories::new([
+            Arc::new(flotilla_plugins::BuiltinFactory)
+                as Arc<dyn flotilla_core::profile::PluginFactory>,
             Arc::new(flotilla_wasm::WasmFactory::new()),
-        ],
+        ]),
         module_dir: Some(dir.path().to_path_buf()),
     });
     let v1 = filter_module(1, 1);

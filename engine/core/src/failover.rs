@@ -329,29 +329,49 @@ pub fn evict_tainted(
     clusters: &[Cluster],
     now: i64,
 ) -> (Vec<String>, Option<i64>) {
-    let tolerations = applied_placement(binding)
-        .map(|p| p.cluster_tolerations)
-        .unwrap_or_default();
+    // The applied placement is parsed only for a target with a NoExecute taint (rare), and
+    // targets are found by binary search when `clusters` is sorted by name (a snapshot's are).
+    let mut tolerations: Option<Vec<Toleration>> = None;
+    let sorted = clusters.is_sorted_by(|a, b| a.name() <= b.name());
+    let find = |name: &str| {
+        if sorted {
+            clusters
+                .binary_search_by(|c| c.name().cmp(name))
+                .ok()
+                .map(|i| &clusters[i])
+        } else {
+            clusters.iter().find(|c| c.name() == name)
+        }
+    };
     let mut evicted = Vec::new();
     let mut next: Option<i64> = None;
-    let targets: Vec<String> = binding
-        .spec
-        .clusters
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    for name in targets {
-        let Some(cluster) = clusters.iter().find(|c| c.name() == name) else {
+    let mut due: Vec<String> = Vec::new();
+    for target in &binding.spec.clusters {
+        let Some(cluster) = find(&target.name) else {
             continue;
         };
-        match taint_decision(cluster, &tolerations, now) {
+        if !cluster
+            .spec
+            .taints
+            .iter()
+            .any(|t| t.effect == effect::NO_EXECUTE)
+        {
+            continue;
+        }
+        let tolerations = tolerations.get_or_insert_with(|| {
+            applied_placement(binding)
+                .map(|p| p.cluster_tolerations)
+                .unwrap_or_default()
+        });
+        match taint_decision(cluster, tolerations, now) {
             EvictionDecision::Keep => {}
-            EvictionDecision::Evict => {
-                graceful_evict(binding, &name, "TaintUntolerated", "TaintManager", now);
-                evicted.push(name);
-            }
+            EvictionDecision::Evict => due.push(target.name.clone()),
             EvictionDecision::EvictAt(at) => next = Some(next.map_or(at, |n| n.min(at))),
         }
+    }
+    for name in due {
+        graceful_evict(binding, &name, "TaintUntolerated", "TaintManager", now);
+        evicted.push(name);
     }
     (evicted, next)
 }

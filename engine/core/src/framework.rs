@@ -51,6 +51,38 @@ pub struct BindingContext<'a> {
     /// Encodings of the binding shared by the attempt's plugins, when the caller keeps them (the
     /// scheduler does, one per attempt).
     pub encodings: Option<&'a SharedEncodings>,
+    /// The binding's current targets by name, when the caller indexed them (the scheduler does,
+    /// once per binding); see [`BindingContext::targets`].
+    pub current: Option<&'a CurrentTargets<'a>>,
+}
+
+/// A binding's current target clusters (`spec.clusters`) by name: "already scheduled here?" per
+/// cluster without scanning the list for every cluster (a binding spread over hundreds of
+/// clusters would otherwise cost clusters × targets name comparisons per plugin).
+#[derive(Debug, Default)]
+pub struct CurrentTargets<'a> {
+    by_name: std::collections::HashMap<&'a str, i32>,
+}
+
+impl<'a> CurrentTargets<'a> {
+    /// Index `spec.clusters` (the first entry of a repeated name wins, as in a scan).
+    pub fn new(spec: &'a ResourceBindingSpec) -> Self {
+        let mut by_name = std::collections::HashMap::with_capacity(spec.clusters.len());
+        for t in &spec.clusters {
+            by_name.entry(t.name.as_str()).or_insert(t.replicas);
+        }
+        CurrentTargets { by_name }
+    }
+
+    /// True when `cluster` is a current target.
+    pub fn contains(&self, cluster: &str) -> bool {
+        self.by_name.contains_key(cluster)
+    }
+
+    /// Replicas currently assigned to `cluster` (0 when absent).
+    pub fn replicas(&self, cluster: &str) -> i32 {
+        self.by_name.get(cluster).copied().unwrap_or(0)
+    }
 }
 
 /// The binding encoded once per scheduling attempt for the plugins that need it serialized
@@ -119,6 +151,29 @@ impl<'a> BindingContext<'a> {
             object: None,
             expressions: None,
             encodings: None,
+            current: None,
+        }
+    }
+
+    /// The same context with the binding's current targets indexed ([`CurrentTargets`]).
+    pub fn with_current(mut self, current: Option<&'a CurrentTargets<'a>>) -> Self {
+        self.current = current;
+        self
+    }
+
+    /// True when `cluster` is in the binding's current schedule result.
+    pub fn targets(&self, cluster: &str) -> bool {
+        match self.current {
+            Some(c) => c.contains(cluster),
+            None => self.spec.targets(cluster),
+        }
+    }
+
+    /// Replicas currently assigned to `cluster` (0 when absent).
+    pub fn assigned_replicas(&self, cluster: &str) -> i32 {
+        match self.current {
+            Some(c) => c.replicas(cluster),
+            None => self.spec.assigned_replicas(cluster),
         }
     }
 

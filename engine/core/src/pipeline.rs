@@ -255,9 +255,11 @@ pub fn decide(
                 );
                 if let Some(c) = res.clusters_to_write() {
                     rb.spec.clusters = c;
-                    let placement =
-                        serde_json::to_string(&rb.spec.placement.clone().unwrap_or_default())
-                            .unwrap_or_default();
+                    let placement = match &rb.spec.placement {
+                        Some(p) => serde_json::to_string(p),
+                        None => serde_json::to_string(&flotilla_api::policy::Placement::default()),
+                    }
+                    .unwrap_or_default();
                     rb.metadata
                         .annotations
                         .insert(labels::APPLIED_PLACEMENT.to_owned(), placement);

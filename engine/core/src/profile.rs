@@ -191,6 +191,18 @@ pub enum ExtensionPoint {
     Override,
 }
 
+impl ExtensionPoint {
+    /// Every extension point, in profile order: the one list the profile builder, admission and
+    /// the backends go by.
+    pub const ALL: [ExtensionPoint; 5] = [
+        ExtensionPoint::Filter,
+        ExtensionPoint::Score,
+        ExtensionPoint::Select,
+        ExtensionPoint::Assign,
+        ExtensionPoint::Override,
+    ];
+}
+
 impl std::fmt::Display for ExtensionPoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -216,6 +228,81 @@ pub enum BuiltPlugin {
     Assign(Arc<dyn AssignPlugin>),
     /// An override plugin.
     Override(Arc<dyn OverridePlugin>),
+}
+
+impl BuiltPlugin {
+    /// The extension point the plugin was built for.
+    pub fn point(&self) -> ExtensionPoint {
+        match self {
+            BuiltPlugin::Filter(_) => ExtensionPoint::Filter,
+            BuiltPlugin::Score(_) => ExtensionPoint::Score,
+            BuiltPlugin::Select(_) => ExtensionPoint::Select,
+            BuiltPlugin::Assign(_) => ExtensionPoint::Assign,
+            BuiltPlugin::Override(_) => ExtensionPoint::Override,
+        }
+    }
+
+    /// `plugin` (implementing every extension point, as sandboxed backends do) built for `point`.
+    pub fn for_point<P>(point: ExtensionPoint, plugin: Arc<P>) -> Self
+    where
+        P: FilterPlugin + ScorePlugin + SelectPlugin + AssignPlugin + OverridePlugin,
+    {
+        match point {
+            ExtensionPoint::Filter => BuiltPlugin::Filter(plugin),
+            ExtensionPoint::Score => BuiltPlugin::Score(plugin),
+            ExtensionPoint::Select => BuiltPlugin::Select(plugin),
+            ExtensionPoint::Assign => BuiltPlugin::Assign(plugin),
+            ExtensionPoint::Override => BuiltPlugin::Override(plugin),
+        }
+    }
+}
+
+/// Where a profile entry's plugin comes from. An entry names one backend (`wasm:` or `cel:`, or
+/// neither for a built-in); each backend is one [`PluginFactory`] in the [`Factories`] map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    /// The in-tree plugins, by Karmada name.
+    Builtin,
+    /// A WebAssembly module (`wasm:`).
+    Wasm,
+    /// CEL expressions (`cel:`).
+    Cel,
+}
+
+impl Backend {
+    /// The entry's field naming this backend (empty for built-ins).
+    pub fn field(self) -> &'static str {
+        match self {
+            Backend::Builtin => "",
+            Backend::Wasm => "wasm",
+            Backend::Cel => "cel",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Builtin => "built-in",
+            Backend::Wasm => "wasm",
+            Backend::Cel => "cel",
+        })
+    }
+}
+
+impl PluginSpec {
+    /// The backend this entry names.
+    ///
+    /// # Errors
+    /// Both `wasm` and `cel` are set.
+    pub fn backend(&self) -> Result<Backend, String> {
+        match (&self.wasm, &self.cel) {
+            (Some(_), Some(_)) => Err("set one of wasm and cel, not both".into()),
+            (Some(_), None) => Ok(Backend::Wasm),
+            (None, Some(_)) => Ok(Backend::Cel),
+            (None, None) => Ok(Backend::Builtin),
+        }
+    }
 }
 
 /// Why a profile could not be built.
@@ -267,17 +354,83 @@ pub enum ProfileError {
     Document(String),
 }
 
-/// Turns a [`PluginSpec`] into a plugin. One per backend (built-in, Wasm, CEL).
+/// Turns a [`PluginSpec`] into a plugin. One per [`Backend`].
 pub trait PluginFactory: Send + Sync {
-    /// Build the plugin for `point`, `Ok(None)` when this factory does not handle `spec`.
+    /// The backend whose entries this factory builds.
+    fn backend(&self) -> Backend;
+
+    /// Build the plugin for `point` from an entry of this factory's backend; `Ok(None)` when the
+    /// backend has no plugin of that name (built-ins).
     ///
     /// # Errors
-    /// The spec is for this factory but invalid (message without the profile/field prefix).
+    /// The spec is invalid (message without the profile/field prefix).
     fn build(
         &self,
         point: ExtensionPoint,
         spec: &PluginSpec,
     ) -> Result<Option<BuiltPlugin>, String>;
+}
+
+/// The plugin backends by [`Backend`]: the one map from a profile entry to the code that builds
+/// it. A process registers the backends it links (the CLI: built-in, CEL, Wasm).
+#[derive(Clone, Default)]
+pub struct Factories {
+    by_backend: std::collections::BTreeMap<Backend, Arc<dyn PluginFactory>>,
+}
+
+impl std::fmt::Debug for Factories {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.by_backend.keys()).finish()
+    }
+}
+
+/// Why [`Factories::build`] built nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// The entry is invalid (both backends named, or the backend rejected it).
+    Invalid(String),
+    /// No plugin of that name (built-ins).
+    Unknown,
+    /// The entry names a backend this process does not have.
+    NoBackend(Backend),
+}
+
+impl Factories {
+    /// The map of `factories` (a later factory for the same backend replaces an earlier one).
+    pub fn new(factories: impl IntoIterator<Item = Arc<dyn PluginFactory>>) -> Self {
+        let mut by_backend = std::collections::BTreeMap::new();
+        for f in factories {
+            by_backend.insert(f.backend(), f);
+        }
+        Factories { by_backend }
+    }
+
+    /// The factory of `backend`.
+    pub fn get(&self, backend: Backend) -> Option<&dyn PluginFactory> {
+        self.by_backend.get(&backend).map(AsRef::as_ref)
+    }
+
+    /// The registered backends.
+    pub fn backends(&self) -> impl Iterator<Item = Backend> + '_ {
+        self.by_backend.keys().copied()
+    }
+
+    /// Build `spec` for `point` with the factory of the backend it names.
+    ///
+    /// # Errors
+    /// See [`BuildError`].
+    pub fn build(
+        &self,
+        point: ExtensionPoint,
+        spec: &PluginSpec,
+    ) -> Result<BuiltPlugin, BuildError> {
+        let backend = spec.backend().map_err(BuildError::Invalid)?;
+        let factory = self.get(backend).ok_or(BuildError::NoBackend(backend))?;
+        factory
+            .build(point, spec)
+            .map_err(BuildError::Invalid)?
+            .ok_or(BuildError::Unknown)
+    }
 }
 
 /// Build a [`Profile`] from a document: absent lists come from `base` (the default profile).
@@ -287,7 +440,7 @@ pub trait PluginFactory: Send + Sync {
 pub fn build_profile(
     doc: &ProfileDocument,
     base: &Profile,
-    factories: &[&dyn PluginFactory],
+    factories: &Factories,
 ) -> Result<Profile, ProfileError> {
     if doc.kind != KIND || doc.api_version != API_VERSION {
         return Err(ProfileError::Document(format!(
@@ -305,27 +458,26 @@ pub fn build_profile(
                  index: usize,
                  spec: &PluginSpec|
      -> Result<BuiltPlugin, ProfileError> {
-        for f in factories {
-            match f.build(point, spec) {
-                Ok(Some(p)) => return Ok(p),
-                Ok(None) => {}
-                Err(message) => {
-                    return Err(ProfileError::Invalid {
-                        profile: profile.clone(),
-                        point,
-                        index,
-                        name: spec.name.clone(),
-                        message,
-                    });
-                }
-            }
-        }
-        Err(ProfileError::UnknownPlugin {
+        let invalid = |message: String| ProfileError::Invalid {
             profile: profile.clone(),
             point,
             index,
             name: spec.name.clone(),
-        })
+            message,
+        };
+        match factories.build(point, spec) {
+            Ok(p) => Ok(p),
+            Err(BuildError::Invalid(message)) => Err(invalid(message)),
+            Err(BuildError::NoBackend(b)) => {
+                Err(invalid(format!("this build has no {b} plugin backend")))
+            }
+            Err(BuildError::Unknown) => Err(ProfileError::UnknownPlugin {
+                profile: profile.clone(),
+                point,
+                index,
+                name: spec.name.clone(),
+            }),
+        }
     };
     let wrong = |point, index, spec: &PluginSpec| ProfileError::WrongPoint {
         profile: profile.clone(),

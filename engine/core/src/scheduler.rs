@@ -9,8 +9,9 @@ use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus, TargetClust
 
 use crate::framework::Reason;
 use crate::framework::{
-    AssignInput, AssignMode, Assignment, BindingContext, ClusterDetail, FailurePolicy, FilterInput,
-    Profile, ScoreInput, SelectInput, Selection, SharedEncodings, Verdict,
+    AssignInput, AssignMode, Assignment, BindingContext, ClusterDetail, CurrentTargets,
+    FailurePolicy, FilterInput, Profile, ScoreInput, SelectInput, Selection, SharedEncodings,
+    Verdict,
 };
 use crate::pipeline::Snapshot;
 use crate::selector::cluster_matches_inline;
@@ -128,6 +129,7 @@ pub fn schedule(
     let empty = Placement::default();
     let placement = spec.placement.as_ref().unwrap_or(&empty);
     let mut ignored = Vec::new();
+    let current = CurrentTargets::new(spec);
     let mode = if reschedule_required(spec, status) {
         AssignMode::Fresh
     } else {
@@ -140,7 +142,8 @@ pub fn schedule(
             .with_snapshot(snapshot.plugin_view())
             .with_object(object)
             .with_expressions(expressions)
-            .with_encodings(Some(&encodings));
+            .with_encodings(Some(&encodings))
+            .with_current(Some(&current));
         let outcome = attempt(
             profile,
             &ctx,
@@ -174,7 +177,8 @@ pub fn schedule(
             .with_snapshot(snapshot.plugin_view())
             .with_object(object)
             .with_expressions(expressions)
-            .with_encodings(Some(&encodings));
+            .with_encodings(Some(&encodings))
+            .with_current(Some(&current));
         match attempt(
             profile,
             &ctx,
@@ -401,7 +405,7 @@ fn attempt_inner(
             cluster: c,
             score,
             allocatable_replicas: alloc,
-            available_replicas: alloc + i64::from(spec.assigned_replicas(c.name())),
+            available_replicas: alloc + i64::from(ctx.assigned_replicas(c.name())),
             overflow_order: overflow_order(ctx, c),
             row,
         })

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flotilla_core::profile::{BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
+use flotilla_core::profile::{Backend, BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 
 use crate::host::Host;
 use crate::instance::Limits;
@@ -64,6 +64,10 @@ impl WasmFactory {
 }
 
 impl PluginFactory for WasmFactory {
+    fn backend(&self) -> Backend {
+        Backend::Wasm
+    }
+
     fn build(
         &self,
         point: ExtensionPoint,
@@ -92,12 +96,6 @@ impl PluginFactory for WasmFactory {
             self.load(point, spec, &path)
                 .map_err(|e| format!("{}: {e}", path.display()))?,
         );
-        Ok(Some(match point {
-            ExtensionPoint::Filter => BuiltPlugin::Filter(plugin),
-            ExtensionPoint::Score => BuiltPlugin::Score(plugin),
-            ExtensionPoint::Select => BuiltPlugin::Select(plugin),
-            ExtensionPoint::Assign => BuiltPlugin::Assign(plugin),
-            ExtensionPoint::Override => BuiltPlugin::Override(plugin),
-        }))
+        Ok(Some(BuiltPlugin::for_point(point, plugin)))
     }
 }

@@ -133,14 +133,14 @@ fn profile_error(file: &str, policy: FailurePolicy) -> String {
         "spec": {"filters": [spec(file, &testdata(file), policy, 50)]}
     }))
     .expect("doc");
-    let wasm = WasmFactory::new();
-    build_profile(
-        &doc,
-        &flotilla_plugins::default_profile(),
-        &[&flotilla_plugins::BuiltinFactory, &wasm],
-    )
-    .expect_err("profile must not build")
-    .to_string()
+    let factories = flotilla_core::profile::Factories::new([
+        std::sync::Arc::new(flotilla_plugins::BuiltinFactory)
+            as std::sync::Arc<dyn flotilla_core::profile::PluginFactory>,
+        std::sync::Arc::new(WasmFactory::new()),
+    ]);
+    build_profile(&doc, &flotilla_plugins::default_profile(), &factories)
+        .expect_err("profile must not build")
+        .to_string()
 }
 
 #[test]

@@ -23,8 +23,8 @@ use flotilla_apiserver::admission::{Admission, AdmissionError, FieldError, Opera
 use flotilla_apiserver::registry::Resource;
 use flotilla_core::expression::{ExpressionEngine, Site};
 use flotilla_core::profile::{
-    BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec, ProfileDocument, WasmPluginSpec,
-    WasmSource,
+    Backend, BuildError, ExtensionPoint, Factories, PluginFactory, PluginSpec, ProfileDocument,
+    WasmPluginSpec, WasmSource,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -186,48 +186,16 @@ impl Policies {
 
     fn scheduler_profile(&self, object: &mut Value) -> Result<(), AdmissionError> {
         let doc: ProfileDocument = typed(object)?;
-        let builtin = flotilla_plugins::BuiltinFactory;
-        let cel = flotilla_cel::CelFactory::new(Arc::clone(&self.cel));
-        let s = &doc.spec;
-        let points = [
-            (
-                ExtensionPoint::Filter,
-                &s.filters,
-                flotilla_plugins::registry::FILTERS,
-            ),
-            (
-                ExtensionPoint::Score,
-                &s.scores,
-                flotilla_plugins::registry::SCORES,
-            ),
-            (
-                ExtensionPoint::Select,
-                &s.selects,
-                flotilla_plugins::registry::SELECTS,
-            ),
-            (
-                ExtensionPoint::Assign,
-                &s.assigners,
-                flotilla_plugins::registry::ASSIGNERS,
-            ),
-            (
-                ExtensionPoint::Override,
-                &s.overriders,
-                flotilla_plugins::registry::OVERRIDERS,
-            ),
-        ];
+        // Wasm modules load in the controllers; the other backends build here.
+        let factories = Factories::new([
+            Arc::new(flotilla_plugins::BuiltinFactory) as Arc<dyn PluginFactory>,
+            Arc::new(flotilla_cel::CelFactory::new(Arc::clone(&self.cel))),
+        ]);
         let mut causes = Vec::new();
-        for (point, list, builtins) in points {
-            for (i, spec) in list.iter().flatten().enumerate() {
+        for point in ExtensionPoint::ALL {
+            for (i, spec) in doc.spec.list(point).into_iter().flatten().enumerate() {
                 let field = format!("spec.{point}[{i}]");
-                check_plugin(
-                    point,
-                    spec,
-                    &field,
-                    builtins,
-                    &[&builtin, &cel],
-                    &mut causes,
-                );
+                check_plugin(point, spec, &field, &factories, &mut causes);
             }
         }
         result(causes)
@@ -235,62 +203,54 @@ impl Policies {
 }
 
 /// One profile entry: Wasm entries are checked for shape only (modules load in the controllers);
-/// the others must build with the built-in or CEL factory for `point`.
+/// the others must build with their backend's factory for `point`.
 fn check_plugin(
     point: ExtensionPoint,
     spec: &PluginSpec,
     field: &str,
-    builtins: &[&str],
-    factories: &[&dyn PluginFactory],
+    factories: &Factories,
     out: &mut Vec<FieldError>,
 ) {
     if spec.name.is_empty() {
         out.push(fe(format!("{field}.name"), "Required value"));
     }
-    if let Some(w) = &spec.wasm {
-        if spec.cel.is_some() {
-            out.push(fe(field, "set one of wasm and cel, not both"));
-        }
+    let backend = match spec.backend() {
+        Ok(b) => b,
+        Err(message) => return out.push(fe(field, message)),
+    };
+    if let (Backend::Wasm, Some(w)) = (backend, &spec.wasm) {
         check_wasm_source(w, &format!("{field}.wasm"), out);
         return;
     }
-    for f in factories {
-        match f.build(point, spec) {
-            Ok(Some(built)) => {
-                let matches = matches!(
-                    (point, &built),
-                    (ExtensionPoint::Filter, BuiltPlugin::Filter(_))
-                        | (ExtensionPoint::Score, BuiltPlugin::Score(_))
-                        | (ExtensionPoint::Select, BuiltPlugin::Select(_))
-                        | (ExtensionPoint::Assign, BuiltPlugin::Assign(_))
-                        | (ExtensionPoint::Override, BuiltPlugin::Override(_))
-                );
-                if !matches {
-                    out.push(fe(
-                        field,
-                        format!("plugin {:?} does not implement {point}", spec.name),
-                    ));
-                }
-                return;
-            }
-            Ok(None) => {}
-            Err(message) => {
-                let sub = if spec.cel.is_some() {
-                    ".cel"
-                } else if spec.config.is_some() {
-                    ".config"
-                } else {
-                    ""
-                };
-                out.push(fe(format!("{field}{sub}"), message));
-                return;
-            }
+    match factories.build(point, spec) {
+        Ok(built) if built.point() == point => {}
+        Ok(_) => out.push(fe(
+            field,
+            format!("plugin {:?} does not implement {point}", spec.name),
+        )),
+        Err(BuildError::Invalid(message)) => {
+            let sub = if backend != Backend::Builtin {
+                format!(".{}", backend.field())
+            } else if spec.config.is_some() {
+                ".config".to_owned()
+            } else {
+                String::new()
+            };
+            out.push(fe(format!("{field}{sub}"), message));
         }
+        Err(BuildError::NoBackend(b)) => out.push(fe(
+            format!("{field}.{}", b.field()),
+            format!("no {b} plugin backend"),
+        )),
+        Err(BuildError::Unknown) => out.push(fe(
+            format!("{field}.name"),
+            format!(
+                "unknown plugin {:?}: not a built-in {point} plugin ({}), and no wasm or cel source given",
+                spec.name,
+                flotilla_plugins::registry::names(point).join(", ")
+            ),
+        )),
     }
-    out.push(fe(
-        format!("{field}.name"),
-        format!("unknown plugin {:?}: not a built-in {point} plugin ({}), and no wasm or cel source given", spec.name, builtins.join(", ")),
-    ));
 }
 
 fn check_wasm_source(w: &WasmSource, field: &str, out: &mut Vec<FieldError>) {

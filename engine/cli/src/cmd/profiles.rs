@@ -5,15 +5,16 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use flotilla_core::framework::Profile;
-use flotilla_core::profile::{PluginFactory, ProfileDocument, build_profile};
+use flotilla_core::profile::{Factories, PluginFactory, ProfileDocument, build_profile};
 
-/// The plugin backends, in lookup order. Backends register here.
-pub fn factories() -> Vec<std::sync::Arc<dyn PluginFactory>> {
-    vec![
-        std::sync::Arc::new(flotilla_plugins::BuiltinFactory),
+/// The plugin backends this binary links, one per [`flotilla_core::profile::Backend`]. Backends
+/// register here.
+pub fn factories() -> Factories {
+    Factories::new([
+        std::sync::Arc::new(flotilla_plugins::BuiltinFactory) as std::sync::Arc<dyn PluginFactory>,
         std::sync::Arc::new(flotilla_cel::CelFactory::new(cel())),
         std::sync::Arc::new(flotilla_wasm::WasmFactory::new()),
-    ]
+    ])
 }
 
 /// The default profile with the process's CEL engine for policies' expressions.
@@ -38,7 +39,6 @@ pub fn backends(module_dir: PathBuf) -> flotilla_controller::controller::plugins
 pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
     let base = base();
     let factories = factories();
-    let refs: Vec<&dyn PluginFactory> = factories.iter().map(|f| f.as_ref()).collect();
     let mut profiles = vec![base.clone()];
     for path in paths {
         let text = std::fs::read_to_string(path)
@@ -61,7 +61,7 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
                     )
                 })?;
             doc.resolve_wasm_paths(&dir);
-            let profile = build_profile(&doc, &base, &refs)
+            let profile = build_profile(&doc, &base, &factories)
                 .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
             profiles.retain(|p| p.name != profile.name);
             profiles.push(profile);

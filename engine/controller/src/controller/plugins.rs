@@ -29,7 +29,7 @@ use flotilla_core::framework::{
     Slot, Verdict,
 };
 use flotilla_core::profile::{
-    self, PluginFactory, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec,
+    self, Factories, PluginFactory, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec,
 };
 use serde_json::Value;
 use sha2::Digest as _;
@@ -48,8 +48,8 @@ pub const API_VERSION: &str = "flotilla.dev/v1alpha1";
 pub struct Backends {
     /// The default profile (`default-scheduler`), also the base of every profile object.
     pub base: Profile,
-    /// Plugin factories, in lookup order (built-in, CEL, Wasm, ...).
-    pub factories: Vec<Arc<dyn PluginFactory>>,
+    /// The plugin backends (built-in, CEL, Wasm, ...), one factory each.
+    pub factories: Factories,
     /// Where resolved modules are stored by digest; default: a per-process temporary directory.
     pub module_dir: Option<PathBuf>,
 }
@@ -58,7 +58,9 @@ impl Default for Backends {
     fn default() -> Self {
         Backends {
             base: flotilla_plugins::default_profile(),
-            factories: vec![Arc::new(flotilla_plugins::BuiltinFactory)],
+            factories: Factories::new([
+                Arc::new(flotilla_plugins::BuiltinFactory) as Arc<dyn PluginFactory>
+            ]),
             module_dir: None,
         }
     }
@@ -68,7 +70,7 @@ impl std::fmt::Debug for Backends {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Backends")
             .field("base", &self.base.name)
-            .field("factories", &self.factories.len())
+            .field("factories", &self.factories)
             .field("module_dir", &self.module_dir)
             .finish()
     }
@@ -241,9 +243,7 @@ impl Registry {
             {
                 continue;
             }
-            let refs: Vec<&dyn PluginFactory> =
-                self.backends.factories.iter().map(AsRef::as_ref).collect();
-            match profile::build_profile(&doc, &self.backends.base, &refs) {
+            match profile::build_profile(&doc, &self.backends.base, &self.backends.factories) {
                 Ok(p) => {
                     built.insert(
                         o.name.clone(),
