@@ -9,7 +9,9 @@ use flotilla_api::policy::{
 };
 use flotilla_core::PluginError;
 use flotilla_core::expression;
-use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Plugin, Verdict};
+use flotilla_core::framework::{
+    BindingContext, FilterInput, FilterPlugin, Plugin, Reason, Verdict,
+};
 use flotilla_core::selector::{cluster_matches, cluster_matches_inline};
 
 use crate::memo::{KeyHash, RowMemo};
@@ -166,11 +168,55 @@ pub fn taint_text(t: &Taint) -> String {
 fn taint_verdict(taint: Option<&Taint>) -> Verdict {
     match taint {
         None => Verdict::Fit,
-        Some(t) => Verdict::unschedulable(format!(
-            "cluster(s) had untolerated taint {{{}}}",
-            taint_text(t)
-        )),
+        Some(t) => Verdict::Unschedulable(taint_reason(t)),
     }
+}
+
+/// `cluster(s) had untolerated taint {…}` for `t`. The texts of the first 4,096 distinct taints
+/// (key, value, effect) are kept for the process, so a tainted cluster costs a lookup per
+/// binding, not a formatted string; later taints are formatted each time.
+fn taint_reason(t: &Taint) -> Reason {
+    use std::collections::HashMap;
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    use std::sync::{OnceLock, PoisonError, RwLock};
+    type Entry = (String, String, String, &'static str);
+    type Table = RwLock<(usize, HashMap<u64, Vec<Entry>>)>;
+    const MAX_ENTRIES: usize = 4096;
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    let table = TABLE.get_or_init(Default::default);
+    let mut h = DefaultHasher::new();
+    (&t.key, &t.value, &t.effect).hash(&mut h);
+    let hash = h.finish();
+    let find = |entries: Option<&Vec<Entry>>| {
+        entries
+            .into_iter()
+            .flatten()
+            .find(|e| e.0 == t.key && e.1 == t.value && e.2 == t.effect)
+            .map(|e| e.3)
+    };
+    if let Some(s) = find(
+        table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .get(&hash),
+    ) {
+        return Reason::Borrowed(s);
+    }
+    let text = format!("cluster(s) had untolerated taint {{{}}}", taint_text(t));
+    let mut w = table.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(s) = find(w.1.get(&hash)) {
+        return Reason::Borrowed(s);
+    }
+    if w.0 >= MAX_ENTRIES {
+        return Reason::Owned(text);
+    }
+    let s: &'static str = Box::leak(text.into_boxed_str());
+    w.0 += 1;
+    w.1.entry(hash)
+        .or_default()
+        .push((t.key.clone(), t.value.clone(), t.effect.clone(), s));
+    Reason::Borrowed(s)
 }
 
 impl FilterPlugin for TaintToleration {

@@ -12,9 +12,17 @@
 //! inputs. Environment: `FLOTILLA_BENCH_CLUSTERS` (default 1000), `FLOTILLA_BENCH_BINDINGS`
 //! (default 2000), `FLOTILLA_BENCH_SECONDS` (Karmada's measuring time, default 3),
 //! `KARMADA_DIFF_BIN` (a prebuilt oracle; otherwise `go build` runs).
+//!
+//! With `FLOTILLA_BENCH_WASM=1` (needs Debian's rustc-web toolchain, see sdk/ABI.md) the same
+//! bindings are then scheduled a second time, under new names, by a `SchedulerProfile` whose
+//! `ClusterAffinity` filter and `StaticWeight` assigner are the Wasm builds of the built-ins
+//! (plugins/wasm, loaded through `WasmPlugin` objects as a user would): equal work through the
+//! scheduler controller, native vs Wasm, in one process.
 
 #[path = "../tests/diffsupport/mod.rs"]
 mod diffsupport;
+#[path = "../../engine/wasm/tests/common/guests.rs"]
+mod guests;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -94,12 +102,19 @@ fn main() {
         .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
 
-    let (live, specs, clusters) = rt.block_on(async {
+    let (live, specs, clusters, wasm) = rt.block_on(async {
         let store = Store::open(&dir.path().join("store")).expect("store opens");
         let server = ApiServer::new(store, ServerOptions::default());
+        let mut settings = Settings::default();
+        settings.backends.factories = flotilla_core::profile::Factories::new([
+            Arc::new(flotilla_plugins::BuiltinFactory)
+                as Arc<dyn flotilla_core::profile::PluginFactory>,
+            Arc::new(flotilla_wasm::WasmFactory::new()),
+        ]);
+        settings.backends.module_dir = Some(dir.path().join("modules"));
         let opts = Embedded {
             members: 0,
-            settings: Settings::default(),
+            settings,
             ..Default::default()
         };
         let running = flotilla_controller::start_embedded(server.router(), opts)
@@ -176,6 +191,18 @@ fn main() {
         let cpu = ctx.metrics.scheduling_cpu.micros() - cpu0;
         let outcomes = ["scheduled", "unschedulable", "error"]
             .map(|r| (r, ctx.metrics.scheduling_results_of(r)));
+        let index = |n: &str| {
+            n.strip_prefix("app-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|i| i.parse::<u64>().ok())
+        };
+        for (n, what) in failures(&c, |n| index(n).is_some_and(|i| i < bindings))
+            .await
+            .iter()
+            .take(6)
+        {
+            println!("  not scheduled (native profile): {n} × {what}");
+        }
 
         // The live bindings, as Karmada's scheduler gets them.
         let rbs = api(&c, "work.karmada.io/v1alpha2", "ResourceBinding", None)
@@ -201,7 +228,17 @@ fn main() {
             .iter()
             .map(|o| serde_json::to_value(o).expect("json"))
             .collect();
-        ((wall, created, count, micros, cpu, outcomes), specs, stored)
+        let wasm = if env_or("FLOTILLA_BENCH_WASM", 0u8) == 1 {
+            Some(wasm_phase(&c, &ctx, &workloads, bindings).await)
+        } else {
+            None
+        };
+        (
+            (wall, created, count, micros, cpu, outcomes),
+            specs,
+            stored,
+            wasm,
+        )
     });
     let (wall, created, count, micros, cpu, outcomes) = live;
 
@@ -264,4 +301,177 @@ fn main() {
         "  ratio (Karmada / flotilla live CPU per binding): {:.1}×",
         karmada_ns / 1000.0 / cpu_us
     );
+    if let Some((n, wasm_cpu_us, wasm_outcomes)) = wasm {
+        println!(
+            "  the same bindings again with the Wasm ClusterAffinity and StaticWeight (profile wasm-builtins): {wasm_cpu_us:.1} µs CPU per decision over {n} decisions; outcomes {wasm_outcomes:?}"
+        );
+        println!(
+            "  Wasm / native CPU per decision through the scheduler controller: {:.2}×",
+            wasm_cpu_us / cpu_us
+        );
+    }
+}
+
+/// The built-ins' Wasm builds as `WasmPlugin` objects and a profile using them in place of the
+/// native `ClusterAffinity` and `StaticWeight`; then the same workloads under new names with that
+/// profile. Returns the decisions counted, their CPU time per decision (µs) and the outcomes.
+async fn wasm_phase(
+    c: &Client,
+    ctx: &flotilla_controller::Context,
+    workloads: &[Value],
+    bindings: u64,
+) -> (u64, f64, [(&'static str, u64); 3]) {
+    let dir = guests::built().expect("the Wasm built-ins (Debian rustc-web toolchain)");
+    let module = |file: &str| json!({"path": dir.join(file).display().to_string()});
+    let plugins = vec![
+        json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "cluster-affinity"},
+               "spec": {"module": module("flotilla_wasm_cluster_affinity.wasm")}}),
+        json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "static-weight"},
+               "spec": {"module": module("flotilla_wasm_static_weight.wasm")}}),
+        json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "wasm-builtins"},
+        "spec": {
+            "filters": [{"name": "APIEnablement"}, {"name": "TaintToleration"},
+                        {"name": "ClusterAffinity", "wasm": {"plugin": "cluster-affinity"}},
+                        {"name": "SpreadConstraint"}, {"name": "ClusterEviction"}],
+            "assigners": [{"name": "Duplicated"},
+                          {"name": "StaticWeight", "wasm": {"plugin": "static-weight"}},
+                          {"name": "DynamicWeight"}, {"name": "Aggregated"}],
+        }}),
+    ];
+    apply_all(c, plugins).await;
+    let profiles = api(c, "flotilla.dev/v1alpha1", "SchedulerProfile", None);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let p = profiles.get("wasm-builtins").await.expect("get profile");
+        if p.data.pointer("/status/conditions/0/status") == Some(&json!("True")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "profile wasm-builtins not Ready: {:?}",
+            p.data.get("status")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let decided = |ctx: &flotilla_controller::Context| {
+        ["scheduled", "unschedulable", "error"]
+            .iter()
+            .map(|r| ctx.metrics.scheduling_results_of(r))
+            .sum::<u64>()
+    };
+    let outcomes = |ctx: &flotilla_controller::Context| {
+        ["scheduled", "unschedulable", "error"].map(|r| (r, ctx.metrics.scheduling_results_of(r)))
+    };
+    let before_outcomes = outcomes(ctx);
+    let offset = bindings;
+    apply_all(
+        c,
+        workloads
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let mut p = scenarios::propagation_policy(offset + i as u64, &w["placement"]);
+                p["spec"]["schedulerName"] = json!("wasm-builtins");
+                p
+            })
+            .collect(),
+    )
+    .await;
+    let before = decided(ctx);
+    let (count0, cpu0) = (
+        ctx.metrics.scheduling.count(),
+        ctx.metrics.scheduling_cpu.micros(),
+    );
+    let started = Instant::now();
+    apply_all(
+        c,
+        workloads
+            .iter()
+            .enumerate()
+            .map(|(i, w)| scenarios::deployment(offset + i as u64, w, json!({})))
+            .collect(),
+    )
+    .await;
+    // Every binding of this phase decided (profile changes also re-trigger earlier bindings, so
+    // the decision counter alone does not tell).
+    let index = |n: &str| {
+        n.strip_prefix("app-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|i| i.parse::<u64>().ok())
+    };
+    let rbs = api(c, "work.karmada.io/v1alpha2", "ResourceBinding", None);
+    loop {
+        let decided_here = if decided(ctx) - before < bindings {
+            0
+        } else {
+            rbs.list(&Default::default())
+                .await
+                .expect("list")
+                .items
+                .iter()
+                .filter(|rb| {
+                    index(rb.metadata.name.as_deref().unwrap_or("")).is_some_and(|i| i >= offset)
+                })
+                .filter(|rb| {
+                    rb.data
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Scheduled"))
+                })
+                .count() as u64
+        };
+        if decided_here >= bindings {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "{decided_here} of {bindings} Wasm-profile bindings decided after 600 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (n, what) in failures(c, |n| index(n).is_some_and(|i| i >= offset))
+        .await
+        .iter()
+        .take(6)
+    {
+        println!("  not scheduled (wasm-builtins profile): {n} × {what}");
+    }
+    let n = ctx.metrics.scheduling.count() - count0;
+    let cpu = ctx.metrics.scheduling_cpu.micros() - cpu0;
+    let after = outcomes(ctx);
+    let delta = [0, 1, 2].map(|k| (after[k].0, after[k].1 - before_outcomes[k].1));
+    (n, cpu as f64 / n.max(1) as f64, delta)
+}
+
+/// Scheduled=False bindings by reason and message (first 90 characters), most frequent first.
+async fn failures(c: &Client, names: impl Fn(&str) -> bool) -> Vec<(usize, String)> {
+    let rbs = api(c, "work.karmada.io/v1alpha2", "ResourceBinding", None)
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for rb in &rbs.items {
+        if !names(rb.metadata.name.as_deref().unwrap_or("")) {
+            continue;
+        }
+        let conds = rb
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array);
+        for cond in conds.into_iter().flatten() {
+            if cond["type"] == "Scheduled" && cond["status"] == "False" {
+                let msg: String = cond["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(90)
+                    .collect();
+                *by.entry(format!("{}: {msg}", cond["reason"].as_str().unwrap_or("")))
+                    .or_default() += 1;
+            }
+        }
+    }
+    let mut v: Vec<(usize, String)> = by.into_iter().map(|(k, n)| (n, k)).collect();
+    v.sort_by(|a, b| b.cmp(a));
+    v
 }

@@ -329,20 +329,21 @@ pub fn evict_tainted(
     clusters: &[Cluster],
     now: i64,
 ) -> (Vec<String>, Option<i64>) {
-    // The applied placement is parsed only for a target with a NoExecute taint (rare), and
-    // targets are found by binary search when `clusters` is sorted by name (a snapshot's are).
+    evict_tainted_with(
+        binding,
+        |name| clusters.iter().find(|c| c.name() == name),
+        now,
+    )
+}
+
+/// [`evict_tainted`] with the clusters found by `find` (a snapshot's binary search).
+pub fn evict_tainted_with<'c>(
+    binding: &mut ResourceBinding,
+    find: impl Fn(&str) -> Option<&'c Cluster>,
+    now: i64,
+) -> (Vec<String>, Option<i64>) {
+    // The applied placement is parsed only for a target with a NoExecute taint (rare).
     let mut tolerations: Option<Vec<Toleration>> = None;
-    let sorted = clusters.is_sorted_by(|a, b| a.name() <= b.name());
-    let find = |name: &str| {
-        if sorted {
-            clusters
-                .binary_search_by(|c| c.name().cmp(name))
-                .ok()
-                .map(|i| &clusters[i])
-        } else {
-            clusters.iter().find(|c| c.name() == name)
-        }
-    };
     let mut evicted = Vec::new();
     let mut next: Option<i64> = None;
     let mut due: Vec<String> = Vec::new();

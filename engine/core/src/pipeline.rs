@@ -203,7 +203,7 @@ pub fn decide(
     );
     let mut due: Option<i64> = None;
     if snapshot.options.taint_eviction {
-        let (evicted, next) = failover::evict_tainted(rb, &snapshot.clusters, now_secs);
+        let (evicted, next) = failover::evict_tainted_with(rb, |n| snapshot.cluster(n), now_secs);
         d.taint_evicted = evicted;
         due = next.map(|s| s.saturating_mul(1000));
     }

@@ -617,7 +617,8 @@ pub fn needs_scheduling(
     let spec = &binding.spec;
     let empty_status = ResourceBindingStatus::default();
     let status = binding.status.as_ref().unwrap_or(&empty_status);
-    let placement = spec.placement.clone().unwrap_or_default();
+    let empty = Placement::default();
+    let placement = spec.placement.as_ref().unwrap_or(&empty);
     let applied: Option<Placement> = binding
         .metadata
         .annotations
@@ -640,7 +641,7 @@ pub fn needs_scheduling(
                                 .find(|t| &t.affinity_name == name)
                                 .cloned()
                         };
-                        name.is_empty() || find(a).is_none() || find(a) != find(&placement)
+                        name.is_empty() || find(a).is_none() || find(a) != find(placement)
                     }
         }
     };

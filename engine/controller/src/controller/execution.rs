@@ -19,14 +19,17 @@ use crate::{Context, Error, Members, api_resource};
 /// The field manager of writes into members.
 pub const MANAGER: &str = "flotilla-execution-controller";
 
+/// The string at JSON pointer `p` of `manifest` ("" when absent or not a string).
+fn text_at(manifest: &Value, p: &str) -> String {
+    manifest
+        .pointer(p)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
 fn member_api(client: &kube::Client, manifest: &Value) -> (Api<DynamicObject>, String) {
-    let s = |p: &str| {
-        manifest
-            .pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
+    let s = |p: &str| text_at(manifest, p);
     let res = api_resource(&s("/apiVersion"), &s("/kind"));
     let ns = s("/metadata/namespace");
     let api = if ns.is_empty() {
@@ -221,13 +224,7 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
 
 /// A `manifestStatuses` entry for the applied member object.
 fn manifest_status(ordinal: usize, manifest: &Value, applied: &DynamicObject) -> Value {
-    let s = |p: &str| {
-        manifest
-            .pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
+    let s = |p: &str| text_at(manifest, p);
     let api_version = s("/apiVersion");
     let (group, version) = api_version
         .split_once('/')

@@ -675,8 +675,13 @@ async fn round(
 async fn report(ctx: &Context, cluster: &Cluster, obs: &Observation, thresholds: &mut Thresholds) {
     let name = cluster.name();
     let ready = thresholds.adjust(name, obs.ready(), ready_condition(cluster), &ctx.settings);
-    // The Lease first, as Karmada starts a cluster's lease renewal before updating its status: a
-    // cluster reported Ready already has its Lease.
+    publish(ctx, name, ready.as_ref(), obs.collected.as_ref()).await;
+}
+
+/// Renew the cluster's Lease, then write its status. The Lease first, as Karmada starts a
+/// cluster's lease renewal before updating its status: a cluster reported Ready already has its
+/// Lease. Failures are logged; the next round retries.
+async fn publish(ctx: &Context, name: &str, ready: Option<&Ready>, collected: Option<&Collected>) {
     if let Err(e) = renew_lease(
         &ctx.client,
         name,
@@ -687,7 +692,7 @@ async fn report(ctx: &Context, cluster: &Cluster, obs: &Observation, thresholds:
     {
         tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
     }
-    if let Err(e) = write_status(&ctx.client, name, ready.as_ref(), obs.collected.as_ref()).await {
+    if let Err(e) = write_status(&ctx.client, name, ready, collected).await {
         tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
     }
 }
@@ -715,19 +720,7 @@ async fn fail_collection(
         reason::COLLECTION_FAILED,
         format!("failed to create a client for the member: {err}"),
     );
-    if let Err(e) = write_status(&ctx.client, name, Some(&ready), None).await {
-        tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
-    }
-    if let Err(e) = renew_lease(
-        &ctx.client,
-        name,
-        MANAGER,
-        ctx.settings.cluster_monitor_grace_period,
-    )
-    .await
-    {
-        tracing::warn!(cluster = %name, error = %e, "renewing the cluster lease failed");
-    }
+    publish(ctx, name, Some(&ready), None).await;
 }
 
 /// The lease monitor's memory of one cluster: the last renewTime seen and when it was seen.

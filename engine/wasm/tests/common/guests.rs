@@ -26,7 +26,12 @@ fn build() -> Option<PathBuf> {
         );
         return None;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/wasm");
+    // The workspace's plugins/wasm, from whichever crate includes this file.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("plugins/wasm"))
+        .find(|d| d.join("build.sh").exists())
+        .expect("plugins/wasm/build.sh above the crate");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wasm-guests");
     let out = Command::new(root.join("build.sh"))
         .env("CARGO_TARGET_DIR", &target)
