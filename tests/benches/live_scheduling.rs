@@ -139,6 +139,10 @@ fn main() {
             .map(|c| c["metadata"]["name"].as_str().unwrap_or("").to_owned())
             .collect();
         apply_all(&c, clusters.clone()).await;
+        let with_wasm = env_or("FLOTILLA_BENCH_WASM", 0u8) == 1;
+        if with_wasm {
+            wasm_setup(&c).await;
+        }
         // The cluster controller's taint writes settle before any binding.
         tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -228,7 +232,7 @@ fn main() {
             .iter()
             .map(|o| serde_json::to_value(o).expect("json"))
             .collect();
-        let wasm = if env_or("FLOTILLA_BENCH_WASM", 0u8) == 1 {
+        let wasm = if with_wasm {
             Some(wasm_phase(&c, &ctx, &workloads, bindings).await)
         } else {
             None
@@ -312,15 +316,10 @@ fn main() {
     }
 }
 
-/// The built-ins' Wasm builds as `WasmPlugin` objects and a profile using them in place of the
-/// native `ClusterAffinity` and `StaticWeight`; then the same workloads under new names with that
-/// profile. Returns the decisions counted, their CPU time per decision (µs) and the outcomes.
-async fn wasm_phase(
-    c: &Client,
-    ctx: &flotilla_controller::Context,
-    workloads: &[Value],
-    bindings: u64,
-) -> (u64, f64, [(&'static str, u64); 3]) {
+/// The built-ins' Wasm builds as `WasmPlugin` objects and a profile `wasm-builtins` using them in
+/// place of the native `ClusterAffinity` and `StaticWeight`, Ready before any binding exists (a
+/// profile change re-triggers scheduling, which would mix the two runs).
+async fn wasm_setup(c: &Client) {
     let dir = guests::built().expect("the Wasm built-ins (Debian rustc-web toolchain)");
     let module = |file: &str| json!({"path": dir.join(file).display().to_string()});
     let plugins = vec![
@@ -353,6 +352,16 @@ async fn wasm_phase(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The same workloads under new names with the `wasm-builtins` profile. Returns the decisions
+/// counted, their CPU time per decision (µs) and the outcomes.
+async fn wasm_phase(
+    c: &Client,
+    ctx: &flotilla_controller::Context,
+    workloads: &[Value],
+    bindings: u64,
+) -> (u64, f64, [(&'static str, u64); 3]) {
     let decided = |ctx: &flotilla_controller::Context| {
         ["scheduled", "unschedulable", "error"]
             .iter()
