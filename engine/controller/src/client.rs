@@ -483,6 +483,28 @@ impl Members {
     }
 }
 
+/// Check that `name` can name a Cluster: a DNS-1123 label of at most 48 characters.
+///
+/// # Errors
+/// [`MemberError::Invalid`] naming what is wrong.
+pub fn validate_cluster_name(name: &str) -> Result<(), MemberError> {
+    let ok = !name.is_empty()
+        && name.len() <= 48
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(MemberError::Invalid {
+            what: format!("cluster name {name:?}"),
+            message: "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with an alphanumeric) of at most 48 characters".into(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

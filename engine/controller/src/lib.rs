@@ -22,6 +22,7 @@
 
 pub mod agent;
 pub mod client;
+pub mod clock;
 pub mod controller;
 pub mod leader;
 pub mod members;

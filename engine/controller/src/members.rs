@@ -110,21 +110,7 @@ pub async fn register_all(
     Ok(())
 }
 
-/// Seconds since the epoch.
-pub fn now_epoch() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// Now, in epoch milliseconds (for durations shorter than a few seconds).
-pub fn now_epoch_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+pub use crate::clock::{now_epoch, now_epoch_millis};
 
 /// What [`join`] registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,7 +140,7 @@ pub async fn join(
     context: Option<&str>,
 ) -> Result<Joined, Error> {
     use crate::client::MemberError;
-    crate::agent::validate_cluster_name(name)?;
+    crate::client::validate_cluster_name(name)?;
     let what = format!("member kubeconfig of cluster {name}");
     let config = crate::client::config_from_kubeconfig(member_kubeconfig, context, &what).await?;
     let endpoint = config

@@ -57,7 +57,7 @@ pub fn desired_taints(cluster: &Cluster, now: &str) -> Vec<Taint> {
 /// Fails when the write fails.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let cluster: Cluster = typed(&obj)?;
-    let now = flotilla_core::time::format_rfc3339(crate::members::now_epoch());
+    let now = flotilla_core::time::format_rfc3339(crate::clock::now_epoch());
     let taints = desired_taints(&cluster, &now);
     if taints != cluster.spec.taints {
         let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ctx.clusters.resource);

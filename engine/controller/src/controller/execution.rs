@@ -302,7 +302,7 @@ async fn write_status(
             c.get("lastTransitionTime").cloned().unwrap_or(Value::Null)
         }
         _ => Value::from(flotilla_core::time::format_rfc3339(
-            crate::members::now_epoch(),
+            crate::clock::now_epoch(),
         )),
     };
     let mut s = json!({"conditions": [{"type": "Applied", "status": status, "reason": reason, "message": message, "lastTransitionTime": time}]});

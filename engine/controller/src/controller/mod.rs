@@ -4,6 +4,7 @@ pub mod binding;
 pub mod cluster;
 pub mod detector;
 pub mod execution;
+pub mod metrics;
 pub mod objects;
 pub mod plugins;
 pub mod scheduler;
@@ -11,7 +12,6 @@ pub mod simulator;
 pub mod status;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::{Cached, Change, Context, Error, Subscription, Topic};
@@ -21,208 +21,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 
-/// Upper bounds (seconds) of the latency histogram buckets.
-pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
-
-/// A latency histogram with fixed [`BUCKETS`] (counts per bucket, not cumulative) and a sum.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    count: AtomicU64,
-    micros: AtomicU64,
-}
-
-impl Histogram {
-    /// Record one observation.
-    pub fn observe(&self, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64();
-        let i = BUCKETS
-            .iter()
-            .position(|b| secs <= *b)
-            .unwrap_or(BUCKETS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.micros.fetch_add(
-            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    /// The sum of the observations, in microseconds.
-    pub fn micros(&self) -> u64 {
-        self.micros.load(Ordering::Relaxed)
-    }
-
-    fn render(&self, name: &str, labels: &str, out: &mut String) {
-        use std::fmt::Write as _;
-        let sep = if labels.is_empty() { "" } else { "," };
-        let mut cumulative = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cumulative += self.buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
-        }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
-            self.count()
-        );
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(
-            out,
-            "{name}_sum{braces} {}",
-            self.micros.load(Ordering::Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count{braces} {}", self.count());
-    }
-}
-
-/// Reconcile and scheduling metrics.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// Reconciles, by controller index (see [`NAMES`]).
-    pub reconciles: [AtomicU64; NAMES.len()],
-    /// Failed reconciles.
-    pub errors: [AtomicU64; NAMES.len()],
-    /// Reconcile durations.
-    pub durations: [Histogram; NAMES.len()],
-    /// Scheduling latency: the pipeline's decision for one binding, wall time.
-    pub scheduling: Histogram,
-    /// The same decisions' CPU time (the deciding thread's).
-    pub scheduling_cpu: Histogram,
-    /// Scheduling attempts by result (see [`RESULTS`]).
-    pub scheduling_results: [AtomicU64; RESULTS.len()],
-}
-
-/// Scheduling results, as indexed in [`Metrics::scheduling_results`].
-pub const RESULTS: [&str; 3] = ["scheduled", "unschedulable", "error"];
-
-/// The controllers, each with its own metrics and backoff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Id {
-    /// Templates → bindings.
-    Detector,
-    /// Bindings → target clusters.
-    Scheduler,
-    /// Bindings → Works, status aggregation.
-    Binding,
-    /// Works → member objects.
-    Execution,
-    /// Simulated members' workload status.
-    Simulator,
-    /// Cluster taints.
-    Cluster,
-}
-
-/// Controller names, as [`Id`]s index [`Metrics`].
-pub const NAMES: [&str; 6] = [
-    "detector",
-    "scheduler",
-    "binding",
-    "execution",
-    "simulator",
-    "cluster",
-];
-
-impl Id {
-    /// The metrics label.
-    pub fn name(self) -> &'static str {
-        NAMES[self as usize]
-    }
-}
-
-impl Metrics {
-    /// Count one scheduling decision: its wall time and, where the platform tells, its CPU time.
-    pub fn record_scheduling(&self, elapsed: Duration, cpu: Option<Duration>) {
-        self.scheduling.observe(elapsed);
-        if let Some(cpu) = cpu {
-            self.scheduling_cpu.observe(cpu);
-        }
-    }
-
-    /// Count one scheduling attempt's result (index into [`RESULTS`]).
-    pub fn record_scheduling_result(&self, which: usize) {
-        self.scheduling_results[which.min(RESULTS.len() - 1)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Scheduling attempts that ended with `result` (`scheduled`, `unschedulable`, `error`).
-    pub fn scheduling_results_of(&self, result: &str) -> u64 {
-        RESULTS
-            .iter()
-            .position(|r| *r == result)
-            .map_or(0, |i| self.scheduling_results[i].load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn record(&self, which: Id, elapsed: Duration, ok: bool) {
-        let i = which as usize;
-        self.reconciles[i].fetch_add(1, Ordering::Relaxed);
-        if !ok {
-            self.errors[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.durations[i].observe(elapsed);
-    }
-
-    /// Reconciles of controller `name` so far.
-    pub fn reconciles_of(&self, name: &str) -> u64 {
-        NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map_or(0, |i| self.reconciles[i].load(Ordering::Relaxed))
-    }
-
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        out.push_str("# HELP flotilla_reconcile_total Reconciles per controller.\n# TYPE flotilla_reconcile_total counter\n");
-        for (i, n) in NAMES.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "flotilla_reconcile_total{{controller=\"{n}\"}} {}",
-                self.reconciles[i].load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP flotilla_reconcile_errors_total Failed reconciles per controller.\n# TYPE flotilla_reconcile_errors_total counter\n");
-        for (i, n) in NAMES.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "flotilla_reconcile_errors_total{{controller=\"{n}\"}} {}",
-                self.errors[i].load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP flotilla_reconcile_duration_seconds Reconcile duration per controller.\n# TYPE flotilla_reconcile_duration_seconds histogram\n");
-        for (i, n) in NAMES.iter().enumerate() {
-            self.durations[i].render(
-                "flotilla_reconcile_duration_seconds",
-                &format!("controller=\"{n}\""),
-                &mut out,
-            );
-        }
-        out.push_str("# HELP flotilla_scheduling_duration_seconds Scheduler core latency per binding.\n# TYPE flotilla_scheduling_duration_seconds histogram\n");
-        self.scheduling
-            .render("flotilla_scheduling_duration_seconds", "", &mut out);
-        out.push_str("# HELP flotilla_scheduling_cpu_seconds Scheduler CPU time per binding.\n# TYPE flotilla_scheduling_cpu_seconds histogram\n");
-        self.scheduling_cpu
-            .render("flotilla_scheduling_cpu_seconds", "", &mut out);
-        out.push_str("# HELP flotilla_scheduling_attempts_total Scheduling attempts by result.\n# TYPE flotilla_scheduling_attempts_total counter\n");
-        for (i, r) in RESULTS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "flotilla_scheduling_attempts_total{{result=\"{r}\"}} {}",
-                self.scheduling_results[i].load(Ordering::Relaxed)
-            );
-        }
-        out
-    }
-}
+pub use metrics::{BUCKETS, Histogram, Id, Metrics, NAMES, RESULTS};
 
 /// Serve `GET /metrics` (Prometheus text) for `ctx` on `listener` until the task is aborted.
 pub fn serve_metrics(

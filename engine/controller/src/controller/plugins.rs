@@ -37,7 +37,7 @@ use sha2::Digest as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
-use super::Histogram;
+use super::metrics::Histogram;
 use crate::{Cached, Context, Topic};
 
 /// API version of the plugin kinds.
@@ -670,7 +670,7 @@ fn condition(
         .and_then(|c| c.get("lastTransitionTime").cloned())
         .unwrap_or_else(|| {
             json!(flotilla_core::time::format_rfc3339(
-                crate::members::now_epoch()
+                crate::clock::now_epoch()
             ))
         });
     json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since, "observedGeneration": generation})

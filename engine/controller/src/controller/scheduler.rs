@@ -60,7 +60,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .remove(&key)
         .unwrap_or_default();
     let clock = Clock {
-        now_ms: crate::members::now_epoch_millis(),
+        now_ms: crate::clock::now_epoch_millis(),
     };
     let before = rb.clone();
     // The CPU-heavy part off the async workers, at most one decision per core at a time (as

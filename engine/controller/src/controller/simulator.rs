@@ -112,8 +112,10 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(Action::await_change()),
         Err(e) => Err(e.into()),
     };
-    m.ctx
-        .metrics
-        .record(super::Id::Simulator, started.elapsed(), res.is_ok());
+    m.ctx.metrics.record(
+        super::metrics::Id::Simulator,
+        started.elapsed(),
+        res.is_ok(),
+    );
     res
 }

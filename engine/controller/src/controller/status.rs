@@ -446,7 +446,7 @@ pub async fn write_status(
                 c.get("lastTransitionTime").cloned().unwrap_or(Value::Null)
             }
             _ => Value::from(flotilla_core::time::format_rfc3339(
-                crate::members::now_epoch(),
+                crate::clock::now_epoch(),
             )),
         };
         let cond = json!({"type": "Ready", "status": r.status, "reason": r.reason, "message": r.message, "lastTransitionTime": time});
