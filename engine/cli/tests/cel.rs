@@ -24,7 +24,8 @@ fn text(b: &[u8]) -> String {
 }
 
 fn scenario(name: &str, files: &[(&str, String)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flotilla-cel-{name}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flotilla-cel-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir");
     for (f, t) in files {

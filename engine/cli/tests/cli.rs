@@ -32,7 +32,8 @@ fn stderr(o: &Output) -> String {
 
 /// A fresh directory with the given files.
 fn scenario(name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flotilla-cli-{name}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flotilla-cli-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir");
     for (f, text) in files {

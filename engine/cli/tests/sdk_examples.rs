@@ -75,7 +75,8 @@ fn check(what: &str, out: Output) {
 /// A scratch directory for one example: the built module and a copy of its profile (whose relative
 /// `wasm.path` then resolves to the module built here, not to anything in the source tree).
 fn scratch(example: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flotilla-sdk-{example}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flotilla-sdk-{example}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir scratch");
     std::fs::copy(

@@ -34,7 +34,8 @@ fn testdata(f: &str) -> String {
 }
 
 fn profile(name: &str, body: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flotilla-wasm-cli-{name}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flotilla-wasm-cli-{name}"));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let path = dir.join("profile.yaml");
     std::fs::write(&path, format!("apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata: {{name: default-scheduler}}\nspec:\n{body}")).expect("write");
@@ -158,7 +159,7 @@ fn plugin_inspect_test_and_new() {
         "{s}"
     );
 
-    let dir = std::env::temp_dir().join(format!("flotilla-plugin-new-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-plugin-new");
     let _ = std::fs::remove_dir_all(&dir);
     for lang in ["rust", "go", "c", "assemblyscript"] {
         let out = run(&[
