@@ -14,7 +14,7 @@ use flotilla_core::framework::{
 };
 use flotilla_core::selector::{cluster_matches, cluster_matches_inline};
 
-use crate::memo::{KeyHash, RowMemo};
+use crate::memo::RowMemo;
 
 /// Name of [`ApiEnablement`].
 pub const API_ENABLEMENT: &str = "APIEnablement";
@@ -93,21 +93,16 @@ impl FilterPlugin for MemoisedApiEnablement {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         let b = input.binding;
         let res = &b.spec.resource;
-        let slot = match (b.snapshot, input.rows) {
-            (Some(s), Some(rows)) if rows.len() == input.clusters.len() => {
-                let mut hash = KeyHash::default();
-                let _ = std::io::Write::write_all(&mut hash, res.api_version.as_bytes());
-                let _ = std::io::Write::write_all(&mut hash, b"\0");
-                let _ = std::io::Write::write_all(&mut hash, res.kind.as_bytes());
-                let is_key = |k: &(String, String)| k.0 == res.api_version && k.1 == res.kind;
-                self.memo
-                    .slot(&s, hash.finish(), is_key, || {
-                        (res.api_version.clone(), res.kind.clone())
-                    })
-                    .map(|slot| (s, rows, slot))
-            }
-            _ => None,
-        };
+        let slot = self.memo.filter_slot(
+            input,
+            |h| {
+                let _ = std::io::Write::write_all(h, res.api_version.as_bytes());
+                let _ = std::io::Write::write_all(h, b"\0");
+                let _ = std::io::Write::write_all(h, res.kind.as_bytes());
+            },
+            |k| k.0 == res.api_version && k.1 == res.kind,
+            || (res.api_version.clone(), res.kind.clone()),
+        );
         let Some((s, rows, slot)) = slot else {
             return ApiEnablement.filter(input, out);
         };
@@ -150,7 +145,12 @@ pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
 
 /// The first NoSchedule/NoExecute taint (list order) that no toleration tolerates.
 pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
-    taints.iter().find(|taint| {
+    first_untolerated_at(taints, tolerations).map(|i| &taints[i])
+}
+
+/// The position of [`first_untolerated`]'s taint in `taints`.
+fn first_untolerated_at(taints: &[Taint], tolerations: &[Toleration]) -> Option<usize> {
+    taints.iter().position(|taint| {
         (taint.effect == effect::NO_SCHEDULE || taint.effect == effect::NO_EXECUTE)
             && !tolerations.iter().any(|t| tolerates(t, taint))
     })
@@ -249,22 +249,15 @@ impl FilterPlugin for MemoisedTaintToleration {
     fn filter(&self, input: &FilterInput<'_>, out: &mut Vec<Verdict>) -> Result<(), PluginError> {
         let b = input.binding;
         let tolerations = &b.placement.cluster_tolerations;
-        let slot = match (b.snapshot, input.rows) {
-            (Some(s), Some(rows)) if rows.len() == input.clusters.len() => {
-                let mut hash = KeyHash::default();
-                // A failed write would leave a partial hash, still the same for equal keys.
-                let _ = serde_json::to_writer(&mut hash, tolerations);
-                self.memo
-                    .slot(
-                        &s,
-                        hash.finish(),
-                        |k| k == tolerations,
-                        || tolerations.clone(),
-                    )
-                    .map(|slot| (s, rows, slot))
-            }
-            _ => None,
-        };
+        let slot = self.memo.filter_slot(
+            input,
+            // A failed write would leave a partial hash, still the same for equal keys.
+            |h| {
+                let _ = serde_json::to_writer(h, tolerations);
+            },
+            |k| k == tolerations,
+            || tolerations.clone(),
+        );
         let Some((s, rows, slot)) = slot else {
             return TaintToleration.filter(input, out);
         };
@@ -274,13 +267,7 @@ impl FilterPlugin for MemoisedTaintToleration {
             }
             // -1: every taint tolerated; otherwise the untolerated taint's position.
             let at = slot.get(s.clusters, row, c, || {
-                first_untolerated(&c.spec.taints, tolerations).map_or(-1, |t| {
-                    c.spec
-                        .taints
-                        .iter()
-                        .position(|x| std::ptr::eq(x, t))
-                        .map_or(-1, |i| i as i64)
-                })
+                first_untolerated_at(&c.spec.taints, tolerations).map_or(-1, |i| i as i64)
             });
             taint_verdict(usize::try_from(at).ok().and_then(|i| c.spec.taints.get(i)))
         }));
@@ -399,24 +386,19 @@ impl FilterPlugin for MemoisedClusterAffinity {
             // Nothing to match: every cluster passes.
             (None, None) => return ClusterAffinity.filter(input, out),
         };
-        let memo = match (b.snapshot, input.rows) {
-            (Some(s), Some(rows))
-                if rows.len() == input.clusters.len()
-                    && !expression::has_cel(affinity_cel(key.0, key.1)) =>
-            {
-                let mut hash = KeyHash::default();
+        // Affinities with CEL selectors may read the template: evaluated every time.
+        let memo = if expression::has_cel(affinity_cel(key.0, key.1)) {
+            None
+        } else {
+            self.memo.filter_slot(
+                input,
                 // A failed write would leave a partial hash, still the same for equal keys.
-                let _ = serde_json::to_writer(&mut hash, &key);
-                let is_key = |k: &AffinityKey| {
-                    k.0.as_ref() == key.0 && k.1.as_ref() == key.1 && k.2 == key.2
-                };
-                self.memo
-                    .slot(&s, hash.finish(), is_key, || {
-                        (key.0.cloned(), key.1.cloned(), key.2)
-                    })
-                    .map(|slot| (s, rows, slot))
-            }
-            _ => None,
+                |h| {
+                    let _ = serde_json::to_writer(h, &key);
+                },
+                |k: &AffinityKey| k.0.as_ref() == key.0 && k.1.as_ref() == key.1 && k.2 == key.2,
+                || (key.0.cloned(), key.1.cloned(), key.2),
+            )
         };
         let Some((s, rows, slot)) = memo else {
             return ClusterAffinity.filter(input, out);

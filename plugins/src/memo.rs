@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use flotilla_api::cluster::Cluster;
-use flotilla_core::framework::ClusterSnapshot;
+use flotilla_core::framework::{ClusterSnapshot, FilterInput};
 
 /// Most distinct keys kept per generation; inserting one more starts over with an empty memo.
 pub(crate) const MAX_KEYS: usize = 512;
@@ -184,6 +184,33 @@ impl<K, C: Cell> RowMemo<K, C> {
             .push(Arc::clone(&slot));
         current.keys += 1;
         Some(slot)
+    }
+}
+
+/// A filter call's memo: the snapshot, the input's rows (one per cluster) and the key's slot.
+pub(crate) type FilterMemo<'i, K, C> = (ClusterSnapshot<'i>, &'i [u32], Arc<Slot<K, C>>);
+
+impl<K, C: Cell> RowMemo<K, C> {
+    /// A filter call's memo: the snapshot, the input's rows and the slot of the key `hash` writes
+    /// (see [`RowMemo::slot`]), when the binding has a snapshot and the input a row for each of
+    /// its clusters; `None` otherwise (the filter then computes without the memo).
+    pub(crate) fn filter_slot<'i>(
+        &self,
+        input: &FilterInput<'i>,
+        hash: impl FnOnce(&mut KeyHash),
+        is_key: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+    ) -> Option<FilterMemo<'i, K, C>> {
+        let (Some(snapshot), Some(rows)) = (input.binding.snapshot, input.rows) else {
+            return None;
+        };
+        if rows.len() != input.clusters.len() {
+            return None;
+        }
+        let mut h = KeyHash::default();
+        hash(&mut h);
+        let slot = self.slot(&snapshot, h.finish(), is_key, make)?;
+        Some((snapshot, rows, slot))
     }
 }
 

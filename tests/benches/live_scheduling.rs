@@ -158,12 +158,6 @@ fn main() {
                 .collect(),
         )
         .await;
-        let decided = |ctx: &flotilla_controller::Context| {
-            ["scheduled", "unschedulable", "error"]
-                .iter()
-                .map(|r| ctx.metrics.scheduling_results_of(r))
-                .sum::<u64>()
-        };
         let before = decided(&ctx);
         let (count0, micros0, cpu0) = (
             ctx.metrics.scheduling.count(),
@@ -193,13 +187,7 @@ fn main() {
         let count = ctx.metrics.scheduling.count() - count0;
         let micros = ctx.metrics.scheduling.micros() - micros0;
         let cpu = ctx.metrics.scheduling_cpu.micros() - cpu0;
-        let outcomes = ["scheduled", "unschedulable", "error"]
-            .map(|r| (r, ctx.metrics.scheduling_results_of(r)));
-        let index = |n: &str| {
-            n.strip_prefix("app-")
-                .and_then(|r| r.split('-').next())
-                .and_then(|i| i.parse::<u64>().ok())
-        };
+        let outcomes = outcomes(&ctx);
         for (n, what) in failures(&c, |n| index(n).is_some_and(|i| i < bindings))
             .await
             .iter()
@@ -362,15 +350,6 @@ async fn wasm_phase(
     workloads: &[Value],
     bindings: u64,
 ) -> (u64, f64, [(&'static str, u64); 3]) {
-    let decided = |ctx: &flotilla_controller::Context| {
-        ["scheduled", "unschedulable", "error"]
-            .iter()
-            .map(|r| ctx.metrics.scheduling_results_of(r))
-            .sum::<u64>()
-    };
-    let outcomes = |ctx: &flotilla_controller::Context| {
-        ["scheduled", "unschedulable", "error"].map(|r| (r, ctx.metrics.scheduling_results_of(r)))
-    };
     let before_outcomes = outcomes(ctx);
     let offset = bindings;
     apply_all(
@@ -403,11 +382,6 @@ async fn wasm_phase(
     .await;
     // Every binding of this phase decided (profile changes also re-trigger earlier bindings, so
     // the decision counter alone does not tell).
-    let index = |n: &str| {
-        n.strip_prefix("app-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|i| i.parse::<u64>().ok())
-    };
     let rbs = api(c, "work.karmada.io/v1alpha2", "ResourceBinding", None);
     loop {
         let decided_here = if decided(ctx) - before < bindings {
@@ -483,4 +457,22 @@ async fn failures(c: &Client, names: impl Fn(&str) -> bool) -> Vec<(usize, Strin
     let mut v: Vec<(usize, String)> = by.into_iter().map(|(k, n)| (n, k)).collect();
     v.sort_by(|a, b| b.cmp(a));
     v
+}
+
+/// Scheduling decisions so far (every result).
+fn decided(ctx: &flotilla_controller::Context) -> u64 {
+    outcomes(ctx).iter().map(|(_, n)| n).sum()
+}
+
+/// Scheduling decisions so far, by result.
+fn outcomes(ctx: &flotilla_controller::Context) -> [(&'static str, u64); 3] {
+    ["scheduled", "unschedulable", "error"].map(|r| (r, ctx.metrics.scheduling_results_of(r)))
+}
+
+/// The workload index of a binding named `app-<i>-deployment`.
+fn index(binding: &str) -> Option<u64> {
+    binding
+        .strip_prefix("app-")
+        .and_then(|r| r.split('-').next())
+        .and_then(|i| i.parse().ok())
 }

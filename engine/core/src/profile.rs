@@ -410,11 +410,6 @@ impl Factories {
         self.by_backend.get(&backend).map(AsRef::as_ref)
     }
 
-    /// The registered backends.
-    pub fn backends(&self) -> impl Iterator<Item = Backend> + '_ {
-        self.by_backend.keys().copied()
-    }
-
     /// Build `spec` for `point` with the factory of the backend it names.
     ///
     /// # Errors
