@@ -172,7 +172,7 @@ fn taint_verdict(taint: Option<&Taint>) -> Verdict {
     }
 }
 
-/// `cluster(s) had untolerated taint {…}` for `t`. The texts of the first 4,096 distinct taints
+/// `cluster(s) had untolerated taint {…}` for `t`. The texts (up to 512 bytes) of the first 4,096 distinct taints
 /// (key, value, effect) are kept for the process, so a tainted cluster costs a lookup per
 /// binding, not a formatted string; later taints are formatted each time.
 fn taint_reason(t: &Taint) -> Reason {
@@ -182,6 +182,7 @@ fn taint_reason(t: &Taint) -> Reason {
     type Entry = (String, String, String, &'static str);
     type Table = RwLock<(usize, HashMap<u64, Vec<Entry>>)>;
     const MAX_ENTRIES: usize = 4096;
+    const MAX_LEN: usize = 512;
     static TABLE: OnceLock<Table> = OnceLock::new();
     let table = TABLE.get_or_init(Default::default);
     let mut h = DefaultHasher::new();
@@ -204,6 +205,9 @@ fn taint_reason(t: &Taint) -> Reason {
         return Reason::Borrowed(s);
     }
     let text = format!("cluster(s) had untolerated taint {{{}}}", taint_text(t));
+    if text.len() > MAX_LEN {
+        return Reason::Owned(text);
+    }
     let mut w = table.write().unwrap_or_else(PoisonError::into_inner);
     if let Some(s) = find(w.1.get(&hash)) {
         return Reason::Borrowed(s);
