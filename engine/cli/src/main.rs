@@ -1,6 +1,7 @@
 //! The `flotilla` binary: offline planning (`plan`, `explain`, `validate`) and the control plane (`up`).
 
 mod cmd;
+mod logging;
 
 use clap::{Parser, Subcommand};
 
@@ -11,6 +12,9 @@ use clap::{Parser, Subcommand};
     about = "Karmada-compatible multi-cluster control plane with pluggable policy"
 )]
 struct Cli {
+    /// Log line format on standard error (the level comes from `RUST_LOG`, e.g. `RUST_LOG=debug`).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -37,6 +41,13 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Long-running commands report what they decide at info; offline commands only warn, so their
+    // standard error stays quiet unless asked.
+    let defaults = match cli.command {
+        Command::Up(_) | Command::Join(_) | Command::Agent(_) | Command::Controllers(_) => "info",
+        _ => "warn",
+    };
+    logging::init(cli.log_format, defaults);
     let result = match cli.command {
         Command::Plan(args) => cmd::plan::main(args),
         Command::Explain(args) => cmd::explain::main(args),
@@ -50,6 +61,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
+            tracing::debug!(error = format!("{err:#}"), "command failed");
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
         }

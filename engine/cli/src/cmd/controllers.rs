@@ -133,6 +133,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         cfg.identity, cfg.namespace, cfg.name, config.cluster_url
     );
     let retry = cfg.retry_period;
+    let identity = cfg.identity.clone();
     let mut leadership = leader::spawn(client.clone(), cfg)?;
     let mut standby = None;
     'election: loop {
@@ -147,7 +148,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             s.abort();
             let _ = s.await;
         }
-        println!("leading: starting the controllers");
+        tracing::info!(identity = %identity, "leading: starting the controllers");
         // Start, retrying while we lead (the API server may be briefly unavailable).
         let term = loop {
             let start = Term::start(&client, &config, &settings, metrics.as_ref());
@@ -155,12 +156,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 t = start => match t {
                     Ok(t) => break t,
                     Err(e) => {
-                        eprintln!("starting the controllers failed: {e:#}; retrying");
+                        tracing::warn!(error = format!("{e:#}"), "starting the controllers failed; retrying");
                         tokio::time::sleep(retry).await;
                     }
                 },
                 () = leadership.wait_for(false) => {
-                    println!("lost leadership before the controllers started");
+                    tracing::warn!("lost leadership before the controllers started");
                     continue 'election;
                 }
                 () = &mut shutdown => break 'election,
@@ -169,7 +170,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         tokio::select! {
             () = leadership.wait_for(false) => {
                 term.stop().await;
-                println!("lost leadership: controllers stopped; back to candidate");
+                tracing::warn!("lost leadership: controllers stopped; back to candidate");
             }
             () = &mut shutdown => {
                 term.stop().await;
@@ -179,7 +180,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     // The controllers are stopped; now give the Lease up so a standby takes over at once.
     leadership.release().await;
-    println!("stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 

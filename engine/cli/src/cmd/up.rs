@@ -163,7 +163,14 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             started.elapsed().as_millis(),
             kubeconfig_path.display()
         );
+        tracing::info!(
+            url = %running.url,
+            members,
+            ready_ms = started.elapsed().as_millis() as u64,
+            "control plane ready"
+        );
         wait_for_signal().await;
+        tracing::info!("signal received: stopping the controllers and the API server");
         drop(controllers);
         let _ = stop_tx.send(());
         let _ = running.task.await;
