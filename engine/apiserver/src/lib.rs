@@ -29,6 +29,7 @@
 
 pub mod admission;
 pub mod apply;
+mod decode;
 pub mod discovery;
 pub mod error;
 mod fs;
@@ -49,10 +50,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tower::ServiceExt as _;
+
 pub use admission::{Admission, AdmissionError};
 pub use error::ApiError;
-pub use server::{ApiServer, ServerOptions};
-pub use store::{Store, StoreError};
+pub use server::{ApiServer, ServerOptions, WatchStats};
+pub use store::{Store, StoreError, StoreOptions};
 
 /// A failure to start the server.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +103,11 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Defaults and validation run before objects are stored ([`admission`]); none by default.
     pub admission: Option<Arc<dyn Admission>>,
+    /// The store's tunables, among them the watch window ([`store::WATCH_WINDOW`]).
+    pub store: StoreOptions,
+    /// How long a watch whose client stopped reading is kept once its queue is full
+    /// ([`ServerOptions::watch_stall_timeout`]).
+    pub watch_stall_timeout: Duration,
 }
 
 impl Config {
@@ -114,6 +122,8 @@ impl Config {
             compact_interval: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(30),
             admission: None,
+            store: StoreOptions::default(),
+            watch_stall_timeout: server::WATCH_STALL_TIMEOUT,
         }
     }
 }
@@ -147,7 +157,7 @@ pub async fn start(
     // Owner-only, as the store and credentials inside are.
     fs::private_dir(&config.data_dir)
         .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
-    let store = Store::open(&config.data_dir.join("store"))?;
+    let store = Store::open_with(&config.data_dir.join("store"), &config.store)?;
     let creds = if config.tls {
         Some(tls::Credentials::load_or_create(
             &config.data_dir.join("pki"),
@@ -160,6 +170,7 @@ pub async fn start(
         anonymous: config.anonymous || creds.is_none(),
         bookmark_interval: config.bookmark_interval,
         admission: config.admission.clone(),
+        watch_stall_timeout: config.watch_stall_timeout,
     };
     let server = ApiServer::new(store.clone(), options);
     let listener = tokio::net::TcpListener::bind(config.addr)
@@ -216,19 +227,16 @@ pub async fn start(
 }
 
 /// Serve `router` on `listener` (TLS when `tls` is set) until `shutdown` resolves.
+///
+/// Each connection's requests carry a [`server::ConnectionCloser`], through which a watch whose
+/// client stopped reading closes the connection (and frees its buffers).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let Some(tls) = tls else {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await;
-        return;
-    };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -240,16 +248,36 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let router = router.clone();
+        let closer = server::ConnectionCloser::default();
+        let request_closer = closer.clone();
+        let router = router.clone().map_request(
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(request_closer.clone());
+                req
+            },
+        );
         tokio::spawn(async move {
-            let Ok(tls_stream) = acceptor.accept(stream).await else {
-                return;
-            };
-            let io = hyper_util::rt::TokioIo::new(tls_stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
+            let http = hyper::server::conn::http1::Builder::new();
+            match acceptor {
+                Some(acceptor) => {
+                    let Ok(tls_stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let io = hyper_util::rt::TokioIo::new(tls_stream);
+                    tokio::select! {
+                        _ = http.serve_connection(io, service) => {}
+                        () = closer.closed() => {}
+                    }
+                }
+                None => {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    tokio::select! {
+                        _ = http.serve_connection(io, service) => {}
+                        () = closer.closed() => {}
+                    }
+                }
+            }
         });
     }
 }

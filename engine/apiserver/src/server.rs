@@ -1,7 +1,7 @@
 //! The request pipeline: path parsing, CRUD, patch, apply, delete and watch over the store.
 
 use std::collections::HashSet;
-use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::admission::{Admission, Operation};
 use crate::apply::{self, ApplyRequest};
+use crate::decode::{self, FieldValidation};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::limits::{self, MAX_BODY};
@@ -53,7 +54,13 @@ pub struct ServerOptions {
     pub bookmark_interval: Duration,
     /// Defaults and validation run before objects are stored ([`crate::admission`]); none by default.
     pub admission: Option<Arc<dyn Admission>>,
+    /// How long a watch waits for its client to make room in a full queue
+    /// ([`WATCH_BUFFER_EVENTS`], [`WATCH_BUFFER_BYTES`]) before it closes the watch.
+    pub watch_stall_timeout: Duration,
 }
+
+/// The default [`ServerOptions::watch_stall_timeout`].
+pub const WATCH_STALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -62,6 +69,7 @@ impl Default for ServerOptions {
             anonymous: true,
             bookmark_interval: Duration::from_secs(30),
             admission: None,
+            watch_stall_timeout: WATCH_STALL_TIMEOUT,
         }
     }
 }
@@ -72,6 +80,7 @@ pub struct ApiServer {
     store: Store,
     options: ServerOptions,
     ready_clusters: Mutex<HashSet<String>>,
+    watch_counters: Arc<WatchCounters>,
 }
 
 /// Where a request is going.
@@ -139,8 +148,17 @@ fn json_response(code: StatusCode, v: &Value) -> Response {
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// A store failure as a `Status`: a full disk is 507 (the write was not stored and may be
+/// retried once space is freed); anything else is 500. Neither names a path.
 fn store_err(e: StoreError) -> ApiError {
-    ApiError::internal(format!("storage error: {e}"))
+    match e {
+        StoreError::StorageFull => ApiError::new(
+            507,
+            "InsufficientStorage",
+            "storage is full: the request was not stored; retry once space is freed",
+        ),
+        e => ApiError::internal(format!("storage error: {e}")),
+    }
 }
 
 fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -311,7 +329,20 @@ impl ApiServer {
             store,
             options,
             ready_clusters: Mutex::new(HashSet::new()),
+            watch_counters: Arc::default(),
         })
+    }
+
+    /// Counters of the watches: how many are open, what they have queued, how many were closed
+    /// because their client stopped reading.
+    pub fn watch_stats(&self) -> WatchStats {
+        let c = &self.watch_counters;
+        WatchStats {
+            open: c.open.load(Ordering::Acquire),
+            queued_events: c.queued_events.load(Ordering::Acquire),
+            queued_bytes: c.queued_bytes.load(Ordering::Acquire),
+            closed_stalled: c.stalled.load(Ordering::Acquire),
+        }
     }
 
     /// The underlying store.
@@ -460,9 +491,11 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_of(BODY_MEDIA_TYPES, &ct));
         }
         let headers = parts.headers;
-        match (parts.method, &target.name) {
+        let mut warnings = Vec::new();
+        let result = match (parts.method, &target.name) {
             (Method::GET, None) if query.flag("watch") => {
-                self.watch(&target, &query, &headers).await
+                self.watch(&target, &query, &headers, &parts.extensions)
+                    .await
             }
             (Method::GET, None) => self.list(&target, &query, &headers),
             (Method::GET, Some(name)) if query.flag("watch") => {
@@ -473,16 +506,26 @@ impl ApiServer {
                     name: None,
                     ..target
                 };
-                self.watch(&t, &q, &headers).await
+                self.watch(&t, &q, &headers, &parts.extensions).await
             }
             (Method::GET, Some(_)) => self.get(&target, &headers),
-            (Method::POST, None) => self.create(&target, &query, &body, &headers).await,
-            (Method::PUT, Some(_)) => self.update(&target, &query, &body, &headers).await,
-            (Method::PATCH, Some(_)) => self.patch(&target, &query, &body, &ct, &headers).await,
+            (Method::POST, None) => {
+                self.create(&target, &query, &body, &headers, &mut warnings)
+                    .await
+            }
+            (Method::PUT, Some(_)) => {
+                self.update(&target, &query, &body, &headers, &mut warnings)
+                    .await
+            }
+            (Method::PATCH, Some(_)) => {
+                self.patch(&target, &query, &body, &ct, &headers, &mut warnings)
+                    .await
+            }
             (Method::DELETE, Some(_)) => self.delete(&target, &query, &body, &headers).await,
             (Method::DELETE, None) => self.delete_collection(&target, &query).await,
             _ => Err(ApiError::method_not_allowed()),
-        }
+        };
+        Ok(with_warnings(result, &warnings))
     }
 
     async fn ensure_cluster(&self, cluster: &str) -> Result<(), ApiError> {
@@ -678,23 +721,36 @@ impl ApiServer {
         ))
     }
 
-    fn decode_body(body: &Bytes) -> Result<Value, ApiError> {
+    /// Decode an object body (JSON, else YAML) and apply `fieldValidation` to its duplicate
+    /// fields (`options` names the options kind in errors: `CreateOptions`, `UpdateOptions`).
+    fn decode_body(
+        t: &Target,
+        q: &Query,
+        options: &str,
+        body: &Bytes,
+        warnings: &mut Vec<String>,
+    ) -> Result<Value, ApiError> {
+        let validation = FieldValidation::parse(q.get("fieldValidation"), options)?;
         if body.is_empty() {
             return Err(ApiError::bad_request("the request body is empty"));
         }
-        let obj = match serde_json::from_slice(body) {
-            Ok(v) => v,
+        let decoded = match decode::json(body) {
+            Ok(d) => d,
             Err(json_err) => {
                 yaml_prescan(body)?;
-                serde_yaml::from_slice(body).map_err(|_| {
+                decode::yaml(body).map_err(|_| {
                     ApiError::bad_request(format!(
                         "the body of the request could not be decoded: {json_err}"
                     ))
                 })?
             }
         };
-        limits::check_body_depth(&obj)?;
-        Ok(obj)
+        limits::check_body_depth(&decoded.value)?;
+        let kind = t.res.kind;
+        let version = t.res.version;
+        let context = format!("{kind} in version {version:?} cannot be handled as a {kind}: ");
+        validation.check(&decoded, &context, warnings)?;
+        Ok(decoded.value)
     }
 
     /// Check kind/apiVersion/namespace of a body against the request target, filling gaps.
@@ -823,6 +879,7 @@ impl ApiServer {
         q: &Query,
         body: &Bytes,
         headers: &HeaderMap,
+        warnings: &mut Vec<String>,
     ) -> Result<Response, ApiError> {
         if t.sub.is_some() {
             return Err(ApiError::method_not_allowed());
@@ -834,7 +891,7 @@ impl ApiServer {
                 "the server could not find the requested resource",
             ));
         }
-        let mut obj = Self::decode_body(body)?;
+        let mut obj = Self::decode_body(t, q, "CreateOptions", body, warnings)?;
         Self::check_body(t, &mut obj)?;
         self.namespace_exists(t).await?;
         let generate = meta_str(&obj, "generateName").map(str::to_owned);
@@ -1052,10 +1109,11 @@ impl ApiServer {
         q: &Query,
         body: &Bytes,
         headers: &HeaderMap,
+        warnings: &mut Vec<String>,
     ) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
-        let mut obj = Self::decode_body(body)?;
+        let mut obj = Self::decode_body(t, q, "UpdateOptions", body, warnings)?;
         Self::check_body(t, &mut obj)?;
         match meta_str(&obj, "name") {
             Some(n) if n != name => {
@@ -1099,6 +1157,7 @@ impl ApiServer {
         body: &Bytes,
         ct: &str,
         headers: &HeaderMap,
+        warnings: &mut Vec<String>,
     ) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
@@ -1112,22 +1171,25 @@ impl ApiServer {
         if !accepted.contains(&media.as_str()) {
             return Err(ApiError::unsupported_media_of(accepted, ct));
         }
-        let patch_doc: Value = match media.as_str() {
+        let validation = FieldValidation::parse(q.get("fieldValidation"), "PatchOptions")?;
+        let decoded = match media.as_str() {
             "application/apply-patch+yaml" | "application/apply-patch+json" => {
-                match serde_json::from_slice(body) {
-                    Ok(v) => v,
+                match decode::json(body) {
+                    Ok(d) => d,
                     Err(_) => {
                         yaml_prescan(body)?;
-                        serde_yaml::from_slice(body).map_err(|e| {
+                        decode::yaml(body).map_err(|e| {
                             ApiError::bad_request(format!("error decoding YAML: {e}"))
                         })?
                     }
                 }
             }
-            _ => serde_json::from_slice(body)
+            _ => decode::json(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         };
-        limits::check_body_depth(&patch_doc)?;
+        limits::check_body_depth(&decoded.value)?;
+        validation.check(&decoded, "", warnings)?;
+        let patch_doc = decoded.value;
         let is_apply = media.starts_with("application/apply-patch");
         let manager = q.get("fieldManager").unwrap_or_default().to_owned();
         if is_apply && manager.is_empty() {
@@ -1415,6 +1477,7 @@ impl ApiServer {
         t: &Target,
         q: &Query,
         headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
     ) -> Result<Response, ApiError> {
         let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?;
         let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?;
@@ -1439,7 +1502,11 @@ impl ApiServer {
         };
         let prefix = Self::prefix(t);
         let partial = wants(headers, "PartialObjectMetadata");
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(64);
+        let (sink, body) = watch_channel(
+            Arc::clone(&self.watch_counters),
+            self.options.watch_stall_timeout,
+        );
+        let closer = extensions.get::<ConnectionCloser>().cloned();
         let res = t.res;
         let interval = self.options.bookmark_interval;
         let store = self.store.clone();
@@ -1483,91 +1550,314 @@ impl ApiServer {
             v.push(b'\n');
             Bytes::from(v)
         };
-        // Initial state, when asked for (RV unset/0, or sendInitialEvents).
-        let mut initial: Vec<Bytes> = Vec::new();
-        let start_rev = if from.is_none() || send_initial {
+        // Initial state, when asked for (RV unset/0, or sendInitialEvents): one snapshot, whose
+        // events are rendered one at a time as the client takes them.
+        let (initial, start_rev) = if from.is_none() || send_initial {
             let page = store.list(&prefix, None, None).map_err(store_err)?;
-            for (_, obj) in page
-                .items
-                .iter()
-                .filter(|(_, o)| labels.matches(o) && fields.matches(o))
-            {
-                initial.push(line("ADDED", obj, None));
-            }
-            if send_initial {
-                initial.push(bookmark(page.rev, true));
-            }
-            page.rev
+            let rev = page.rev;
+            (Some(page), rev)
         } else {
-            from.unwrap_or(0)
+            (None, from.unwrap_or(0))
         };
         let watch = store.watch(&prefix, start_rev);
         tokio::spawn(async move {
-            for b in initial {
-                if tx.send(Ok(b)).await.is_err() {
-                    return;
+            let ended = async {
+                if let Some(page) = initial {
+                    for (_, obj) in page
+                        .items
+                        .iter()
+                        .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+                    {
+                        sink.send(line("ADDED", obj, None)).await?;
+                    }
+                    if send_initial {
+                        sink.send(bookmark(page.rev, true)).await?;
+                    }
                 }
-            }
-            let mut watch = match watch {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = tx
-                        .send(Ok(expired(format!(
-                            "too old resource version: {start_rev} ({e})"
-                        ))))
-                        .await;
-                    return;
+                let mut watch = match watch {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let message = match e {
+                            StoreError::Expired { requested, oldest } => {
+                                format!("too old resource version: {requested} ({oldest})")
+                            }
+                            e => format!("too old resource version: {start_rev} ({e})"),
+                        };
+                        sink.send(expired(message)).await?;
+                        return Ok(());
+                    }
+                };
+                let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+                tokio::pin!(deadline);
+                let mut ticker = tokio::time::interval(interval);
+                ticker.tick().await;
+                loop {
+                    tokio::select! {
+                        () = &mut deadline => return Ok(()),
+                        _ = ticker.tick(), if bookmarks => {
+                            sink.send(bookmark(watch.progress(), false)).await?;
+                        }
+                        ev = watch.next() => {
+                            let ev = match ev {
+                                Ok(ev) => ev,
+                                // Fell out of the window, or the store closed: the client
+                                // re-watches from its last revision (or relists on 410).
+                                Err(WatchEnd::Lagged | WatchEnd::Closed) => return Ok(()),
+                            };
+                            let now_in = labels.matches(&ev.object) && fields.matches(&ev.object);
+                            let kind = match ev.kind {
+                                EventKind::Added if now_in => Some("ADDED"),
+                                EventKind::Deleted if now_in => Some("DELETED"),
+                                EventKind::Modified => {
+                                    let was_in = ev.prev.as_deref().is_some_and(|p| labels.matches(p) && fields.matches(p));
+                                    match (was_in, now_in) {
+                                        (true, true) => Some("MODIFIED"),
+                                        (false, true) => Some("ADDED"),
+                                        (true, false) => Some("DELETED"),
+                                        (false, false) => None,
+                                    }
+                                }
+                                _ => None,
+                            };
+                            if let Some(kind) = kind {
+                                sink.send(line(kind, &ev.object, Some(&ev.object_json))).await?;
+                            }
+                        }
+                        () = sink.closed() => return Ok(()),
+                    }
                 }
             };
-            let deadline = tokio::time::sleep(Duration::from_secs(timeout));
-            tokio::pin!(deadline);
-            let mut ticker = tokio::time::interval(interval);
-            ticker.tick().await;
-            loop {
-                tokio::select! {
-                    () = &mut deadline => return,
-                    _ = ticker.tick(), if bookmarks => {
-                        if tx.send(Ok(bookmark(watch.progress(), false))).await.is_err() {
-                            return;
-                        }
-                    }
-                    ev = watch.next() => {
-                        let ev = match ev {
-                            Ok(ev) => ev,
-                            Err(WatchEnd::Lagged | WatchEnd::Closed) => return,
-                        };
-                        let now_in = labels.matches(&ev.object) && fields.matches(&ev.object);
-                        let kind = match ev.kind {
-                            EventKind::Added if now_in => Some("ADDED"),
-                            EventKind::Deleted if now_in => Some("DELETED"),
-                            EventKind::Modified => {
-                                let was_in = ev.prev.as_deref().is_some_and(|p| labels.matches(p) && fields.matches(p));
-                                match (was_in, now_in) {
-                                    (true, true) => Some("MODIFIED"),
-                                    (false, true) => Some("ADDED"),
-                                    (true, false) => Some("DELETED"),
-                                    (false, false) => None,
-                                }
-                            }
-                            _ => None,
-                        };
-                        if let Some(kind) = kind
-                            && tx.send(Ok(line(kind, &ev.object, Some(&ev.object_json)))).await.is_err() {
-                                return;
-                            }
-                    }
-                    () = tx.closed() => return,
+            let ended: Result<(), SinkEnd> = ended.await;
+            if let Err(SinkEnd::Stalled) = ended {
+                // kube-apiserver closes a watcher that cannot keep up; the client re-watches.
+                tracing::info!(
+                    resource = res.plural,
+                    "closing a watch whose client stopped reading"
+                );
+                sink.stall();
+                if let Some(closer) = closer {
+                    closer.close();
                 }
             }
         });
-        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::CACHE_CONTROL, "no-cache, private")
-            .body(Body::from_stream(stream))
+            .body(Body::from_stream(body))
             .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
     }
+}
+
+/// Events one watcher may have queued for its client (kube-apiserver's cacheWatcher buffers a
+/// bounded number too). When the queue stays full for [`ServerOptions::watch_stall_timeout`],
+/// the watch is closed.
+pub const WATCH_BUFFER_EVENTS: usize = 100;
+/// Bytes one watcher may have queued for its client. An event larger than this is queued alone.
+pub const WATCH_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// Counters of the open watches, for metrics and tests.
+#[derive(Debug, Default)]
+struct WatchCounters {
+    open: AtomicUsize,
+    queued_events: AtomicUsize,
+    queued_bytes: AtomicUsize,
+    stalled: AtomicU64,
+}
+
+/// A snapshot of the watch counters ([`ApiServer::watch_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WatchStats {
+    /// Watches being served.
+    pub open: usize,
+    /// Events queued for clients, over all watches.
+    pub queued_events: usize,
+    /// Bytes queued for clients, over all watches.
+    pub queued_bytes: usize,
+    /// Watches closed since start because their client stopped reading.
+    pub closed_stalled: u64,
+}
+
+/// Lets a handler close the connection its request came on (set by [`crate::serve`]): a watch
+/// whose client stopped reading would otherwise keep its connection, and hyper's buffers, open.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionCloser(Arc<tokio::sync::Notify>);
+
+impl ConnectionCloser {
+    /// Ask the connection to close.
+    pub fn close(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves once [`ConnectionCloser::close`] has been called.
+    pub async fn closed(&self) {
+        self.0.notified().await;
+    }
+}
+
+/// Why a watch could not queue an event.
+#[derive(Debug)]
+enum SinkEnd {
+    /// The client went away.
+    Gone,
+    /// The queue stayed full: the client stopped reading.
+    Stalled,
+}
+
+/// What a watch and its response body share: the queue's byte budget and the stall flag.
+#[derive(Debug)]
+struct Queue {
+    bytes: tokio::sync::Semaphore,
+    stalled: AtomicBool,
+    counters: Arc<WatchCounters>,
+}
+
+impl Queue {
+    fn permits(len: usize) -> u32 {
+        u32::try_from(len.clamp(1, WATCH_BUFFER_BYTES)).unwrap_or(u32::MAX)
+    }
+
+    /// An event left the queue.
+    fn taken(&self, len: usize) {
+        self.bytes.add_permits(Self::permits(len) as usize);
+        self.counters.queued_events.fetch_sub(1, Ordering::AcqRel);
+        self.counters.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+    }
+}
+
+/// The watch's end of its bounded queue.
+struct Sink {
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    queue: Arc<Queue>,
+    stall_timeout: Duration,
+}
+
+impl Sink {
+    /// Queue `chunk`, waiting at most the stall timeout for room.
+    async fn send(&self, chunk: Bytes) -> Result<(), SinkEnd> {
+        let room = async {
+            let permits = self
+                .queue
+                .bytes
+                .acquire_many(Queue::permits(chunk.len()))
+                .await
+                .map_err(|_| SinkEnd::Gone)?;
+            let slot = self.tx.reserve().await.map_err(|_| SinkEnd::Gone)?;
+            Ok((permits, slot))
+        };
+        let (permits, slot) = tokio::time::timeout(self.stall_timeout, room)
+            .await
+            .map_err(|_| SinkEnd::Stalled)??;
+        permits.forget();
+        let counters = &self.queue.counters;
+        counters.queued_events.fetch_add(1, Ordering::AcqRel);
+        counters
+            .queued_bytes
+            .fetch_add(chunk.len(), Ordering::AcqRel);
+        slot.send(chunk);
+        Ok(())
+    }
+
+    /// Resolves when the client has gone.
+    async fn closed(&self) {
+        self.tx.closed().await;
+    }
+
+    /// Mark the watch as closed for a stalled client: its body ends with an error.
+    fn stall(&self) {
+        self.queue.stalled.store(true, Ordering::Release);
+        self.queue.counters.stalled.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.queue.counters.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The response body of a watch: the client's end of the queue.
+struct WatchBody {
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    queue: Arc<Queue>,
+    done: bool,
+}
+
+impl futures_util::Stream for WatchBody {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.done {
+            return std::task::Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            std::task::Poll::Ready(Some(chunk)) => {
+                self.queue.taken(chunk.len());
+                std::task::Poll::Ready(Some(Ok(chunk)))
+            }
+            std::task::Poll::Ready(None) => {
+                self.done = true;
+                if self.queue.stalled.load(Ordering::Acquire) {
+                    // An error, not a clean end: hyper drops the connection, and the client
+                    // sees a broken stream and re-watches.
+                    std::task::Poll::Ready(Some(Err(std::io::Error::other(
+                        "watch closed: the client stopped reading",
+                    ))))
+                } else {
+                    std::task::Poll::Ready(None)
+                }
+            }
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl Drop for WatchBody {
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(chunk) = self.rx.try_recv() {
+            self.queue.taken(chunk.len());
+        }
+    }
+}
+
+/// A watch's bounded queue: at most [`WATCH_BUFFER_EVENTS`] events and [`WATCH_BUFFER_BYTES`].
+fn watch_channel(counters: Arc<WatchCounters>, stall_timeout: Duration) -> (Sink, WatchBody) {
+    let (tx, rx) = tokio::sync::mpsc::channel(WATCH_BUFFER_EVENTS);
+    counters.open.fetch_add(1, Ordering::AcqRel);
+    let queue = Arc::new(Queue {
+        bytes: tokio::sync::Semaphore::new(WATCH_BUFFER_BYTES),
+        stalled: AtomicBool::new(false),
+        counters,
+    });
+    (
+        Sink {
+            tx,
+            queue: Arc::clone(&queue),
+            stall_timeout,
+        },
+        WatchBody {
+            rx,
+            queue,
+            done: false,
+        },
+    )
+}
+
+/// The response (or error), with a `Warning: 299 - "…"` header per warning, as kube-apiserver
+/// sends them (the text quoted and escaped).
+fn with_warnings(result: Result<Response, ApiError>, warnings: &[String]) -> Response {
+    let mut resp = result.unwrap_or_else(IntoResponse::into_response);
+    for w in warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&format!("299 - {w:?}")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
 }
 
 fn check_sub(t: &Target) -> Result<(), ApiError> {
@@ -1878,5 +2168,70 @@ mod tests {
     #[test]
     fn percent_decoding_handles_selectors() {
         assert_eq!(decode("app%3Dweb%2Ctier+in+%28a%29"), "app=web,tier in (a)");
+    }
+
+    /// Send one request through `router`: status, headers and JSON body.
+    async fn send(
+        router: &axum::Router,
+        method: &str,
+        uri: &str,
+        body: &str,
+    ) -> (u16, HeaderMap, Value) {
+        use tower::ServiceExt as _;
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .unwrap();
+        let resp = router.clone().oneshot(req).await.unwrap();
+        let code = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            code,
+            headers,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_is_507_storage_is_full_and_writes_recover_once_space_is_freed() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = Arc::new(AtomicBool::new(false));
+        let store = Store::open_with_disk_full_switch(dir.path(), Arc::clone(&full)).unwrap();
+        let router = ApiServer::new(store, ServerOptions::default()).router();
+        let cms = "/api/v1/namespaces/default/configmaps";
+        let cm = |name: &str| json!({"metadata": {"name": name}, "data": {"k": "v"}}).to_string();
+        assert_eq!(send(&router, "POST", cms, &cm("before")).await.0, 201);
+
+        full.store(true, Ordering::Release);
+        for name in ["refused-1", "refused-2"] {
+            let (code, _, status) = send(&router, "POST", cms, &cm(name)).await;
+            assert_eq!(code, 507, "{status}");
+            assert_eq!(status["kind"], "Status");
+            assert_eq!(status["status"], "Failure");
+            assert_eq!(status["code"], 507);
+            assert_eq!(status["reason"], "InsufficientStorage");
+            let message = status["message"].as_str().unwrap();
+            assert!(message.starts_with("storage is full"), "{message}");
+            let dir_name = dir.path().to_string_lossy();
+            assert!(!message.contains(&*dir_name) && !message.contains("redb"));
+        }
+
+        // Space is freed: no restart, the next write succeeds and nothing acknowledged is lost.
+        full.store(false, Ordering::Release);
+        assert_eq!(send(&router, "POST", cms, &cm("after")).await.0, 201);
+        let (code, _, list) = send(&router, "GET", cms, "").await;
+        assert_eq!(code, 200);
+        let names: Vec<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["after", "before"]);
     }
 }

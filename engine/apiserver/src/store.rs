@@ -10,19 +10,34 @@
 //!
 //! All writes go through one writer thread that batches whatever requests are queued into a
 //! single redb transaction (group commit), commits it with `Durability::Immediate` (fsync), and
-//! only then answers each request and broadcasts the events. A write is therefore acknowledged
+//! only then answers each request and publishes the events. A write is therefore acknowledged
 //! only once it is durable, and watchers never see an event that could be lost by a crash.
+//!
+//! **Watches** are served from a bounded in-memory window of the newest events (kube-apiserver's
+//! watch cache, `staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go`), never by
+//! replaying the log per watcher: a watcher is a cursor into the window, so a thousand watchers
+//! from an old revision share one copy of each event. A watch from a revision older than the
+//! window is [`StoreError::Expired`] (the API answers 410 and clients relist), and a watcher the
+//! window moves past ends with [`WatchEnd::Lagged`]. On open, the window is filled from the
+//! newest log entries, so watches resume across restarts.
+//!
+//! **I/O failures.** redb latches its first I/O error: every later operation of that handle fails
+//! (`PreviousIo`) until the database is closed and reopened. The writer thread therefore reopens
+//! the database after a failed commit, and keeps retrying while the reopen fails (a full disk),
+//! so the store recovers without a restart once space is freed. A full disk is reported as
+//! [`StoreError::StorageFull`].
 
 use std::collections::VecDeque;
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
+use std::time::Duration;
 
 use bytes::Bytes;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::Value;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{oneshot, watch};
 
 const KV: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("kv");
 const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("log");
@@ -31,12 +46,20 @@ const META_REV: &str = "rev";
 const META_COMPACTED: &str = "compacted";
 /// The most requests folded into one transaction.
 const MAX_BATCH: usize = 512;
-/// Live events buffered for watchers before a lagging one is cut off and must resume from the
-/// log. The buffer keeps the newest events (each an object, its previous version and its JSON)
-/// resident whether or not anyone still needs them; but a watcher that lags re-reads the log, and
-/// with ~200 watchers (100 simulated members) 4,096 let a burst of lags stall the server for
-/// ~50 s in a 40,000-Work run.
-const FANOUT_CAPACITY: usize = 16 * 1024;
+/// Events kept in memory for watches (the watch cache): a watch may start from any revision
+/// among the newest `WATCH_WINDOW`; older ones get 410 Expired and relist. Every watcher shares
+/// these events, so memory does not grow with the number of watchers. (With ~200 watchers from
+/// 100 simulated members, 4,096 made watchers fall out of the window during bursts in a
+/// 40,000-Work run.)
+pub const WATCH_WINDOW: usize = 16 * 1024;
+/// The most JSON the watch window holds, summed over its events' objects: past it the oldest
+/// events are dropped even if fewer than [`WATCH_WINDOW`] are kept. Resident memory is a small
+/// multiple of this (each event keeps its object, the previous object and the JSON).
+pub const WATCH_WINDOW_BYTES: usize = 64 * 1024 * 1024;
+/// Events a watcher examines per look at the window before it lets go of the lock.
+const SCAN_CHUNK: usize = 1024;
+/// How often the writer retries reopening a database it had to close after an I/O failure.
+const REOPEN_RETRY: Duration = Duration::from_secs(1);
 /// redb's page cache. Its default (1 GiB) made the store's file resident as it grew; reads that
 /// miss go to the OS page cache, and the hot objects live in the watch caches anyway.
 const CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -48,6 +71,10 @@ pub enum StoreError {
     /// The database could not be opened, read or written.
     #[error("storage failure")]
     Storage(#[source] Box<redb::Error>),
+    /// The disk (or the user's quota) is full; the write was not stored. Writes succeed again
+    /// once space is freed.
+    #[error("storage is full")]
+    StorageFull,
     /// A stored record could not be decoded.
     #[error("corrupt record for key {key}")]
     Corrupt {
@@ -73,6 +100,14 @@ pub enum StoreError {
         /// The compaction horizon.
         compacted: u64,
     },
+    /// The requested revision is older than the watch window.
+    #[error("revision {requested} is older than the watch window (oldest is {oldest})")]
+    Expired {
+        /// The revision asked for.
+        requested: u64,
+        /// The oldest revision a watch may start from.
+        oldest: u64,
+    },
     /// The requested revision is newer than the store's.
     #[error("revision {requested} is in the future (current is {current})")]
     FutureRevision {
@@ -88,7 +123,61 @@ pub enum StoreError {
 
 impl<E: Into<redb::Error>> From<E> for StoreError {
     fn from(err: E) -> Self {
-        StoreError::Storage(Box::new(err.into()))
+        let err = err.into();
+        match &err {
+            redb::Error::Io(io) if is_full(io) => StoreError::StorageFull,
+            _ => StoreError::Storage(Box::new(err)),
+        }
+    }
+}
+
+/// Whether `err` says the disk or the quota is full.
+fn is_full(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded
+    )
+}
+
+impl StoreError {
+    /// Whether the database handle is unusable after this error (redb latches I/O failures).
+    fn needs_reopen(&self) -> bool {
+        match self {
+            StoreError::StorageFull => true,
+            StoreError::Storage(err) => matches!(
+                **err,
+                redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed
+            ),
+            _ => false,
+        }
+    }
+
+    /// The same failure, for the other requests of a failed batch.
+    fn again(&self) -> StoreError {
+        match self {
+            StoreError::StorageFull => StoreError::StorageFull,
+            other => StoreError::Storage(Box::new(redb::Error::Io(std::io::Error::other(
+                other.to_string(),
+            )))),
+        }
+    }
+}
+
+/// Tunables of the store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Events kept in memory for watches; see [`WATCH_WINDOW`].
+    pub watch_window: usize,
+    /// The most object JSON the watch window holds; see [`WATCH_WINDOW_BYTES`].
+    pub watch_window_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            watch_window: WATCH_WINDOW,
+            watch_window_bytes: WATCH_WINDOW_BYTES,
+        }
     }
 }
 
@@ -149,12 +238,6 @@ struct LogRecord {
     p: Option<Value>,
 }
 
-/// Only the key of a log record.
-#[derive(serde::Deserialize)]
-struct LogKey {
-    k: String,
-}
-
 /// A committed write.
 #[derive(Debug, Clone)]
 pub struct Committed {
@@ -189,11 +272,104 @@ pub struct Page {
     pub more_after: Option<String>,
 }
 
+/// The newest events, shared by every watcher (the watch cache).
+#[derive(Debug)]
+struct Window {
+    /// Every event with a revision above `start` (and at most `latest`) is in `events`.
+    start: u64,
+    /// The newest revision the window accounts for.
+    latest: u64,
+    events: VecDeque<Arc<Event>>,
+    /// The summed JSON size of `events`' objects.
+    bytes: usize,
+    capacity: usize,
+    capacity_bytes: usize,
+}
+
+/// What a watcher finds in the window after its revision.
+enum Step {
+    /// The next matching event.
+    Event(Arc<Event>),
+    /// Nothing matching up to this revision, and more events follow.
+    Skipped(u64),
+    /// Nothing matching up to this revision, the newest.
+    CaughtUp(u64),
+    /// Events after the watcher's revision have been dropped from the window.
+    Evicted,
+}
+
+impl Window {
+    fn push(&mut self, ev: Arc<Event>) {
+        self.latest = self.latest.max(ev.rev);
+        self.bytes += ev.object_json.len();
+        self.events.push_back(ev);
+        while self.events.len() > 1
+            && (self.events.len() > self.capacity || self.bytes > self.capacity_bytes)
+        {
+            if let Some(old) = self.events.pop_front() {
+                self.bytes -= old.object_json.len();
+                self.start = old.rev;
+            }
+        }
+    }
+
+    fn step(&self, prefix: &str, after: u64) -> Step {
+        if after < self.start {
+            return Step::Evicted;
+        }
+        let from = self.events.partition_point(|e| e.rev <= after);
+        let mut seen = after;
+        for ev in self.events.range(from..).take(SCAN_CHUNK) {
+            if ev.key.starts_with(prefix) {
+                return Step::Event(Arc::clone(ev));
+            }
+            seen = ev.rev;
+        }
+        if from + SCAN_CHUNK < self.events.len() {
+            Step::Skipped(seen)
+        } else {
+            Step::CaughtUp(seen.max(after))
+        }
+    }
+}
+
+/// Opens the database file (again).
+type Opener = Box<dyn Fn() -> Result<Database, StoreError> + Send + Sync>;
+
 struct Shared {
-    db: Database,
-    events: broadcast::Sender<Arc<Event>>,
+    /// `None` while the handle is closed after an I/O failure and not yet reopened.
+    db: RwLock<Option<Database>>,
+    open_db: Opener,
+    /// Whether the last failure to reopen was a full disk (what reads report meanwhile).
+    full: AtomicBool,
+    window: Arc<RwLock<Window>>,
+    /// The newest revision in the window; watchers wait on it.
+    published: watch::Sender<u64>,
     current: AtomicU64,
     compacted: AtomicU64,
+}
+
+impl Shared {
+    /// The error reads and writes get while the database is closed.
+    fn down(&self) -> StoreError {
+        if self.full.load(Ordering::Acquire) {
+            StoreError::StorageFull
+        } else {
+            StoreError::Storage(Box::new(redb::Error::DatabaseClosed))
+        }
+    }
+
+    /// Add committed events to the window and wake the watchers.
+    fn publish(&self, events: Vec<Arc<Event>>, rev: u64) {
+        {
+            let mut w = self.window.write().unwrap_or_else(PoisonError::into_inner);
+            for ev in events {
+                w.push(ev);
+            }
+            w.latest = w.latest.max(rev);
+        }
+        self.published.send_replace(rev);
+    }
 }
 
 /// The store. Cheap to clone; the database closes when the last clone is dropped.
@@ -255,20 +431,202 @@ fn decode_kv(key: &str, raw: &[u8]) -> Result<(u64, Value), StoreError> {
     Ok((u64::from_be_bytes(rev), value))
 }
 
+/// The current and compacted revisions recorded in `db`.
+fn read_meta(db: &Database) -> Result<(u64, u64), StoreError> {
+    let txn = db.begin_read()?;
+    let meta = txn.open_table(META)?;
+    let current = meta.get(META_REV)?.map(|v| v.value()).unwrap_or(0);
+    let compacted = meta.get(META_COMPACTED)?.map(|v| v.value()).unwrap_or(0);
+    Ok((current, compacted))
+}
+
+/// The logged events with revisions in `(after, upto]`. A record that no longer decodes is
+/// skipped, as lists skip objects.
+fn read_log(db: &Database, after: u64, upto: u64) -> Result<Vec<Arc<Event>>, StoreError> {
+    let txn = db.begin_read()?;
+    let log = txn.open_table(LOG)?;
+    let mut events = Vec::new();
+    if upto <= after {
+        return Ok(events);
+    }
+    for entry in log.range((after + 1)..=upto)? {
+        let (rev, raw) = entry?;
+        let rev = rev.value();
+        let record = match serde_json::from_slice::<LogRecord>(raw.value()) {
+            Ok(record) => record,
+            Err(error) => {
+                tracing::warn!(rev, %error, "skipping a logged change that cannot be decoded");
+                continue;
+            }
+        };
+        let object_json = Bytes::from(serde_json::to_vec(&record.v).unwrap_or_default());
+        events.push(Arc::new(Event {
+            rev,
+            key: record.k,
+            kind: record.t,
+            object: Arc::new(record.v),
+            object_json,
+            prev: record.p.map(Arc::new),
+        }));
+    }
+    Ok(events)
+}
+
+/// Open `file` with the store's settings.
+fn open_file(file: &Path) -> Result<Database, StoreError> {
+    Ok(Database::builder()
+        .set_cache_size(CACHE_BYTES)
+        .create(file)?)
+}
+
+/// A test-only seam: a redb backend over the store's file whose writes fail with
+/// `ErrorKind::StorageFull` while `full` is set, as they do when the disk is full.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct DiskFullBackend {
+    inner: redb::backends::FileBackend,
+    full: Arc<AtomicBool>,
+}
+
+#[cfg(test)]
+impl DiskFullBackend {
+    fn check(&self) -> std::io::Result<()> {
+        if self.full.load(Ordering::Acquire) {
+            Err(std::io::Error::from(ErrorKind::StorageFull))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+impl redb::StorageBackend for DiskFullBackend {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.check()?;
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.check()?;
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.check()?;
+        self.inner.write(offset, data)
+    }
+    fn close(&self) -> std::io::Result<()> {
+        self.inner.close()
+    }
+    fn try_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.inner.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+    fn lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.inner.lock_range(start, end)
+    }
+    fn lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.inner.lock_shared_range(start, end)
+    }
+    fn unlock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.inner.unlock_range(start, end)
+    }
+    fn query_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.inner.query_lock_range(start, end)
+    }
+}
+
 impl Store {
+    /// [`Store::open`] over a backend whose writes fail with "no space" while `full` is set.
+    #[cfg(test)]
+    pub(crate) fn open_with_disk_full_switch(
+        dir: &Path,
+        full: Arc<AtomicBool>,
+    ) -> Result<Self, StoreError> {
+        let file = Self::prepare(dir)?;
+        let open = move || -> Result<Database, StoreError> {
+            let handle = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&file)
+                .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
+            let inner = redb::backends::FileBackend::new(handle)?;
+            let backend = DiskFullBackend {
+                inner,
+                full: Arc::clone(&full),
+            };
+            Ok(Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create_with_backend(backend)?)
+        };
+        Self::start(Box::new(open), &StoreOptions::default())
+    }
+
     /// Open (or create) the store in `dir`, which is created if missing. The directory is made
     /// `0700` and the database file `0600`: they hold every object, Secrets included.
     ///
     /// # Errors
     /// Fails when the directory or database cannot be created or opened.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, &StoreOptions::default())
+    }
+
+    /// [`Store::open`] with these options.
+    ///
+    /// # Errors
+    /// Fails when the directory or database cannot be created or opened.
+    pub fn open_with(dir: &Path, options: &StoreOptions) -> Result<Self, StoreError> {
+        let file = Self::prepare(dir)?;
+        Self::start(Box::new(move || open_file(&file)), options)
+    }
+
+    /// Create `dir` and the database file, owner-only; the file's path.
+    fn prepare(dir: &Path) -> Result<PathBuf, StoreError> {
         let io = |e| StoreError::Storage(Box::new(redb::Error::Io(e)));
         crate::fs::private_dir(dir).map_err(io)?;
         let file = dir.join("flotilla.redb");
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create(&file)?;
+        // redb takes an empty file as a new database; create it owner-only before redb opens it.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .map_err(io)?;
         crate::fs::private_file(&file).map_err(io)?;
+        Ok(file)
+    }
+
+    fn start(open_db: Opener, options: &StoreOptions) -> Result<Self, StoreError> {
+        let db = open_db()?;
         let txn = db.begin_write()?;
         let (current, compacted) = {
             txn.open_table(KV)?;
@@ -279,10 +637,27 @@ impl Store {
             (current, compacted)
         };
         txn.commit()?;
-        let (events, _) = broadcast::channel(FANOUT_CAPACITY);
+        // Fill the window from the newest log entries, so watches resume across restarts.
+        let capacity = options.watch_window.max(1);
+        let start = current.saturating_sub(capacity as u64).max(compacted);
+        let mut window = Window {
+            start,
+            latest: current,
+            events: VecDeque::new(),
+            bytes: 0,
+            capacity,
+            capacity_bytes: options.watch_window_bytes,
+        };
+        for ev in read_log(&db, start, current)? {
+            window.push(ev);
+        }
+        let (published, _) = watch::channel(current);
         let shared = Arc::new(Shared {
-            db,
-            events,
+            db: RwLock::new(Some(db)),
+            open_db,
+            full: AtomicBool::new(false),
+            window: Arc::new(RwLock::new(window)),
+            published,
             current: AtomicU64::new(current),
             compacted: AtomicU64::new(compacted),
         });
@@ -314,7 +689,8 @@ impl Store {
     /// Write one key and wait until the write is durable.
     ///
     /// # Errors
-    /// `Conflict` when `pre` does not hold, `Storage` when the commit fails.
+    /// `Conflict` when `pre` does not hold, `StorageFull` when the disk is full, `Storage` when
+    /// the commit fails otherwise.
     pub async fn write(
         &self,
         key: String,
@@ -352,7 +728,10 @@ impl Store {
     /// # Errors
     /// Fails on storage or decoding errors.
     pub fn get(&self, key: &str) -> Result<Option<(u64, Value)>, StoreError> {
-        let txn = self.inner.shared.db.begin_read()?;
+        let shared = &self.inner.shared;
+        let db = read_handle(shared)?;
+        let db = db.as_ref().ok_or_else(|| shared.down())?;
+        let txn = db.begin_read()?;
         let kv = txn.open_table(KV)?;
         match kv.get(key)? {
             Some(raw) => Ok(Some(decode_kv(key, raw.value())?)),
@@ -370,7 +749,10 @@ impl Store {
         start_after: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Page, StoreError> {
-        let txn = self.inner.shared.db.begin_read()?;
+        let shared = &self.inner.shared;
+        let db = read_handle(shared)?;
+        let db = db.as_ref().ok_or_else(|| shared.down())?;
+        let txn = db.begin_read()?;
         let rev = txn
             .open_table(META)?
             .get(META_REV)?
@@ -411,85 +793,64 @@ impl Store {
         })
     }
 
-    /// Watch keys under `prefix` for changes after revision `after`.
+    /// Watch keys under `prefix` for changes after revision `after`. The watch reads the shared
+    /// window lazily: it holds no events of its own.
     ///
     /// # Errors
-    /// `Compacted` when `after` is older than the retained log, `FutureRevision` when it is newer
-    /// than the store.
+    /// `Compacted` when `after` is older than the retained log, `Expired` when it is older than
+    /// the watch window, `FutureRevision` when it is newer than the store.
     pub fn watch(&self, prefix: &str, after: u64) -> Result<Watch, StoreError> {
-        // Subscribe before reading the log so that no commit falls between the two.
-        let rx = self.inner.shared.events.subscribe();
-        let txn = self.inner.shared.db.begin_read()?;
-        let meta = txn.open_table(META)?;
-        let current = meta.get(META_REV)?.map(|v| v.value()).unwrap_or(0);
-        let compacted = meta.get(META_COMPACTED)?.map(|v| v.value()).unwrap_or(0);
+        let shared = &self.inner.shared;
+        let compacted = shared.compacted.load(Ordering::Acquire);
         if after < compacted {
             return Err(StoreError::Compacted {
                 requested: after,
                 compacted,
             });
         }
-        if after > current {
-            return Err(StoreError::FutureRevision {
+        let (start, latest) = {
+            let w = shared.window.read().unwrap_or_else(PoisonError::into_inner);
+            (w.start, w.latest)
+        };
+        if after < start {
+            return Err(StoreError::Expired {
                 requested: after,
-                current,
+                oldest: start,
             });
         }
-        let log = txn.open_table(LOG)?;
-        let mut backlog = VecDeque::new();
-        for entry in log.range((after + 1)..)? {
-            let (rev, raw) = entry?;
-            let rev = rev.value();
-            // The key first (serde skips the objects without building them): a watcher resuming
-            // after a lag reads every kind's events since its revision, and most are not its own.
-            // A record that no longer decodes is skipped, as lists skip objects.
-            let record = serde_json::from_slice::<LogKey>(raw.value()).and_then(|key| {
-                if key.k.starts_with(prefix) {
-                    serde_json::from_slice::<LogRecord>(raw.value()).map(Some)
-                } else {
-                    Ok(None)
-                }
-            });
-            let record = match record {
-                Ok(Some(record)) => record,
-                Ok(None) => continue,
-                Err(error) => {
-                    tracing::warn!(rev, %error, "skipping a logged change that cannot be decoded");
-                    continue;
-                }
-            };
-            let object_json = Bytes::from(serde_json::to_vec(&record.v).unwrap_or_default());
-            backlog.push_back(Arc::new(Event {
-                rev,
-                key: record.k,
-                kind: record.t,
-                object: Arc::new(record.v),
-                object_json,
-                prev: record.p.map(Arc::new),
-            }));
+        if after > latest {
+            // A revision just committed (a list may have read it) is published a moment later;
+            // the watch then skips what it already has.
+            let current = shared.current.load(Ordering::Acquire);
+            if after > current {
+                return Err(StoreError::FutureRevision {
+                    requested: after,
+                    current,
+                });
+            }
         }
         Ok(Watch {
             prefix: prefix.to_owned(),
-            backlog,
-            rx,
-            progress: current,
+            window: Arc::clone(&shared.window),
+            published: shared.published.subscribe(),
+            progress: after,
         })
     }
 }
 
-/// A live watch: first the backlog from the log, then live events, all in revision order.
+/// A live watch: a cursor into the store's window of recent events, in revision order.
 #[derive(Debug)]
 pub struct Watch {
     prefix: String,
-    backlog: VecDeque<Arc<Event>>,
-    rx: broadcast::Receiver<Arc<Event>>,
+    window: Arc<RwLock<Window>>,
+    published: watch::Receiver<u64>,
     progress: u64,
 }
 
 /// Why a watch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchEnd {
-    /// The watcher fell too far behind; it must resume from its last revision.
+    /// The watcher fell out of the window; it must resume from its last revision (or relist).
     Lagged,
     /// The store shut down.
     Closed,
@@ -506,38 +867,129 @@ impl Watch {
     /// # Errors
     /// Returns why the watch ended.
     pub async fn next(&mut self) -> Result<Arc<Event>, WatchEnd> {
-        if let Some(ev) = self.backlog.pop_front() {
-            self.progress = self.progress.max(ev.rev);
-            return Ok(ev);
-        }
         loop {
-            match self.rx.recv().await {
-                Ok(ev) => {
-                    if ev.rev <= self.progress {
-                        continue;
-                    }
+            // Mark the newest publication seen before looking, so none can slip in between.
+            self.published.borrow_and_update();
+            let step = {
+                let w = self.window.read().unwrap_or_else(PoisonError::into_inner);
+                w.step(&self.prefix, self.progress)
+            };
+            match step {
+                Step::Event(ev) => {
                     self.progress = ev.rev;
-                    if ev.key.starts_with(&self.prefix) {
-                        return Ok(ev);
-                    }
+                    return Ok(ev);
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => return Err(WatchEnd::Lagged),
-                Err(broadcast::error::RecvError::Closed) => return Err(WatchEnd::Closed),
+                Step::Skipped(seen) => {
+                    self.progress = seen;
+                    continue;
+                }
+                Step::CaughtUp(seen) => self.progress = seen,
+                Step::Evicted => return Err(WatchEnd::Lagged),
+            }
+            if self.published.changed().await.is_err() {
+                return Err(WatchEnd::Closed);
             }
         }
     }
 }
 
+/// The database handle for a read. When it is closed (after an I/O failure), the reader tries
+/// to reopen it (unless another thread is at it), so reads recover as soon as the disk does.
+fn read_handle(shared: &Shared) -> Result<RwLockReadGuard<'_, Option<Database>>, StoreError> {
+    let guard = shared.db.read().unwrap_or_else(PoisonError::into_inner);
+    if guard.is_some() {
+        return Ok(guard);
+    }
+    drop(guard);
+    if let Ok(slot) = shared.db.try_write() {
+        let _ = open_closed(shared, slot);
+    }
+    let guard = shared.db.read().unwrap_or_else(PoisonError::into_inner);
+    match *guard {
+        Some(_) => Ok(guard),
+        None => Err(shared.down()),
+    }
+}
+
+/// Close the database handle and open it again (redb needs this after an I/O failure).
+fn reopen(shared: &Shared) -> Result<(), StoreError> {
+    let mut slot = shared.db.write().unwrap_or_else(PoisonError::into_inner);
+    // Drop the old handle first: it holds the file's lock.
+    *slot = None;
+    open_closed(shared, slot)
+}
+
+/// Open the database into the closed `slot` (a no-op if it is open). Events a failed commit made
+/// durable after all are published, so watchers never miss a revision.
+fn open_closed(
+    shared: &Shared,
+    mut slot: RwLockWriteGuard<'_, Option<Database>>,
+) -> Result<(), StoreError> {
+    if slot.is_some() {
+        return Ok(());
+    }
+    let db = match (shared.open_db)() {
+        Ok(db) => db,
+        Err(err) => {
+            shared
+                .full
+                .store(matches!(err, StoreError::StorageFull), Ordering::Release);
+            return Err(err);
+        }
+    };
+    let (rev, compacted) = read_meta(&db)?;
+    let current = shared.current.load(Ordering::Acquire);
+    if rev > current {
+        let events = read_log(&db, current, rev)?;
+        shared.current.store(rev, Ordering::Release);
+        shared.publish(events, rev);
+    }
+    shared.compacted.fetch_max(compacted, Ordering::AcqRel);
+    shared.full.store(false, Ordering::Release);
+    *slot = Some(db);
+    tracing::info!("the store reopened its database after an I/O failure");
+    Ok(())
+}
+
+/// Whether the database handle is open.
+fn is_open(shared: &Shared) -> bool {
+    shared
+        .db
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_some()
+}
+
 fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
     let mut shutdown = false;
     while !shutdown {
-        let Ok(first) = rx.recv() else { break };
+        let first = if is_open(shared) {
+            match rx.recv() {
+                Ok(req) => req,
+                Err(_) => break,
+            }
+        } else {
+            // Closed after an I/O failure: retry now and then, so reads recover without writes.
+            match rx.recv_timeout(REOPEN_RETRY) {
+                Ok(req) => req,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let slot = shared.db.write().unwrap_or_else(PoisonError::into_inner);
+                    let _ = open_closed(shared, slot);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(req) => batch.push(req),
                 Err(_) => break,
             }
+        }
+        if !is_open(shared) && !batch.iter().all(|r| matches!(r, Request::Shutdown)) {
+            let slot = shared.db.write().unwrap_or_else(PoisonError::into_inner);
+            let _ = open_closed(shared, slot);
         }
         let mut writes = Vec::new();
         for req in batch {
@@ -549,7 +1001,14 @@ fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
                     reply,
                 } => writes.push((key, op, pre, reply)),
                 Request::Compact { retain, reply } => {
-                    let _ = reply.send(compact(shared, retain));
+                    let result = compact(shared, retain);
+                    if let Err(err) = &result
+                        && err.needs_reopen()
+                        && is_open(shared)
+                    {
+                        let _ = reopen(shared);
+                    }
+                    let _ = reply.send(result);
                 }
                 Request::Shutdown => shutdown = true,
             }
@@ -558,30 +1017,27 @@ fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
             continue;
         }
         match commit_batch(shared, &mut writes) {
-            Ok(results) => {
-                let mut events = Vec::new();
-                for ((_, _, _, reply), result) in writes.into_iter().zip(results) {
-                    match result {
-                        Ok((committed, event)) => {
-                            events.push(event);
-                            let _ = reply.send(Ok(committed));
-                        }
-                        Err(err) => {
-                            let _ = reply.send(Err(err));
-                        }
-                    }
+            Ok((results, rev)) => {
+                // Publish before answering: an acknowledged write is already in the window.
+                let events: Vec<Arc<Event>> = results
+                    .iter()
+                    .filter_map(|r| r.as_ref().ok().map(|(_, ev)| Arc::clone(ev)))
+                    .collect();
+                if !events.is_empty() {
+                    shared.publish(events, rev);
                 }
-                for ev in events {
-                    // No receivers is fine: nobody is watching.
-                    let _ = shared.events.send(ev);
+                for ((_, _, _, reply), result) in writes.into_iter().zip(results) {
+                    let _ = reply.send(result.map(|(committed, _)| committed));
                 }
             }
             Err(err) => {
-                let msg = err.to_string();
+                // A failure of a live handle poisons it; a closed one is retried above.
+                if err.needs_reopen() && is_open(shared) {
+                    tracing::warn!(error = %err, "a commit failed; reopening the database");
+                    let _ = reopen(shared);
+                }
                 for (_, _, _, reply) in writes {
-                    let _ = reply.send(Err(StoreError::Storage(Box::new(redb::Error::Io(
-                        std::io::Error::other(msg.clone()),
-                    )))));
+                    let _ = reply.send(Err(err.again()));
                 }
             }
         }
@@ -595,12 +1051,12 @@ type WriteItem = (
     oneshot::Sender<Result<Committed, StoreError>>,
 );
 
-#[allow(clippy::type_complexity)]
-fn commit_batch(
-    shared: &Shared,
-    writes: &mut [WriteItem],
-) -> Result<Vec<Result<(Committed, Arc<Event>), StoreError>>, StoreError> {
-    let txn = shared.db.begin_write()?;
+type BatchResults = (Vec<Result<(Committed, Arc<Event>), StoreError>>, u64);
+
+fn commit_batch(shared: &Shared, writes: &mut [WriteItem]) -> Result<BatchResults, StoreError> {
+    let db = shared.db.read().unwrap_or_else(PoisonError::into_inner);
+    let db = db.as_ref().ok_or_else(|| shared.down())?;
+    let txn = db.begin_write()?;
     let mut results = Vec::with_capacity(writes.len());
     let mut rev = shared.current.load(Ordering::Acquire);
     {
@@ -678,7 +1134,7 @@ fn commit_batch(
     }
     txn.commit()?;
     shared.current.store(rev, Ordering::Release);
-    Ok(results)
+    Ok((results, rev))
 }
 
 fn compact(shared: &Shared, retain: u64) -> Result<u64, StoreError> {
@@ -688,7 +1144,9 @@ fn compact(shared: &Shared, retain: u64) -> Result<u64, StoreError> {
     if target <= old {
         return Ok(old);
     }
-    let txn = shared.db.begin_write()?;
+    let db = shared.db.read().unwrap_or_else(PoisonError::into_inner);
+    let db = db.as_ref().ok_or_else(|| shared.down())?;
+    let txn = db.begin_write()?;
     {
         let mut log = txn.open_table(LOG)?;
         log.retain_in(..target, |_, _| false)?;
@@ -792,5 +1250,119 @@ mod tests {
             store.watch("/p/", first.rev),
             Err(StoreError::Compacted { .. })
         ));
+    }
+
+    async fn put(store: &Store, key: &str) -> Result<Committed, StoreError> {
+        store
+            .write(key.into(), Op::Put(json!({"v": key})), Precondition::Absent)
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_fails_writes_as_storage_full_and_freeing_space_recovers_without_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = Arc::new(AtomicBool::new(false));
+        let store = Store::open_with_disk_full_switch(dir.path(), Arc::clone(&full)).unwrap();
+        let before = put(&store, "/k/acked-before").await.unwrap();
+
+        full.store(true, Ordering::Release);
+        for i in 0..3 {
+            let err = put(&store, &format!("/k/refused-{i}")).await.unwrap_err();
+            assert!(matches!(err, StoreError::StorageFull), "{err:?}");
+            assert_eq!(err.to_string(), "storage is full");
+        }
+
+        // Space is freed: the very next write succeeds, on the same store (no restart).
+        full.store(false, Ordering::Release);
+        let after = put(&store, "/k/acked-after").await.unwrap();
+        assert_eq!(after.rev, before.rev + 1, "refused writes took no revision");
+        assert!(store.get("/k/acked-before").unwrap().is_some());
+        assert!(store.get("/k/acked-after").unwrap().is_some());
+        for i in 0..3 {
+            assert!(store.get(&format!("/k/refused-{i}")).unwrap().is_none());
+        }
+        let mut w = store.watch("/k/", before.rev).unwrap();
+        assert_eq!(w.next().await.unwrap().key, "/k/acked-after");
+
+        // And what was acknowledged is durable: it survives a reopen.
+        drop(w);
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.current_rev(), after.rev);
+        assert_eq!(store.list("/k/", None, None).unwrap().items.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn reads_recover_on_their_own_after_space_is_freed() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = Arc::new(AtomicBool::new(false));
+        let store = Store::open_with_disk_full_switch(dir.path(), Arc::clone(&full)).unwrap();
+        put(&store, "/k/a").await.unwrap();
+        full.store(true, Ordering::Release);
+        assert!(matches!(
+            put(&store, "/k/b").await,
+            Err(StoreError::StorageFull)
+        ));
+        full.store(false, Ordering::Release);
+        // No write comes; the writer's periodic reopen brings reads back.
+        let deadline = std::time::Instant::now() + REOPEN_RETRY * 5;
+        loop {
+            if let Ok(Some(_)) = store.get("/k/a") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reads never recovered"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_before_the_window_is_expired_and_one_inside_it_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            watch_window: 8,
+            ..StoreOptions::default()
+        };
+        let store = Store::open_with(dir.path(), &options).unwrap();
+        let mut revs = Vec::new();
+        for i in 0..20 {
+            revs.push(put(&store, &format!("/p/{i:02}")).await.unwrap().rev);
+        }
+        let err = store.watch("/p/", revs[0]).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Expired { requested, oldest } if requested == revs[0] && oldest == revs[11]),
+            "{err:?} {revs:?}"
+        );
+        let mut w = store.watch("/p/", revs[11]).unwrap();
+        for rev in &revs[12..] {
+            assert_eq!(w.next().await.unwrap().rev, *rev);
+        }
+        // The window survives a restart: it is refilled from the log.
+        drop(w);
+        drop(store);
+        let store = Store::open_with(dir.path(), &options).unwrap();
+        assert!(matches!(
+            store.watch("/p/", revs[10]),
+            Err(StoreError::Expired { .. })
+        ));
+        let mut w = store.watch("/p/", revs[18]).unwrap();
+        assert_eq!(w.next().await.unwrap().rev, revs[19]);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_the_window_moves_past_ends_lagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            watch_window: 4,
+            ..StoreOptions::default()
+        };
+        let store = Store::open_with(dir.path(), &options).unwrap();
+        let mut w = store.watch("/p/", store.current_rev()).unwrap();
+        for i in 0..10 {
+            put(&store, &format!("/p/{i}")).await.unwrap();
+        }
+        assert_eq!(w.next().await.unwrap_err(), WatchEnd::Lagged);
     }
 }

@@ -1,0 +1,333 @@
+//! Request body decoding that notices duplicate fields, for kube-apiserver's `fieldValidation`.
+//!
+//! serde_json and serde_yaml both decode `{"a":1,"a":2}` into a map holding only the last value.
+//! kube-apiserver's decoder (sigs.k8s.io/json, `UnmarshalStrict`) also keeps the last value but
+//! reports each repeated field with its path, and the request's `fieldValidation` decides what
+//! happens: `Strict` refuses the request (400), `Warn` (the default when the parameter is absent)
+//! answers with a `Warning` header per field, and `Ignore` says nothing
+//! (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `fieldValidation`).
+//!
+//! The decoder here is a serde visitor that builds the same [`Value`] serde_json would, while
+//! recording the path of every key it has already seen in the same map.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// The most duplicate fields reported for one body (the rest are counted).
+const MAX_REPORTED: usize = 16;
+/// The longest field path reported; longer ones are cut.
+const MAX_PATH: usize = 256;
+
+/// What to do with fields the server would drop: kube-apiserver's `fieldValidation` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldValidation {
+    /// Accept silently.
+    Ignore,
+    /// Accept, with a `Warning` header per field (the default).
+    Warn,
+    /// Refuse the request with 400 BadRequest.
+    Strict,
+}
+
+impl FieldValidation {
+    /// Parse the query parameter; `options` names the options kind in the error
+    /// (`CreateOptions`, `UpdateOptions`, `PatchOptions`).
+    ///
+    /// # Errors
+    /// 422 Invalid for any value but `Ignore`, `Warn`, `Strict` or none, as kube-apiserver.
+    pub(crate) fn parse(param: Option<&str>, options: &str) -> Result<Self, ApiError> {
+        match param {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::invalid(format!(
+                "{options}.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: {:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                truncate(other)
+            ))),
+        }
+    }
+
+    /// Apply the directive to the duplicate fields of a decoded body: push warnings, or refuse.
+    /// `context` prefixes the strict error (kube-apiserver's "X in version Y cannot be handled
+    /// as a X: " for objects; empty for patches).
+    ///
+    /// # Errors
+    /// 400 BadRequest `strict decoding error: duplicate field "…"` under `Strict`.
+    pub(crate) fn check(
+        self,
+        decoded: &Decoded,
+        context: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
+        if decoded.duplicates.is_empty() {
+            return Ok(());
+        }
+        let mut messages: Vec<String> = decoded
+            .duplicates
+            .iter()
+            .map(|path| format!("duplicate field {path:?}"))
+            .collect();
+        if decoded.unreported > 0 {
+            messages.push(format!("and {} more duplicate fields", decoded.unreported));
+        }
+        match self {
+            FieldValidation::Ignore => Ok(()),
+            FieldValidation::Warn => {
+                warnings.extend(messages);
+                Ok(())
+            }
+            FieldValidation::Strict => Err(ApiError::bad_request(format!(
+                "{context}strict decoding error: {}",
+                messages.join(", ")
+            ))),
+        }
+    }
+}
+
+/// A decoded body and its duplicate fields.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    /// The body; a repeated key keeps its last value.
+    pub(crate) value: Value,
+    /// Paths of repeated keys, like `metadata.labels.app` or `spec.containers[0].name`.
+    pub(crate) duplicates: Vec<String>,
+    /// Duplicates found beyond [`MAX_REPORTED`].
+    pub(crate) unreported: usize,
+}
+
+/// Decode JSON, noting duplicate fields.
+///
+/// # Errors
+/// serde_json's error (syntax, or nesting deeper than its limit of 128).
+pub(crate) fn json(body: &[u8]) -> Result<Decoded, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let decoded = decode(&mut de)?;
+    de.end()?;
+    Ok(decoded)
+}
+
+/// Decode a YAML document, noting duplicate fields.
+///
+/// # Errors
+/// serde_yaml's error.
+pub(crate) fn yaml(body: &[u8]) -> Result<Decoded, serde_yaml::Error> {
+    decode(serde_yaml::Deserializer::from_slice(body))
+}
+
+fn decode<'de, D: de::Deserializer<'de>>(de: D) -> Result<Decoded, D::Error> {
+    let mut state = State::default();
+    let value = Seed { state: &mut state }.deserialize(de)?;
+    Ok(Decoded {
+        value,
+        duplicates: state.duplicates,
+        unreported: state.unreported,
+    })
+}
+
+fn truncate(s: &str) -> &str {
+    if s.len() <= MAX_PATH {
+        return s;
+    }
+    let mut end = MAX_PATH;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// One step of a field path.
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+#[derive(Default)]
+struct State {
+    path: Vec<Segment>,
+    duplicates: Vec<String>,
+    unreported: usize,
+}
+
+impl State {
+    fn record(&mut self, key: &str) {
+        if self.duplicates.len() >= MAX_REPORTED {
+            self.unreported += 1;
+            return;
+        }
+        let mut out = String::new();
+        for seg in &self.path {
+            match seg {
+                Segment::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Segment::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+            if out.len() > MAX_PATH {
+                break;
+            }
+        }
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(key);
+        self.duplicates.push(truncate(&out).to_owned());
+    }
+}
+
+/// Decodes one value at the current path.
+struct Seed<'a> {
+    state: &'a mut State,
+}
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        de.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            self.state.path.push(Segment::Index(items.len()));
+            let item = seq.next_element_seed(Seed {
+                state: &mut *self.state,
+            });
+            self.state.path.pop();
+            match item? {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            self.state.path.push(Segment::Key(key));
+            let value = map.next_value_seed(Seed {
+                state: &mut *self.state,
+            });
+            let Some(Segment::Key(key)) = self.state.path.pop() else {
+                unreachable!("invariant: the key pushed above is on top");
+            };
+            let value = value?;
+            if out.contains_key(&key) {
+                self.state.record(&key);
+            }
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_duplicates_are_found_with_their_paths_and_the_last_value_wins() {
+        let d = json(br#"{"a":1,"a":2,"s":{"l":[{"n":"x","n":"y"}]}}"#).unwrap();
+        assert_eq!(d.value, json!({"a":2,"s":{"l":[{"n":"y"}]}}));
+        assert_eq!(d.duplicates, ["a", "s.l[0].n"]);
+    }
+
+    #[test]
+    fn yaml_duplicates_are_found_too() {
+        let d = yaml(b"metadata:\n  name: a\n  name: b\ndata:\n  k: v\n").unwrap();
+        assert_eq!(d.value, json!({"metadata":{"name":"b"},"data":{"k":"v"}}));
+        assert_eq!(d.duplicates, ["metadata.name"]);
+    }
+
+    #[test]
+    fn bodies_without_duplicates_decode_as_serde_json_does() {
+        let src = br#"{"a":[1,-2,3.5,null,true,"s",{}],"b":{"c":{"d":[]}}}"#;
+        let d = json(src).unwrap();
+        assert_eq!(d.value, serde_json::from_slice::<Value>(src).unwrap());
+        assert!(d.duplicates.is_empty());
+    }
+
+    #[test]
+    fn trailing_garbage_and_deep_nesting_are_errors_not_panics() {
+        assert!(json(b"{} x").is_err());
+        // serde_json stops at 128 levels; serde_yaml at 128 too (the server pre-scans YAML for
+        // deeper flow nesting before it gets here, as libyaml is slow on it).
+        let deep = "[".repeat(1000);
+        assert!(json(deep.as_bytes()).is_err());
+        assert!(yaml(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn reports_are_bounded() {
+        let body = format!("{{{}}}", vec![r#""k":1"#; 1000].join(","));
+        let d = json(body.as_bytes()).unwrap();
+        assert_eq!(d.duplicates.len(), MAX_REPORTED);
+        assert_eq!(d.unreported, 999 - MAX_REPORTED);
+    }
+
+    #[test]
+    fn field_validation_defaults_to_warn_and_refuses_unknown_directives() {
+        assert_eq!(
+            FieldValidation::parse(None, "CreateOptions").unwrap(),
+            FieldValidation::Warn
+        );
+        assert_eq!(
+            FieldValidation::parse(Some("Strict"), "CreateOptions").unwrap(),
+            FieldValidation::Strict
+        );
+        let err = FieldValidation::parse(Some("strict"), "PatchOptions").unwrap_err();
+        assert_eq!(err.code, 422);
+    }
+}

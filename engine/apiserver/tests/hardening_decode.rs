@@ -1,0 +1,459 @@
+//! Request bodies: duplicate fields follow kube-apiserver's `fieldValidation` (`Strict` refuses,
+//! `Warn` — the default — warns, `Ignore` accepts), and a seeded fuzz run of mutated bodies of
+//! every kind (JSON, YAML, each patch type) never panics, never hangs, and answers every failure
+//! with a well-formed `Status`.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::Request;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+use flotilla_apiserver::{ApiServer, ServerOptions, Store};
+
+struct Server {
+    router: axum::Router,
+    _dir: tempfile::TempDir,
+}
+
+/// A response: status code, `Warning` headers, raw body.
+struct Answer {
+    code: u16,
+    warnings: Vec<String>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+impl Server {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store opens");
+        let router = ApiServer::new(store, ServerOptions::default()).router();
+        Server { router, _dir: dir }
+    }
+
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> Answer {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(Body::from(body))
+            .expect("request");
+        let resp = self.router.clone().oneshot(req).await.expect("infallible");
+        let code = resp.status().as_u16();
+        let warnings = resp
+            .headers()
+            .get_all("warning")
+            .iter()
+            .map(|v| v.to_str().expect("ascii warning").to_owned())
+            .collect();
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("body")
+            .to_vec();
+        Answer {
+            code,
+            warnings,
+            body,
+        }
+    }
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+const DUP_JSON: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup"},"data":{"a":"first","a":"last"}}"#;
+const DUP_YAML: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dup\ndata:\n  a: first\n  a: last\n";
+const DUP_WARNING: &str = r#"299 - "duplicate field \"data.a\"""#;
+
+fn assert_strict_error(got: &Answer, field: &str) {
+    let status = got.json();
+    assert_eq!(got.code, 400, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "BadRequest");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "strict decoding error: duplicate field \"{field}\""
+        )),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn strict_field_validation_refuses_duplicate_fields_in_json_and_yaml_bodies() {
+    let s = Server::new();
+    for (ct, body) in [
+        ("application/json", DUP_JSON),
+        ("application/yaml", DUP_YAML),
+    ] {
+        let got = s
+            .send(
+                "POST",
+                &format!("{CMS}?fieldValidation=Strict"),
+                ct,
+                body.into(),
+            )
+            .await;
+        assert_strict_error(&got, "data.a");
+        let status = got.json();
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: "),
+            "{status}"
+        );
+    }
+    let got = s.send("GET", &format!("{CMS}/dup"), "", Vec::new()).await;
+    assert_eq!(got.code, 404, "nothing was stored");
+
+    // An update too, with the path of a nested duplicate.
+    s.send("POST", CMS, "application/json", DUP_JSON.into())
+        .await;
+    let update = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup","labels":{"x":"1","x":"2"}}}"#;
+    let got = s
+        .send(
+            "PUT",
+            &format!("{CMS}/dup?fieldValidation=Strict"),
+            "application/json",
+            update.into(),
+        )
+        .await;
+    assert_strict_error(&got, "metadata.labels.x");
+}
+
+#[tokio::test]
+async fn warn_and_the_default_accept_duplicates_with_a_warning_and_ignore_is_silent() {
+    let s = Server::new();
+    for (i, (query, warned)) in [
+        ("?fieldValidation=Warn", true),
+        ("", true),
+        ("?fieldValidation=Ignore", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = DUP_JSON.replace("\"dup\"", &format!("\"dup-{i}\""));
+        let got = s
+            .send(
+                "POST",
+                &format!("{CMS}{query}"),
+                "application/json",
+                body.into(),
+            )
+            .await;
+        assert_eq!(got.code, 201, "{}", got.json());
+        assert_eq!(got.json()["data"]["a"], "last", "the last value wins");
+        if warned {
+            assert_eq!(got.warnings, [DUP_WARNING], "{query}");
+        } else {
+            assert!(got.warnings.is_empty(), "{:?}", got.warnings);
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_patch_type_applies_field_validation_to_duplicates() {
+    let s = Server::new();
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let created = s
+        .send(
+            "POST",
+            DEPLOYS,
+            "application/json",
+            deploy.to_string().into(),
+        )
+        .await;
+    assert_eq!(created.code, 201, "{}", created.json());
+    let cases = [
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"x":"1","x":"2"}}}"#,
+            "metadata.labels.x",
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"spec":{"replicas":2,"replicas":3}}"#,
+            "spec.replicas",
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/spec/replicas","value":2,"value":3}]"#,
+            "[0].value",
+        ),
+        (
+            "application/apply-patch+yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  replicas: 2\n  replicas: 3\n",
+            "spec.replicas",
+        ),
+    ];
+    for (ct, patch, field) in cases {
+        let uri = format!("{DEPLOYS}/d?fieldManager=t&fieldValidation=Strict");
+        let got = s.send("PATCH", &uri, ct, patch.into()).await;
+        assert_strict_error(&got, field);
+        let uri = format!("{DEPLOYS}/d?fieldManager=t&fieldValidation=Warn");
+        let got = s.send("PATCH", &uri, ct, patch.into()).await;
+        assert_eq!(got.code, 200, "{ct}: {}", got.json());
+        assert_eq!(
+            got.warnings,
+            [format!("299 - \"duplicate field \\\"{field}\\\"\"")],
+            "{ct}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_field_validation_directive_is_422() {
+    let s = Server::new();
+    let got = s
+        .send(
+            "POST",
+            &format!("{CMS}?fieldValidation=Bogus"),
+            "application/json",
+            DUP_JSON.into(),
+        )
+        .await;
+    let status = got.json();
+    assert_eq!(got.code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+}
+
+/// A small, seeded PRNG (xorshift64*): the same cases on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
+        &from[self.below(from.len())]
+    }
+}
+
+/// Bytes that matter to JSON and YAML parsers.
+const INTERESTING: &[&[u8]] = &[
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b"\"",
+    b"'",
+    b"\\",
+    b"\\u0000",
+    b"\\ud800",
+    b"-",
+    b"? ",
+    b"&a ",
+    b"*a",
+    b"!!binary ",
+    b"!tag ",
+    b"\n",
+    b"\n  ",
+    b"\t",
+    b"#",
+    b"---\n",
+    b"...\n",
+    b"|\n",
+    b">-\n",
+    b"<<: ",
+    b"null",
+    b"true",
+    b"1e999",
+    b"-0",
+    b"18446744073709551616",
+    b"NaN",
+    b".nan",
+    b"\xff",
+    b"\xc3",
+    b"\"a\":1,\"a\":2",
+    b"a: 1\na: 2\n",
+    b"{\"op\":\"copy\"}",
+];
+
+fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
+    let mut out = seed.to_vec();
+    for _ in 0..=rng.below(6) {
+        let at = rng.below(out.len() + 1);
+        match rng.below(7) {
+            0 if !out.is_empty() => {
+                let i = rng.below(out.len());
+                out[i] ^= 1 << rng.below(8);
+            }
+            1 => {
+                let bytes = *rng.pick(INTERESTING);
+                out.splice(at..at, bytes.iter().copied());
+            }
+            2 if at < out.len() => {
+                let end = (at + rng.below(16)).min(out.len());
+                out.drain(at..end);
+            }
+            3 if at < out.len() => {
+                // Repeat a slice (duplicate keys, nesting).
+                let end = (at + rng.below(32)).min(out.len());
+                let slice = out[at..end].to_vec();
+                for _ in 0..rng.below(4) {
+                    out.splice(at..at, slice.iter().copied());
+                }
+            }
+            4 => out.truncate(at),
+            5 => {
+                let depth = rng.below(300);
+                const OPENERS: &[&[u8]] = &[b"[", b"{\"a\":", b"- ", b"a: {"];
+                let open: &[u8] = *rng.pick(OPENERS);
+                let nest: Vec<u8> = open
+                    .iter()
+                    .copied()
+                    .cycle()
+                    .take(open.len() * depth)
+                    .collect();
+                out.splice(at..at, nest);
+            }
+            _ => {
+                let byte = rng.next() as u8;
+                out.insert(at, byte);
+            }
+        }
+    }
+    out.truncate(64 * 1024);
+    out
+}
+
+fn assert_valid_status(answer: &Answer, what: &str) {
+    let status: Value = serde_json::from_slice(&answer.body).unwrap_or_else(|e| {
+        panic!(
+            "{what}: error body is not JSON ({e}): {}",
+            String::from_utf8_lossy(&answer.body)
+        )
+    });
+    assert_eq!(status["kind"], "Status", "{what}: {status}");
+    assert_eq!(status["apiVersion"], "v1", "{what}: {status}");
+    assert_eq!(status["status"], "Failure", "{what}: {status}");
+    assert_eq!(status["code"], answer.code, "{what}: {status}");
+    assert!(
+        status["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{what}: {status}"
+    );
+    assert!(status["message"].is_string(), "{what}: {status}");
+}
+
+#[tokio::test]
+async fn fuzzed_bodies_of_every_kind_get_a_status_never_a_panic_or_a_hang() {
+    const CASES: usize = 1500;
+    const DEADLINE: Duration = Duration::from_secs(5);
+    let s = Server::new();
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "target"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "t"}},
+                 "template": {"metadata": {"labels": {"app": "t"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let created = s
+        .send(
+            "POST",
+            DEPLOYS,
+            "application/json",
+            deploy.to_string().into(),
+        )
+        .await;
+    assert_eq!(created.code, 201);
+    let target = format!("{DEPLOYS}/target");
+    // (method, path, content type, seed body)
+    let seeds: Vec<(&str, String, &str, Vec<u8>)> = vec![
+        ("POST", DEPLOYS.to_owned(), "application/json", deploy.to_string().into_bytes()),
+        (
+            "POST",
+            CMS.to_owned(),
+            "application/yaml",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\n  labels: {a: b}\ndata:\n  k: [1, 2]\n".to_vec(),
+        ),
+        ("PUT", target.clone(), "application/json", deploy.to_string().into_bytes()),
+        (
+            "PATCH",
+            target.clone(),
+            "application/json-patch+json",
+            br#"[{"op":"replace","path":"/spec/replicas","value":2},{"op":"add","path":"/metadata/labels","value":{"x":"y"}},{"op":"copy","from":"/spec","path":"/metadata/annotations"}]"#.to_vec(),
+        ),
+        (
+            "PATCH",
+            target.clone(),
+            "application/merge-patch+json",
+            br#"{"metadata":{"labels":{"x":"y"}},"spec":{"replicas":3,"paused":null}}"#.to_vec(),
+        ),
+        (
+            "PATCH",
+            target.clone(),
+            "application/strategic-merge-patch+json",
+            br#"{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"j"},{"$patch":"delete","name":"z"}]}}},"$setElementOrder/x":[]}"#.to_vec(),
+        ),
+        (
+            "PATCH",
+            format!("{target}?fieldManager=fuzz&force=true"),
+            "application/apply-patch+yaml",
+            b"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: target\nspec:\n  replicas: 4\n  template:\n    spec:\n      containers:\n      - name: c\n        image: k\n".to_vec(),
+        ),
+    ];
+    let validations = [
+        "",
+        "fieldValidation=Strict",
+        "fieldValidation=Warn",
+        "fieldValidation=Ignore",
+    ];
+    let mut rng = Rng(0x5EED_F1E1_D0C5_u64);
+    let started = Instant::now();
+    let mut codes = std::collections::BTreeMap::<u16, usize>::new();
+    let mut slowest = Duration::ZERO;
+    for case in 0..CASES {
+        let (method, path, ct, seed) = rng.pick(&seeds);
+        let body = if rng.below(10) == 0 {
+            seed.clone()
+        } else {
+            mutate(&mut rng, seed)
+        };
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let uri = format!("{path}{sep}{}", rng.pick(&validations));
+        let what = format!("case {case}: {method} {uri} ({ct})");
+        let t = Instant::now();
+        let answer = tokio::time::timeout(DEADLINE, s.send(method, &uri, ct, body))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no answer within {DEADLINE:?}"));
+        slowest = slowest.max(t.elapsed());
+        *codes.entry(answer.code).or_default() += 1;
+        if answer.code >= 400 {
+            assert_valid_status(&answer, &what);
+            assert!(
+                answer.code < 500,
+                "{what}: a client error, not a server one: {}",
+                answer.json()
+            );
+        } else {
+            assert!(
+                answer.json().is_object(),
+                "{what}: a success answers with an object"
+            );
+        }
+    }
+    eprintln!(
+        "{CASES} fuzzed requests in {:?} (slowest {slowest:?}); status codes: {codes:?}",
+        started.elapsed()
+    );
+    assert!(
+        codes.keys().any(|c| *c < 300) && codes.keys().any(|c| *c >= 400),
+        "the mutations reach both the decoders' successes and their errors: {codes:?}"
+    );
+}
