@@ -176,6 +176,43 @@ pub struct PluginLimits {
     pub max_output_bytes: Option<u64>,
 }
 
+impl PluginLimits {
+    /// Largest `timeoutMs`: ten seconds per call (setup work gets ten times a call's budget).
+    pub const MAX_TIMEOUT_MS: u64 = 10_000;
+    /// Largest `memoryMib`: the host's per-instance ceiling, 1 GiB.
+    pub const MAX_MEMORY_MIB: u64 = 1024;
+    /// Largest `maxOutputBytes`: 16 MiB.
+    pub const MAX_OUTPUT_BYTES: u64 = 16 << 20;
+
+    /// Check every limit against its documented range (each at least 1, at most its `MAX_*`).
+    /// `at` is the path of the `limits` field (`spec.limits`, `spec.filters[0].limits`); each
+    /// error names the offending field under it. Offline profiles, profile entries and
+    /// `WasmPlugin` objects all go through here, so they are refused alike.
+    pub fn validate(&self, at: &str) -> Vec<crate::validate::FieldError> {
+        let mut out = Vec::new();
+        for (name, value, max) in [
+            ("timeoutMs", self.timeout_ms, Self::MAX_TIMEOUT_MS),
+            ("memoryMib", self.memory_mib, Self::MAX_MEMORY_MIB),
+            (
+                "maxOutputBytes",
+                self.max_output_bytes,
+                Self::MAX_OUTPUT_BYTES,
+            ),
+        ] {
+            let message = match value {
+                Some(0) => "must be at least 1".to_owned(),
+                Some(v) if v > max => format!("must be at most {max}"),
+                _ => continue,
+            };
+            out.push(crate::validate::FieldError {
+                field: format!("{at}.{name}"),
+                message,
+            });
+        }
+        out
+    }
+}
+
 /// The extension points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExtensionPoint {
@@ -520,7 +557,7 @@ pub const WASM_PLUGIN_KIND: &str = "WasmPlugin";
 /// kind: WasmPlugin
 /// metadata: {name: gpu-scorer}
 /// spec:
-///   module: {path: /var/lib/flotilla/plugins/gpu.wasm}   # or {base64: AGFzbQEAAAA...}
+///   module: {base64: AGFzbQEAAAA...}   # or {path: gpu.wasm}, inside the controllers' --module-dir
 ///   sha256: 9f86d081884c7d65...                          # optional, checked at load
 ///   config: {label: example.com/gpu}
 ///   failurePolicy: Ignore
@@ -548,7 +585,8 @@ pub struct WasmPluginSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModuleSource {
-    /// A file on the control plane's host.
+    /// A file in the control plane's module directory (`--module-dir`), relative to it and
+    /// resolved without leaving it; refused when the controllers run without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// The module inline, base64 (standard alphabet); binary Wasm or WAT text.

@@ -30,6 +30,7 @@ impl WasmFactory {
         spec: &PluginSpec,
         path: &Path,
     ) -> Result<WasmPlugin, LoadError> {
+        let limits = Limits::from_spec(spec.limits.as_ref())?;
         let host = Host::global()?;
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.display().to_string(),
@@ -53,13 +54,7 @@ impl WasmFactory {
                 what: "the extension point the profile uses it for",
             });
         }
-        WasmPlugin::load(
-            host,
-            &spec.name,
-            module,
-            spec.config.as_ref(),
-            Limits::from_spec(spec.limits.as_ref()),
-        )
+        WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)
     }
 }
 

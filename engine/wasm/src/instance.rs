@@ -34,22 +34,40 @@ impl Default for Limits {
 
 impl Limits {
     /// Limits from a profile's `limits` (defaults for what is unset).
-    pub fn from_spec(spec: Option<&flotilla_core::profile::PluginLimits>) -> Self {
+    ///
+    /// # Errors
+    /// A limit outside its documented range ([`PluginLimits::validate`]): values too large are
+    /// refused, never saturated.
+    ///
+    /// [`PluginLimits::validate`]: flotilla_core::profile::PluginLimits::validate
+    pub fn from_spec(
+        spec: Option<&flotilla_core::profile::PluginLimits>,
+    ) -> Result<Self, LimitsError> {
         let d = Limits::default();
-        let Some(s) = spec else { return d };
-        Limits {
-            timeout: s.timeout_ms.map_or(d.timeout, Duration::from_millis),
-            memory_bytes: s.memory_mib.map_or(d.memory_bytes, |m| {
-                usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
-            }),
-            max_output_bytes: s.max_output_bytes.map_or(d.max_output_bytes, |b| {
-                usize::try_from(b).unwrap_or(usize::MAX)
-            }),
+        let Some(s) = spec else { return Ok(d) };
+        if let Some(e) = s.validate("limits").into_iter().next() {
+            return Err(LimitsError(e));
         }
+        // In range, so none of these conversions can overflow; saturate anyway.
+        let bytes = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        Ok(Limits {
+            timeout: s.timeout_ms.map_or(d.timeout, Duration::from_millis),
+            memory_bytes: s
+                .memory_mib
+                .map_or(d.memory_bytes, |m| bytes(m.saturating_mul(1 << 20))),
+            max_output_bytes: s.max_output_bytes.map_or(d.max_output_bytes, bytes),
+        })
     }
 
+    /// Epoch ticks for `timeout`, capped so that no deadline arithmetic (here or in wasmtime,
+    /// which adds it to the current epoch) can overflow, whatever a caller put in [`Limits`].
     fn ticks(timeout: Duration) -> u64 {
-        (timeout.as_micros() / TICK.as_micros()).max(1) as u64 + 1
+        let cap = Duration::from_millis(MAX_SETUP_MS);
+        let micros = timeout.min(cap).as_micros() / TICK.as_micros().max(1);
+        u64::try_from(micros)
+            .unwrap_or(u64::MAX)
+            .max(1)
+            .saturating_add(1)
     }
 
     /// Deadline, in epoch ticks, of a scheduling call.
@@ -59,8 +77,36 @@ impl Limits {
 
     /// Deadline of setup work: instantiation, `init`, cluster pushes.
     pub(crate) fn setup_ticks(&self) -> u64 {
-        Self::ticks((self.timeout * 10).max(Duration::from_secs(1)))
+        Self::ticks(self.timeout.saturating_mul(10).max(Duration::from_secs(1)))
     }
+}
+
+/// The longest any deadline may be, milliseconds: ten times the largest `timeoutMs`.
+const MAX_SETUP_MS: u64 = flotilla_core::profile::PluginLimits::MAX_TIMEOUT_MS * 10;
+
+/// A plugin's `limits` are out of range; displays as `limits.timeoutMs: must be at most 10000`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LimitsError(pub flotilla_core::validate::FieldError);
+
+/// Longest guest-provided text (error messages, reasons) the host keeps, bytes.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// `text` cut to at most [`MAX_MESSAGE_BYTES`] on a char boundary, an ellipsis marking the cut:
+/// guest text reaches conditions, events and errors only through here.
+pub fn bound_message(text: String) -> String {
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
+    }
+    const ELLIPSIS: &str = "…";
+    let mut end = MAX_MESSAGE_BYTES - ELLIPSIS.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = text;
+    out.truncate(end);
+    out.push_str(ELLIPSIS);
+    out
 }
 
 /// A fault raised by a host import; found again by type when the call fails.
@@ -270,8 +316,14 @@ impl Fail {
     pub(crate) fn into_plugin_error(self, plugin: &str, memory_hit: bool) -> PluginError {
         let plugin = plugin.to_owned();
         match self {
-            Fail::Invalid(message) => PluginError::InvalidOutput { plugin, message },
-            Fail::Guest(message) => PluginError::Failed { plugin, message },
+            Fail::Invalid(message) => PluginError::InvalidOutput {
+                plugin,
+                message: bound_message(message),
+            },
+            Fail::Guest(message) => PluginError::Failed {
+                plugin,
+                message: bound_message(message),
+            },
             Fail::Wasm(err) => {
                 if let Some(trap) = err.downcast_ref::<Trap>() {
                     match trap {
@@ -306,7 +358,7 @@ impl Fail {
                 }
                 PluginError::Failed {
                     plugin,
-                    message: format!("wasm: {err:#}"),
+                    message: bound_message(format!("wasm: {err:#}")),
                 }
             }
         }
@@ -460,7 +512,10 @@ impl Warm {
             status::OK => Ok(()),
             status::ERROR => {
                 let msg = self.store.data_mut().result.take().unwrap_or_default();
-                let msg = String::from_utf8_lossy(&msg[..msg.len().min(4096)]).into_owned();
+                let msg = bound_message(
+                    String::from_utf8_lossy(&msg[..msg.len().min(MAX_MESSAGE_BYTES * 4)])
+                        .into_owned(),
+                );
                 Err(Fail::Guest(if msg.is_empty() {
                     "plugin reported an error".into()
                 } else {

@@ -24,11 +24,14 @@ mod factory;
 mod host;
 mod instance;
 mod module;
+pub mod patch;
 mod plugin;
 mod wasi;
 
 pub use factory::WasmFactory;
 pub use host::{Host, MAX_MEMORY_BYTES};
-pub use instance::Limits;
+pub use instance::{Limits, LimitsError, MAX_MESSAGE_BYTES, bound_message};
 pub use module::{Compiled, Digest, LoadError, custom_section, sha256};
-pub use plugin::{WasmPlugin, export_for, fuzz_decode};
+pub use plugin::{
+    FuzzDecoded, FuzzRequest, MAX_SCORE, MIN_SCORE, WasmPlugin, export_for, fuzz_decode,
+};

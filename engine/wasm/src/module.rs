@@ -54,12 +54,16 @@ pub enum LoadError {
         /// Actual digest (hex).
         actual: String,
     },
-    /// Not valid Wasm (or WAT), or Cranelift rejected it.
-    #[error("cannot compile module: {message}")]
+    /// Not valid Wasm (or WAT), or Cranelift rejected it. The message never quotes the input:
+    /// a file that is not a module may hold anything.
+    #[error("not a valid Wasm module ({size} bytes)")]
     Compile {
-        /// The compiler's message.
-        message: String,
+        /// Size of the input.
+        size: usize,
     },
+    /// The plugin's `limits` are out of range.
+    #[error("{0}")]
+    Limits(#[from] crate::instance::LimitsError),
     /// The module imports something the host does not provide.
     #[error(
         "module imports {module}.{name}, which the host does not provide (plugins may import only {HOST_MODULE}.{{log,set_result,set_rows}} and the deny-all {WASI_MODULE})"
@@ -114,6 +118,7 @@ impl LoadError {
             LoadError::Read { .. } => "ReadFailed",
             LoadError::DigestMismatch { .. } => "DigestMismatch",
             LoadError::Compile { .. } => "CompileFailed",
+            LoadError::Limits(_) => "InvalidLimits",
             LoadError::UnknownImport { .. } => "UnknownImport",
             LoadError::MissingExport { .. } => "MissingExport",
             LoadError::AbiVersion { .. } => "AbiVersionUnsupported",
@@ -170,16 +175,14 @@ impl Compiled {
         } else {
             std::borrow::Cow::Owned(
                 wat::parse_bytes(bytes)
-                    .map_err(|e| LoadError::Compile {
-                        message: e.to_string(),
-                    })?
+                    .map_err(|_| LoadError::Compile { size: bytes.len() })?
                     .into_owned(),
             )
         };
         let metadata = match custom_section(&wasm, CUSTOM_SECTION) {
             Some(raw) => {
                 let m: Metadata = serde_json::from_slice(raw).map_err(|e| LoadError::Metadata {
-                    message: e.to_string(),
+                    message: crate::instance::bound_message(e.to_string()),
                 })?;
                 if m.abi != flotilla_abi::ABI_VERSION {
                     return Err(LoadError::AbiVersion { found: m.abi });
@@ -188,9 +191,8 @@ impl Compiled {
             }
             None => None,
         };
-        let module = Module::new(host.engine(), &wasm).map_err(|e| LoadError::Compile {
-            message: format!("{e:#}"),
-        })?;
+        let module = Module::new(host.engine(), &wasm)
+            .map_err(|_| LoadError::Compile { size: bytes.len() })?;
         let mut wasi = false;
         let mut imports = Vec::new();
         for imp in module.imports() {
@@ -204,8 +206,8 @@ impl Compiled {
             };
             if !known {
                 return Err(LoadError::UnknownImport {
-                    module: imp.module().to_owned(),
-                    name: imp.name().to_owned(),
+                    module: crate::instance::bound_message(imp.module().to_owned()),
+                    name: crate::instance::bound_message(imp.name().to_owned()),
                 });
             }
             imports.push(format!("{}.{}", imp.module(), imp.name()));
@@ -247,7 +249,7 @@ impl Compiled {
             .linker
             .instantiate_pre(&module)
             .map_err(|e| LoadError::Instantiate {
-                message: format!("{e:#}"),
+                message: crate::instance::bound_message(format!("{e:#}")),
             })?;
         Ok(Compiled {
             digest,

@@ -18,7 +18,7 @@ use flotilla_core::framework::{
 };
 
 use crate::host::{Host, Snapshot};
-use crate::instance::{Fail, Limits, Reply, Warm};
+use crate::instance::{Fail, Limits, Reply, Warm, bound_message};
 use crate::module::{Compiled, LoadError};
 
 const FILTER: usize = 0;
@@ -253,7 +253,7 @@ impl WasmPlugin {
     fn invalid(&self, message: impl Into<String>) -> PluginError {
         PluginError::InvalidOutput {
             plugin: self.name.clone(),
-            message: message.into(),
+            message: bound_message(message.into()),
         }
     }
 }
@@ -336,7 +336,7 @@ impl SelectPlugin for WasmPlugin {
         let (snap, rows) = self.detail_rows(input.binding, input.clusters);
         let json = Self::binding_json(input.binding, None, None);
         let reply = self.call_rows(SELECT, &snap, &json, &rows, input.clusters.len())?;
-        decode::select(&reply).map_err(|m| self.invalid(m))
+        decode::select(input.clusters.len(), &reply).map_err(|m| self.invalid(m))
     }
 }
 
@@ -350,7 +350,12 @@ impl AssignPlugin for WasmPlugin {
         let json = Self::binding_json(input.binding, Some(input.replicas), Some(mode));
         let reply = self.call_rows(ASSIGN, &snap, &json, &rows, input.clusters.len())?;
         let names: Vec<&str> = input.clusters.iter().map(|d| d.name()).collect();
-        decode::assign(&names, &reply).map_err(|m| self.invalid(m))
+        let request = decode::AssignRequest {
+            replicas: input.replicas,
+            divided: input.binding.placement.replica_scheduling_type()
+                == flotilla_api::policy::scheduling_type::DIVIDED,
+        };
+        decode::assign(&names, request, &reply).map_err(|m| self.invalid(m))
     }
 }
 
@@ -363,7 +368,7 @@ impl OverridePlugin for WasmPlugin {
         let json =
             serde_json::to_vec(&req).map_err(|e| PluginError::failed(&self.name, e.to_string()))?;
         let reply = self.with_instance(|w| w.call_json(OVERRIDE, &json, &self.limits))?;
-        decode::override_patch(&reply).map_err(|m| self.invalid(m))
+        decode::override_patch(input.object, &reply).map_err(|m| self.invalid(m))
     }
 }
 
@@ -393,7 +398,12 @@ pub(crate) mod decode {
         }
         let reasons: Vec<Reason> = if verdicts.iter().any(|&v| v != flotilla_abi::FIT) {
             let r: FilterReply = parse(reply.result.as_deref(), "filter")?;
-            r.reasons.iter().map(|s| intern(s)).collect()
+            // Verdict bytes reach at most 255 reasons; each is bounded before it is kept.
+            r.reasons
+                .into_iter()
+                .take(usize::from(u8::MAX))
+                .map(|s| intern(&bound_message(s)))
+                .collect()
         } else {
             Vec::new()
         };
@@ -422,37 +432,66 @@ pub(crate) mod decode {
                 scores.len()
             ));
         }
-        out.extend(
-            scores
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
-        );
+        let start = out.len();
+        for (i, c) in scores.chunks_exact(8).enumerate() {
+            let score = i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            if !(MIN_SCORE..=MAX_SCORE).contains(&score) {
+                out.truncate(start);
+                return Err(format!(
+                    "score {score} for row {i} is outside {MIN_SCORE}..={MAX_SCORE}"
+                ));
+            }
+            out.push(score);
+        }
         Ok(())
     }
 
-    pub(crate) fn select(reply: &Reply) -> Result<Selection, String> {
+    /// A select reply: row positions in range, each at most once.
+    pub(crate) fn select(n: usize, reply: &Reply) -> Result<Selection, String> {
         Ok(
             match parse::<SelectReply>(reply.result.as_deref(), "select")? {
                 SelectReply::Selected(rows) => {
-                    Selection::Selected(rows.into_iter().map(|r| r as usize).collect())
+                    let mut seen = vec![false; n];
+                    let mut out = Vec::with_capacity(rows.len().min(n));
+                    for r in rows {
+                        let i = r as usize;
+                        match seen.get_mut(i) {
+                            None => return Err(format!("selected row {r} of {n}")),
+                            Some(true) => return Err(format!("selected row {r} twice")),
+                            Some(s) => *s = true,
+                        }
+                        out.push(i);
+                    }
+                    Selection::Selected(out)
                 }
-                SelectReply::Failed(msg) => Selection::Failed(msg),
+                SelectReply::Failed(msg) => Selection::Failed(bound_message(msg)),
             },
         )
     }
 
-    pub(crate) fn assign(names: &[&str], reply: &Reply) -> Result<Assignment, String> {
-        let name = |row: u32| {
-            names
-                .get(row as usize)
-                .copied()
-                .ok_or_else(|| format!("assigned row {row} of {}", names.len()))
-        };
-        // Binary `assigned` pairs (sdk/ABI.md §8).
-        match (&reply.result, &reply.rows) {
+    /// What an assign call asked for, to check the reply against.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct AssignRequest {
+        /// Replicas to place.
+        pub(crate) replicas: i32,
+        /// `Divided` placement: the replies' replicas must add up to `replicas` (Karmada's
+        /// dividers all place exactly the requested replicas or fail). Otherwise (`Duplicated`)
+        /// each cluster gets at most `replicas`.
+        pub(crate) divided: bool,
+    }
+
+    /// An assign reply: rows in range and each at most once, replicas in `0..=replicas`, and for
+    /// a divided placement a sum of exactly `replicas`.
+    pub(crate) fn assign(
+        names: &[&str],
+        request: AssignRequest,
+        reply: &Reply,
+    ) -> Result<Assignment, String> {
+        let pairs: Vec<(u32, i32)> = match (&reply.result, &reply.rows) {
             (Some(_), Some(_)) => {
                 return Err("assign reply: both set_result and set_rows were called".into());
             }
+            // Binary `assigned` pairs (sdk/ABI.md §8).
             (None, Some(rows)) => {
                 if rows.len() % flotilla_abi::ASSIGN_ROW_SIZE != 0 {
                     return Err(format!(
@@ -460,41 +499,74 @@ pub(crate) mod decode {
                         rows.len()
                     ));
                 }
-                let mut out = Vec::with_capacity(rows.len() / flotilla_abi::ASSIGN_ROW_SIZE);
-                for c in rows.chunks_exact(flotilla_abi::ASSIGN_ROW_SIZE) {
-                    let row = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    out.push(TargetCluster::new(
-                        name(row)?,
-                        i32::from_le_bytes([c[4], c[5], c[6], c[7]]),
-                    ));
-                }
-                return Ok(Assignment::Assigned(out));
+                rows.chunks_exact(flotilla_abi::ASSIGN_ROW_SIZE)
+                    .map(|c| {
+                        (
+                            u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                            i32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                        )
+                    })
+                    .collect()
             }
-            _ => {}
-        }
-        Ok(
-            match parse::<AssignReply>(reply.result.as_deref(), "assign")? {
-                AssignReply::Skip => Assignment::Skip,
-                AssignReply::Unschedulable(msg) => Assignment::Unschedulable(msg),
-                AssignReply::Assigned(pairs) => {
-                    let mut out = Vec::with_capacity(pairs.len());
-                    for (row, replicas) in pairs {
-                        out.push(TargetCluster::new(name(row)?, replicas));
-                    }
-                    Assignment::Assigned(out)
+            _ => match parse::<AssignReply>(reply.result.as_deref(), "assign")? {
+                AssignReply::Skip => return Ok(Assignment::Skip),
+                AssignReply::Unschedulable(msg) => {
+                    return Ok(Assignment::Unschedulable(bound_message(msg)));
                 }
+                AssignReply::Assigned(pairs) => pairs,
             },
-        )
+        };
+        let want = request.replicas;
+        let mut seen = vec![false; names.len()];
+        let mut sum = 0i64;
+        let mut out = Vec::with_capacity(pairs.len().min(names.len()));
+        for (row, replicas) in pairs {
+            let name = names
+                .get(row as usize)
+                .copied()
+                .ok_or_else(|| format!("assigned row {row} of {}", names.len()))?;
+            match seen.get_mut(row as usize) {
+                Some(true) => return Err(format!("assigned row {row} twice")),
+                Some(s) => *s = true,
+                None => return Err(format!("assigned row {row} of {}", names.len())),
+            }
+            if !(0..=want.max(0)).contains(&replicas) {
+                return Err(format!(
+                    "assigned {replicas} replicas to row {row}; each row takes 0..={want}"
+                ));
+            }
+            sum += i64::from(replicas);
+            out.push(TargetCluster::new(name, replicas));
+        }
+        if request.divided && sum != i64::from(want) {
+            return Err(format!(
+                "assigned {sum} replicas in all, the request was for {want}"
+            ));
+        }
+        Ok(Assignment::Assigned(out))
     }
 
-    pub(crate) fn override_patch(reply: &Reply) -> Result<OverridePatch, String> {
+    /// An override reply: operations that parse, applied within [`crate::patch`]'s bounds.
+    pub(crate) fn override_patch(
+        object: &serde_json::Value,
+        reply: &Reply,
+    ) -> Result<OverridePatch, String> {
         let r: OverrideReply = parse(reply.result.as_deref(), "override")?;
+        if r.patch.len() > crate::patch::MAX_PATCH_OPS {
+            return Err(format!(
+                "override reply: {}",
+                crate::patch::PatchBoundError::TooManyOps {
+                    count: r.patch.len()
+                }
+            ));
+        }
         let patch = r
             .patch
             .into_iter()
             .map(serde_json::from_value)
             .collect::<Result<Vec<json_patch::PatchOperation>, _>>()
             .map_err(|e| format!("override reply: patch: {e}"))?;
+        crate::patch::check(object, &patch).map_err(|e| format!("override reply: {e}"))?;
         Ok(OverridePatch {
             patch,
             applied: Vec::new(),
@@ -502,44 +574,88 @@ pub(crate) mod decode {
     }
 }
 
-/// Decode a guest reply for extension point `point` (index into [`export::POINTS`]) over `n`
-/// rows, as the host does after a call. For fuzzing the ABI boundary; never panics.
+/// Lowest score a plugin may give (Karmada's `MinClusterScore`).
+pub const MIN_SCORE: i64 = 0;
+/// Highest score a plugin may give (Karmada's `MaxClusterScore`).
+pub const MAX_SCORE: i64 = 100;
+
+/// What [`fuzz_decode`] accepted, for checking against the request.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum FuzzDecoded {
+    /// Filter: `None` fits, `Some(reason)` rejects, one per row.
+    Filter(Vec<Option<String>>),
+    /// Score: one per row.
+    Score(Vec<i64>),
+    /// Select.
+    Select(Selection),
+    /// Assign: rows and replicas (for `Assigned`), as (row, replicas).
+    Assign(Assignment),
+    /// Override: the operations.
+    Override(Vec<json_patch::PatchOperation>),
+}
+
+/// The request side of [`fuzz_decode`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FuzzRequest<'a> {
+    /// Extension point, an index into [`export::POINTS`].
+    pub point: usize,
+    /// Rows of the call.
+    pub rows: usize,
+    /// Assign: replicas requested.
+    pub replicas: i32,
+    /// Assign: a divided placement.
+    pub divided: bool,
+    /// Override: the manifest.
+    pub object: &'a serde_json::Value,
+}
+
+/// Decode and validate a guest reply as the host does after a call. For fuzzing the ABI boundary;
+/// never panics. Assign rows are named `c0`, `c1`, ...
 ///
 /// # Errors
 /// The invalid-output message.
 #[doc(hidden)]
 pub fn fuzz_decode(
-    point: usize,
-    n: usize,
+    request: FuzzRequest<'_>,
     result: Option<&[u8]>,
     rows: Option<&[u8]>,
-) -> Result<usize, String> {
+) -> Result<FuzzDecoded, String> {
     let reply = Reply {
         result: result.map(<[u8]>::to_vec),
         rows: rows.map(<[u8]>::to_vec),
     };
+    let n = request.rows;
     let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    match point {
+    match request.point {
         FILTER => {
             let mut out = Vec::new();
             decode::filter(n, &reply, &mut out)?;
-            Ok(out.len())
+            Ok(FuzzDecoded::Filter(
+                out.into_iter()
+                    .map(|v| match v {
+                        Verdict::Fit => None,
+                        Verdict::Unschedulable(r) => Some(r.into_owned()),
+                    })
+                    .collect(),
+            ))
         }
         SCORE => {
             let mut out = Vec::new();
             decode::score(n, &reply, &mut out)?;
-            Ok(out.len())
+            Ok(FuzzDecoded::Score(out))
         }
-        SELECT => decode::select(&reply).map(|s| match s {
-            Selection::Selected(v) => v.len(),
-            Selection::Failed(_) => 0,
-        }),
-        ASSIGN => decode::assign(&names, &reply).map(|a| match a {
-            Assignment::Assigned(v) => v.len(),
-            _ => 0,
-        }),
-        _ => decode::override_patch(&reply).map(|p| p.patch.len()),
+        SELECT => decode::select(n, &reply).map(FuzzDecoded::Select),
+        ASSIGN => {
+            let req = decode::AssignRequest {
+                replicas: request.replicas,
+                divided: request.divided,
+            };
+            decode::assign(&names, req, &reply).map(FuzzDecoded::Assign)
+        }
+        _ => decode::override_patch(request.object, &reply).map(|p| FuzzDecoded::Override(p.patch)),
     }
 }
 
@@ -620,21 +736,36 @@ mod tests {
         }
     }
 
+    const DIVIDED_2: decode::AssignRequest = decode::AssignRequest {
+        replicas: 2,
+        divided: true,
+    };
+
     #[test]
     fn assign_replies_in_json_and_in_binary_decode_alike() {
         let names = ["a", "b", "c"];
-        let want = Assignment::Assigned(vec![
-            TargetCluster::new("c", 2),
-            TargetCluster::new("a", -1),
-        ]);
-        let json =
-            decode::assign(&names, &reply(Some(r#"{"assigned":[[2,2],[0,-1]]}"#), None)).unwrap();
-        let binary =
-            decode::assign(&names, &reply(None, Some(&pairs(&[(2, 2), (0, -1)])))).unwrap();
+        let want =
+            Assignment::Assigned(vec![TargetCluster::new("c", 2), TargetCluster::new("a", 0)]);
+        let json = decode::assign(
+            &names,
+            DIVIDED_2,
+            &reply(Some(r#"{"assigned":[[2,2],[0,0]]}"#), None),
+        )
+        .unwrap();
+        let binary = decode::assign(
+            &names,
+            DIVIDED_2,
+            &reply(None, Some(&pairs(&[(2, 2), (0, 0)]))),
+        )
+        .unwrap();
         assert_eq!(json, want);
         assert_eq!(binary, want);
+        let none = decode::AssignRequest {
+            replicas: 0,
+            divided: true,
+        };
         assert_eq!(
-            decode::assign(&names, &reply(None, Some(&[]))).unwrap(),
+            decode::assign(&names, none, &reply(None, Some(&[]))).unwrap(),
             Assignment::Assigned(Vec::new())
         );
     }
@@ -642,7 +773,7 @@ mod tests {
     #[test]
     fn bad_binary_assign_replies_are_invalid_output() {
         let names = ["a", "b"];
-        let err = |r: Reply| decode::assign(&names, &r).unwrap_err();
+        let err = |r: Reply| decode::assign(&names, DIVIDED_2, &r).unwrap_err();
         assert_eq!(
             err(reply(None, Some(&pairs(&[(2, 1)])))),
             "assigned row 2 of 2"
@@ -657,5 +788,106 @@ mod tests {
                 .contains("both set_result and set_rows")
         );
         assert!(err(reply(None, None)).contains("set_result was not called"));
+    }
+
+    #[test]
+    fn assignments_the_request_cannot_have_are_invalid_output() {
+        let names = ["a", "b"];
+        let duplicated = decode::AssignRequest {
+            replicas: 2,
+            divided: false,
+        };
+        for (request, p, want) in [
+            (
+                DIVIDED_2,
+                &[(0, i32::MAX), (1, i32::MAX)][..],
+                "each row takes 0..=2",
+            ),
+            (duplicated, &[(0, i32::MAX)][..], "each row takes 0..=2"),
+            (DIVIDED_2, &[(0, -1), (1, 3)][..], "each row takes 0..=2"),
+            (DIVIDED_2, &[(0, 1), (0, 1)][..], "assigned row 0 twice"),
+            (
+                DIVIDED_2,
+                &[(0, 1)][..],
+                "assigned 1 replicas in all, the request was for 2",
+            ),
+        ] {
+            let e = decode::assign(&names, request, &reply(None, Some(&pairs(p)))).unwrap_err();
+            assert!(e.contains(want), "{p:?}: {e}");
+        }
+        // Duplicated: every cluster may take all the replicas.
+        assert!(
+            decode::assign(
+                &names,
+                duplicated,
+                &reply(None, Some(&pairs(&[(0, 2), (1, 2)])))
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn selections_out_of_range_or_repeated_are_invalid_output() {
+        let sel = |json: &str| decode::select(3, &reply(Some(json), None));
+        assert_eq!(
+            sel(r#"{"selected":[2,0]}"#),
+            Ok(Selection::Selected(vec![2, 0]))
+        );
+        assert_eq!(
+            sel(r#"{"selected":[3]}"#).unwrap_err(),
+            "selected row 3 of 3"
+        );
+        assert_eq!(
+            sel(r#"{"selected":[1,1]}"#).unwrap_err(),
+            "selected row 1 twice"
+        );
+    }
+
+    #[test]
+    fn scores_outside_karmadas_range_are_invalid_output() {
+        let rows = |s: &[i64]| s.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut out = Vec::new();
+        decode::score(2, &reply(None, Some(&rows(&[0, 100]))), &mut out).unwrap();
+        assert_eq!(out, [0, 100]);
+        for bad in [[-1, 0], [0, 101], [i64::MIN, i64::MAX]] {
+            let mut out = Vec::new();
+            let e = decode::score(2, &reply(None, Some(&rows(&bad))), &mut out).unwrap_err();
+            assert!(e.contains("outside 0..=100"), "{e}");
+            assert!(out.is_empty());
+        }
+    }
+
+    #[test]
+    fn guest_messages_are_cut_to_a_bounded_length() {
+        let long = "é".repeat(64 << 10);
+        let sel = decode::select(1, &reply(Some(&format!(r#"{{"failed":"{long}"}}"#)), None));
+        let Ok(Selection::Failed(m)) = sel else {
+            panic!("{sel:?}")
+        };
+        assert!(
+            m.len() <= crate::MAX_MESSAGE_BYTES && m.ends_with('…'),
+            "{}",
+            m.len()
+        );
+        let a = decode::assign(
+            &["a"],
+            DIVIDED_2,
+            &reply(Some(&format!(r#"{{"unschedulable":"{long}"}}"#)), None),
+        );
+        let Ok(Assignment::Unschedulable(m)) = a else {
+            panic!("{a:?}")
+        };
+        assert!(m.len() <= crate::MAX_MESSAGE_BYTES, "{}", m.len());
+        let mut out = Vec::new();
+        decode::filter(
+            1,
+            &reply(Some(&format!(r#"{{"reasons":["{long}"]}}"#)), Some(&[1])),
+            &mut out,
+        )
+        .unwrap();
+        let Verdict::Unschedulable(r) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert!(r.len() <= crate::MAX_MESSAGE_BYTES, "{}", r.len());
     }
 }

@@ -190,3 +190,237 @@ fn plugin_recovers_after_a_fault() {
         assert_eq!(r.outcome.expect("pass filter").len(), 3);
     }
 }
+
+fn load(file: &str, point: ExtensionPoint) -> Arc<flotilla_wasm::WasmPlugin> {
+    let path = testdata(file);
+    Arc::new(
+        WasmFactory::new()
+            .load(point, &spec(file, &path, FailurePolicy::Fail, 50), &path)
+            .expect("load"),
+    )
+}
+
+#[test]
+fn limits_above_their_maximum_are_refused_at_load_instead_of_overflowing_or_hanging() {
+    // `timeoutMs: 18446744073709551615` panicked with an overflow; `2^60` over a loop hung.
+    use flotilla_core::profile::PluginLimits;
+    let path = testdata("infinite_loop.wat");
+    let cases = [
+        (
+            PluginLimits {
+                timeout_ms: Some(u64::MAX),
+                ..Default::default()
+            },
+            "limits.timeoutMs: must be at most 10000",
+        ),
+        (
+            PluginLimits {
+                timeout_ms: Some(1 << 60),
+                ..Default::default()
+            },
+            "limits.timeoutMs: must be at most 10000",
+        ),
+        (
+            PluginLimits {
+                memory_mib: Some(u64::MAX),
+                ..Default::default()
+            },
+            "limits.memoryMib: must be at most 1024",
+        ),
+        (
+            PluginLimits {
+                max_output_bytes: Some(u64::MAX),
+                ..Default::default()
+            },
+            "limits.maxOutputBytes: must be at most 16777216",
+        ),
+        (
+            PluginLimits {
+                timeout_ms: Some(0),
+                ..Default::default()
+            },
+            "limits.timeoutMs: must be at least 1",
+        ),
+    ];
+    for (limits, want) in cases {
+        let mut s = spec("infinite_loop.wat", &path, FailurePolicy::Ignore, 50);
+        s.limits = Some(limits);
+        let start = Instant::now();
+        let e = WasmFactory::new()
+            .load(ExtensionPoint::Filter, &s, &path)
+            .expect_err("out-of-range limits must not load");
+        assert!(matches!(e, LoadError::Limits(_)), "{e:?}");
+        assert_eq!(e.to_string(), want);
+        // Offline (`flotilla plan --profile`): the profile fails naming the entry and the field.
+        let doc: ProfileDocument = serde_json::from_value(serde_json::json!({
+            "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "limits"},
+            "spec": {"filters": [s]}
+        }))
+        .expect("doc");
+        let factories = flotilla_core::profile::Factories::new([
+            Arc::new(WasmFactory::new()) as Arc<dyn flotilla_core::profile::PluginFactory>
+        ]);
+        let msg = build_profile(&doc, &flotilla_plugins::default_profile(), &factories)
+            .expect_err("profile must not build")
+            .to_string();
+        assert!(msg.contains(want), "{msg}");
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn limits_built_by_hand_cannot_overflow_the_deadline_arithmetic() {
+    let host = flotilla_wasm::Host::global().expect("host");
+    let bytes = std::fs::read(testdata("pass.wat")).expect("pass.wat");
+    let limits = flotilla_wasm::Limits {
+        timeout: Duration::MAX,
+        ..Default::default()
+    };
+    let plugin = flotilla_wasm::WasmPlugin::load(
+        host,
+        "pass",
+        host.compile(&bytes).expect("compiles"),
+        None,
+        limits,
+    )
+    .expect("loads");
+    let cl = clusters(&["a", "b"]);
+    let refs: Vec<_> = cl.iter().collect();
+    let (spec, _) = binding();
+    let placement = spec.placement.clone().unwrap_or_default();
+    let ctx = BindingContext::new(&spec, &placement, None);
+    let mut out = Vec::new();
+    plugin
+        .filter(&FilterInput::new(&ctx, &refs), &mut out)
+        .expect("a pass filter passes");
+    assert_eq!(out.len(), 2);
+}
+
+/// A 2-replica Divided Deployment.
+fn divided_binding() -> flotilla_api::work::ResourceBindingSpec {
+    serde_json::from_value(serde_json::json!({
+        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web", "uid": "u1"},
+        "replicas": 2,
+        "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
+    }))
+    .expect("binding fixture")
+}
+
+#[test]
+fn an_assigner_placing_more_replicas_than_requested_is_a_fault_under_its_failure_policy() {
+    let greedy = load("greedy_assign.wat", ExtensionPoint::Assign);
+    let cl = clusters(&["a", "b"]);
+    let spec = divided_binding();
+    let status = Default::default();
+    for policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
+        let mut profile = flotilla_plugins::default_profile();
+        profile.assigners.insert(
+            0,
+            flotilla_core::framework::Slot::new(
+                greedy.clone() as Arc<dyn flotilla_core::framework::AssignPlugin>
+            )
+            .with_failure_policy(policy),
+        );
+        let r = schedule(
+            &Snapshot::new(cl.to_vec(), Arc::default(), Options::default()),
+            &profile,
+            &spec,
+            &status,
+            None,
+            None,
+        );
+        match policy {
+            FailurePolicy::Fail => {
+                let f = r.outcome.expect_err("the greedy reply is refused");
+                assert_eq!(f.kind, FailureKind::SchedulerError);
+                assert!(
+                    f.message.contains("returned invalid output"),
+                    "{}",
+                    f.message
+                );
+                assert!(f.message.contains("each row takes 0..=2"), "{}", f.message);
+            }
+            FailurePolicy::Ignore => {
+                let t = r
+                    .outcome
+                    .expect("the built-in assigners place the replicas");
+                assert_eq!(t.iter().map(|t| t.replicas).sum::<i32>(), 2, "{t:?}");
+                assert_eq!(r.ignored_faults.len(), 1, "{:?}", r.ignored_faults);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_selection_out_of_range_or_repeated_is_a_fault_under_its_failure_policy() {
+    let bad = load("bad_select.wat", ExtensionPoint::Select);
+    let cl = clusters(&["a", "b"]);
+    let (spec, status) = binding();
+    for policy in [FailurePolicy::Fail, FailurePolicy::Ignore] {
+        let mut profile = flotilla_plugins::default_profile();
+        profile.selects.insert(
+            0,
+            flotilla_core::framework::Slot::new(
+                bad.clone() as Arc<dyn flotilla_core::framework::SelectPlugin>
+            )
+            .with_failure_policy(policy),
+        );
+        let r = schedule(
+            &Snapshot::new(cl.to_vec(), Arc::default(), Options::default()),
+            &profile,
+            &spec,
+            &status,
+            None,
+            None,
+        );
+        match policy {
+            FailurePolicy::Fail => {
+                let f = r.outcome.expect_err("the selection is refused");
+                assert_eq!(f.kind, FailureKind::SchedulerError);
+                assert!(f.message.contains("selected row 0 twice"), "{}", f.message);
+            }
+            FailurePolicy::Ignore => {
+                let t = r.outcome.expect("Ignore skips the select plugin");
+                assert_eq!(
+                    t.iter()
+                        .map(|t| (t.name.as_str(), t.replicas))
+                        .collect::<Vec<_>>(),
+                    [("a", 3), ("b", 3)]
+                );
+                assert_eq!(r.ignored_faults.len(), 1, "{:?}", r.ignored_faults);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_128_kib_error_message_is_cut_to_a_bounded_length() {
+    check("long_error.wat", |e| {
+        matches!(e, PluginError::Failed { message, .. }
+            if message.len() <= flotilla_wasm::MAX_MESSAGE_BYTES && message.starts_with("AAAA") && message.ends_with('…'))
+    });
+}
+
+#[test]
+fn a_doubling_override_is_refused_before_the_manifest_grows() {
+    let plugin = load("doubling_override.wat", ExtensionPoint::Override);
+    let object = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "template": {"data": "x".repeat(4096)}}});
+    let cl = clusters(&["a"]);
+    let policies = flotilla_core::overrides::OverridePolicies::default();
+    let start = Instant::now();
+    let e = flotilla_core::framework::OverridePlugin::override_manifest(
+        &*plugin,
+        &flotilla_core::framework::OverrideInput::new(&object, &cl[0], &policies),
+    )
+    .expect_err("the doubling patch is refused");
+    assert!(
+        matches!(&e, PluginError::InvalidOutput { message, .. } if message.contains("would exceed") || message.contains("copies would add")),
+        "{e:?}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}

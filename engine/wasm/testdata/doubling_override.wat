@@ -1,0 +1,26 @@
+;; Adversarial: an override of 22 `copy` operations, each doubling the manifest (4 million times
+;; its size if applied). Expect PluginError::InvalidOutput, found before the document grows.
+(module
+  (import "flotilla:host/v1" "set_result" (func $set_result (param i32 i32)))
+  (import "flotilla:host/v1" "set_rows" (func $set_rows (param i32 i32)))
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 65536))
+  (func (export "flotilla_abi_version") (result i32) (i32.const 1))
+  ;; bump allocator; grows memory on demand, never frees
+  (func $alloc (export "flotilla_alloc") (param $n i32) (result i32)
+    (local $p i32) (local $end i32) (local $have i32)
+    (local.set $p (global.get $heap))
+    (local.set $end (i32.add (local.get $p) (local.get $n)))
+    (local.set $have (i32.mul (memory.size) (i32.const 65536)))
+    (if (i32.gt_u (local.get $end) (local.get $have))
+      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (local.get $have)) (i32.const 16)) (i32.const 1))) (i32.const 0))
+        (then (unreachable)))))
+    (global.set $heap (i32.and (i32.add (local.get $end) (i32.const 7)) (i32.const -8)))
+    (local.get $p))
+  (func (export "flotilla_dealloc") (param i32 i32))
+  (func (export "flotilla_clusters_v1") (param i32 i32) (result i32) (i32.const 0))
+  (data (i32.const 2048) "{\"patch\":[{\"op\":\"copy\",\"from\":\"/spec\",\"path\":\"/d0\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d1\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d2\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d3\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d4\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d5\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d6\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d7\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d8\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d9\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d10\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d11\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d12\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d13\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d14\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d15\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d16\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d17\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d18\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d19\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d20\"},{\"op\":\"copy\",\"from\":\"\",\"path\":\"/d21\"}]}")
+  (func (export "flotilla_override_v1") (param i32 i32 i32 i32) (result i32)
+    (call $set_result (i32.const 2048) (i32.const 842))
+    (i32.const 0))
+)
