@@ -318,7 +318,7 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
             5 => {
                 let depth = rng.below(300);
                 const OPENERS: &[&[u8]] = &[b"[", b"{\"a\":", b"- ", b"a: {"];
-                let open: &[u8] = *rng.pick(OPENERS);
+                let open = *rng.pick::<&[u8]>(OPENERS);
                 let nest: Vec<u8> = open
                     .iter()
                     .copied()
