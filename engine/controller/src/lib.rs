@@ -26,6 +26,7 @@ pub mod clock;
 pub mod controller;
 pub mod leader;
 pub mod members;
+pub mod recorder;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -567,6 +568,8 @@ pub struct Context {
     pub backoff: controller::Backoff,
     /// Scheduling decisions in flight: one per core.
     pub deciding: Arc<tokio::sync::Semaphore>,
+    /// Kubernetes Events about bindings and templates.
+    pub recorder: recorder::Recorder,
 }
 
 impl std::fmt::Debug for Context {
@@ -913,7 +916,9 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
             .map_err(|_| Error::CacheStopped)?;
     }
     let plugins = controller::plugins::Registry::new(settings.backends.clone());
+    let recorder = recorder::Recorder::new(client.clone(), "flotilla-controller-manager");
     let ctx = Arc::new(Context {
+        recorder,
         client,
         members,
         settings,

@@ -257,6 +257,10 @@ async fn seed_example_propagates_one_replica_to_each_member_with_the_override_on
         body.contains("flotilla_scheduling_duration_seconds_bucket{le=\"+Inf\"}"),
         "{body}"
     );
+    assert!(
+        body.contains("flotilla_events_total{result=\"created\"}"),
+        "{body}"
+    );
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
@@ -751,4 +755,96 @@ async fn purge_mode_never_keeps_the_old_copy_until_the_task_is_released() {
             .then_some(())
     })
     .await;
+}
+
+/// `(type, reason, message)` of the core/v1 Events about one object, found as `kubectl describe`
+/// finds them (field selectors on `involvedObject`).
+async fn events_about(e: &Env, kind: &str, name: &str) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(e.control.clone(), "default");
+    let params = kube::api::ListParams::default().fields(&format!(
+        "involvedObject.kind={kind},involvedObject.name={name}"
+    ));
+    let list = events.list(&params).await.expect("events list");
+    list.items
+        .into_iter()
+        .map(|ev| {
+            (
+                ev.type_.unwrap_or_default(),
+                ev.reason.unwrap_or_default(),
+                ev.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduling_outcomes_are_recorded_as_karmada_events_on_the_binding_and_the_template() {
+    let e = env().await;
+    seed(&e).await;
+    let succeeded = eventually("success events", WAIT, || async {
+        let on_template = events_about(&e, "Deployment", "nginx").await;
+        let on_binding = events_about(&e, "ResourceBinding", "nginx-deployment").await;
+        let has = |evs: &[(String, String, String)], r: &str| evs.iter().any(|ev| ev.1 == r);
+        (has(&on_template, "ScheduleBindingSucceed")
+            && has(&on_template, "SyncWorkSucceed")
+            && has(&on_template, "ApplyPolicySucceed")
+            && has(&on_binding, "ScheduleBindingSucceed")
+            && has(&on_binding, "SyncWorkSucceed"))
+        .then_some((on_template, on_binding))
+    })
+    .await;
+    let (on_template, on_binding) = succeeded;
+    assert!(
+        on_template.contains(&(
+            "Normal".into(),
+            "ScheduleBindingSucceed".into(),
+            "Binding has been scheduled successfully. Result: {member1:1, member2:1}".into()
+        )),
+        "{on_template:?}"
+    );
+    assert!(
+        on_template.contains(&(
+            "Normal".into(),
+            "ApplyPolicySucceed".into(),
+            "Apply policy(default/nginx-propagation) succeed".into()
+        )),
+        "{on_template:?}"
+    );
+    assert!(
+        !on_binding.iter().any(|ev| ev.1 == "ApplyPolicySucceed"),
+        "{on_binding:?}"
+    );
+
+    // A placement no cluster fits: a Warning with the scheduler's reason, on both objects.
+    let mut policy = example("propagationpolicy.yaml");
+    policy["spec"]["placement"] = json!({"clusterAffinity": {"clusterNames": ["member9"]}});
+    apply(&e.control, &policy).await;
+    let failed = eventually("failure event", WAIT, || async {
+        let on_binding = events_about(&e, "ResourceBinding", "nginx-deployment").await;
+        on_binding
+            .into_iter()
+            .find(|ev| ev.1 == "ScheduleBindingFailed")
+    })
+    .await;
+    assert_eq!(failed.0, "Warning");
+    assert!(
+        failed.2.contains("0/2 clusters are available"),
+        "{failed:?}"
+    );
+    let on_template = events_about(&e, "Deployment", "nginx").await;
+    assert!(
+        on_template.iter().any(|ev| ev.1 == "ScheduleBindingFailed"),
+        "{on_template:?}"
+    );
+    // Repeats aggregate into one Event (client-go's count), never one object per attempt.
+    assert!(
+        on_template.len() <= 8,
+        "events were not aggregated: {on_template:?}"
+    );
+    let counts = e.running.context.recorder.counts();
+    assert!(
+        counts.created.load(std::sync::atomic::Ordering::Relaxed) >= 6,
+        "{counts:?}"
+    );
 }

@@ -179,6 +179,81 @@ async fn kubectl_apply_the_nginx_example_then_get_rb_and_work_shows_the_split() 
         );
     }
     assert_eq!(image, "registry.member2.example/nginx:1.27");
+
+    // Karmada's events, on the template and on the binding, as `kubectl events` and `describe`
+    // show them (field selectors on involvedObject, the Events table).
+    let bin = kubectl_on_path().expect("kubectl");
+    let d = dir.path().to_owned();
+    let (events, describe, rb_events) = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let events = kubectl(
+                &bin,
+                &d,
+                &["events", "-n", "default", "--for", "deployment/nginx"],
+            );
+            let describe = kubectl(
+                &bin,
+                &d,
+                &["describe", "deployment", "nginx", "-n", "default"],
+            );
+            let rb_events = kubectl(
+                &bin,
+                &d,
+                &[
+                    "get",
+                    "events",
+                    "-n",
+                    "default",
+                    "--field-selector",
+                    "involvedObject.kind=ResourceBinding,involvedObject.name=nginx-deployment",
+                    "-o",
+                    "jsonpath={range .items[*]}{.reason} {.message}{\"\\n\"}{end}",
+                ],
+            );
+            let all = [
+                "ApplyPolicySucceed",
+                "ScheduleBindingSucceed",
+                "SyncWorkSucceed",
+            ];
+            if all
+                .iter()
+                .all(|r| events.contains(r) && describe.contains(r))
+                || Instant::now() > deadline
+            {
+                return (events, describe, rb_events);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })
+    .await
+    .expect("join");
+    for reason in [
+        "ApplyPolicySucceed",
+        "ScheduleBindingSucceed",
+        "SyncWorkSucceed",
+    ] {
+        assert!(
+            events.contains(reason),
+            "kubectl events lacks {reason}:\n{events}"
+        );
+        assert!(
+            describe.contains(reason),
+            "describe lacks {reason}:\n{describe}"
+        );
+    }
+    assert!(
+        events.contains("Binding has been scheduled successfully. Result: {member1:1, member2:1}"),
+        "{events}"
+    );
+    assert!(
+        rb_events.contains("Sync work of ResourceBinding(default/nginx-deployment) successful."),
+        "{rb_events}"
+    );
+    assert!(
+        !rb_events.contains("ApplyPolicySucceed"),
+        "only the template's: {rb_events}"
+    );
     let _ = stop.send(());
 }
 

@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::objects::{namespaced_or_all, template_of};
+use crate::recorder::EventType;
 use crate::{Context, Error, api_resource, typed};
 
 /// The field manager of the binding controller's writes.
@@ -218,6 +219,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let rendered = flotilla_core::pipeline::render(&snapshot, &rb, &template, &policies);
     let mut desired = BTreeSet::new();
     let mut failures = Vec::new();
+    // A Work was created or changed: worth an event (unchanged resyncs are not).
+    let mut synced = false;
     for r in rendered {
         match r {
             Ok(work) => {
@@ -244,6 +247,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                         &Patch::Apply(body),
                     )
                     .await?;
+                    synced = true;
                 }
                 desired.insert((ns, name));
             }
@@ -304,7 +308,29 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     .await?;
 
     if !failures.is_empty() {
-        return Err(Error::Render(failures.join("; ")));
+        let message = failures.join("; ");
+        ctx.recorder
+            .publish_binding(&rb, EventType::Warning, "SyncWorkFailed", &message);
+        return Err(Error::Render(message));
+    }
+    if synced {
+        // Karmada's messages.
+        let message = if rb.metadata.namespace().is_empty() {
+            format!(
+                "Sync work of {}({}) successful.",
+                rb.kind,
+                rb.metadata.name()
+            )
+        } else {
+            format!(
+                "Sync work of {}({}/{}) successful.",
+                rb.kind,
+                rb.metadata.namespace(),
+                rb.metadata.name()
+            )
+        };
+        ctx.recorder
+            .publish_binding(&rb, EventType::Normal, "SyncWorkSucceed", &message);
     }
     Ok(Action::requeue(ctx.settings.resync))
 }

@@ -10,6 +10,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::objects::namespaced_or_all;
+use crate::recorder::{EventType, Regarding};
 use crate::{Context, Error, api_resource};
 
 /// The field manager of the detector's writes.
@@ -85,6 +86,30 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             &Patch::Merge(patch),
         )
         .await?;
+        // Karmada's event when a policy (newly) claims a template.
+        let message = match scope {
+            PolicyScope::Namespaced => format!(
+                "Apply policy({}/{}) succeed",
+                policy.metadata.namespace(),
+                policy.metadata.name()
+            ),
+            PolicyScope::Cluster => {
+                format!("Apply cluster policy({}) succeed", policy.metadata.name())
+            }
+        };
+        let regarding = Regarding {
+            api_version: template.api_version().to_owned(),
+            kind: template.kind().to_owned(),
+            namespace: template.namespace().to_owned(),
+            name: template.name().to_owned(),
+            uid: obj.metadata.uid.clone().unwrap_or_default(),
+        };
+        ctx.recorder.publish(
+            &regarding,
+            EventType::Normal,
+            "ApplyPolicySucceed",
+            &message,
+        );
     }
 
     // The binding: everything but `spec.clusters` (the scheduler's) and status.

@@ -35,6 +35,7 @@ pub fn serve_metrics(
             async move {
                 let mut text = ctx.metrics.render();
                 ctx.plugins.metrics().render(&mut text);
+                ctx.recorder.counts().render(&mut text);
                 (
                     [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                     text,

@@ -11,6 +11,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::objects::{namespaced_or_all, template_of};
+use crate::recorder::EventType;
 use crate::{Context, Error, api_resource, typed};
 
 /// How often a binding that could not be scheduled is tried again without any change.
@@ -107,6 +108,22 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     }
     if let Some(Err(f)) = &decision.outcome {
         tracing::info!(binding = %key, reason = f.kind.reason(), message = %f.message, "binding not scheduled");
+        ctx.recorder
+            .publish_binding(&rb, EventType::Warning, "ScheduleBindingFailed", &f.message);
+    } else if decision.scheduled && (decision.clusters_written || !was_scheduled(&before)) {
+        // Karmada's message: "Binding has been scheduled successfully. Result: {m1:2, m2:1}".
+        let result: Vec<String> = rb
+            .spec
+            .clusters
+            .iter()
+            .map(|t| format!("{}:{}", t.name, t.replicas))
+            .collect();
+        let message = format!(
+            "Binding has been scheduled successfully. Result: {{{}}}",
+            result.join(", ")
+        );
+        ctx.recorder
+            .publish_binding(&rb, EventType::Normal, "ScheduleBindingSucceed", &message);
     }
     for fault in &decision.ignored_faults {
         tracing::warn!(binding = %key, fault = %fault, "plugin fault ignored (failurePolicy: Ignore)");
@@ -171,6 +188,15 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         requeue = requeue.min(UNSCHEDULABLE_RETRY.min(ctx.settings.resync));
     }
     Ok(Action::requeue(requeue))
+}
+
+/// The binding's `Scheduled` condition is True (a re-decision with the same result is no news).
+fn was_scheduled(rb: &ResourceBinding) -> bool {
+    rb.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Scheduled" && c.status == "True")
+    })
 }
 
 async fn write_status(
