@@ -21,6 +21,21 @@ use crate::check::{self, Poly, Ty};
 use crate::convert::{self, Sizes};
 use crate::limits::Limits;
 
+/// Stack that parsing and checking may need, and the size of a fresh stack when less is left.
+/// Measured in a debug build at [`Limits::max_depth`] 250: a chain of 250 binary operators needs
+/// about 9.5 MiB (parsing dominates, about 38 KiB per level), the worst shape measured; release
+/// builds need far less.
+const COMPILE_RED_ZONE: usize = 32 * 1024 * 1024;
+/// See [`COMPILE_RED_ZONE`].
+const COMPILE_STACK: usize = 64 * 1024 * 1024;
+
+/// Stack that evaluating an accepted program (and converting its result) may need, and the size
+/// of a fresh stack when less is left. Measured in a debug build: about 420 KiB for 250 levels.
+/// The red zone is small enough that a tokio worker (2 MiB) usually evaluates in place.
+const EVAL_RED_ZONE: usize = 1024 * 1024;
+/// See [`EVAL_RED_ZONE`].
+const EVAL_STACK: usize = 4 * 1024 * 1024;
+
 /// A compiled expression: the program, its static type and its cost bound.
 #[derive(Debug)]
 pub struct Program {
@@ -190,6 +205,14 @@ impl Engine {
     /// # Errors
     /// Syntax, type or cost errors, with the column.
     pub fn compile(&self, source: &str) -> Result<Arc<Program>, ExpressionError> {
+        // Parsing and checking recurse per level of the syntax tree (the pre-scan bounds the
+        // levels): they run where at least `COMPILE_RED_ZONE` is left, on a fresh stack if not.
+        stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, || {
+            self.compile_here(source)
+        })
+    }
+
+    fn compile_here(&self, source: &str) -> Result<Arc<Program>, ExpressionError> {
         if let Some(p) = self
             .programs
             .lock()
@@ -217,21 +240,8 @@ impl Engine {
                 ),
             ));
         }
-        let mut depth = 0usize;
-        for (i, c) in source.chars().enumerate() {
-            match c {
-                '(' | '[' | '{' => depth += 1,
-                ')' | ']' | '}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-            if depth > limits.max_nesting {
-                return Err(at(
-                    ExpressionErrorKind::Syntax,
-                    i + 1,
-                    format!("expression nests deeper than {} levels", limits.max_nesting),
-                ));
-            }
-        }
+        crate::scan::check(source, limits.max_nesting, limits.max_depth)
+            .map_err(|e| at(ExpressionErrorKind::Syntax, e.column(), e))?;
         let program = self
             .env
             .compile(source)
@@ -511,11 +521,15 @@ impl BoundObject for Bound<'_> {
         };
         let mut ctx = Context::with_env(Arc::clone(&self.engine.env));
         ctx.set_variable_resolver(&vars);
-        let value = program
-            .program
-            .execute(&ctx)
-            .map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
-        let json = convert::to_json(&value).map_err(|e| error(ExpressionErrorKind::Runtime, e))?;
+        // The interpreter recurses per level of the program (bounded at compile time) and the
+        // conversion per level of the result: both run where `EVAL_RED_ZONE` is left.
+        let json = stacker::maybe_grow(EVAL_RED_ZONE, EVAL_STACK, || {
+            let value = program
+                .program
+                .execute(&ctx)
+                .map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
+            convert::to_json(&value).map_err(|e| error(ExpressionErrorKind::Runtime, e))
+        })?;
         check_result(kind, &json)?;
         Ok(json)
     }

@@ -39,6 +39,7 @@ mod engine;
 mod library;
 mod limits;
 mod plugin;
+mod scan;
 
 pub use check::Poly;
 pub use convert::{ConvertError, Sizes};

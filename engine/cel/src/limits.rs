@@ -16,6 +16,10 @@ pub struct Limits {
     pub max_expression_bytes: usize,
     /// Deepest bracket nesting accepted (the parser recurses per level).
     pub max_nesting: usize,
+    /// Deepest syntax tree accepted, as bounded by a scan of the text before parsing: operators,
+    /// `.` members, `in`, calls and brackets each count a level (arguments of one call do not
+    /// add up). The parser, the checker and the interpreter recurse per level.
+    pub max_depth: usize,
     /// Static limit: the cost bound evaluated at [`Limits::reference`] sizes must not exceed it.
     pub static_cost: f64,
     /// The input sizes the static limit is checked at: a typical object.
@@ -41,6 +45,7 @@ impl Default for Limits {
         Limits {
             max_expression_bytes: 10 * 1024,
             max_nesting: 64,
+            max_depth: 250,
             static_cost: 1_000_000.0,
             reference: Sizes {
                 list: 100,
