@@ -700,12 +700,11 @@ pub fn cache_indexed(
     let events = events.clone();
     let version = Arc::new(AtomicU64::new(0));
     let index = index.map(Arc::new);
-    // managedFields are nobody's business here and can be half an object's size.
     let stream = reflector::reflector(
         writer,
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None),
+            .modify(cached_as(&resource)),
     );
     let (v, idx, reader) = (Arc::clone(&version), index.clone(), store.clone());
     // The reflector has already applied each event to the store when the hook sees it.
@@ -750,8 +749,23 @@ pub fn publish_changes(
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
+        .modify(cached_as(resource));
     tasks.spawn(publish(stream, topic, events.clone(), |_| {}));
+}
+
+/// What the caches keep of an object listed or watched as `resource`: typed by that resource,
+/// never by what the body carries (kube-apiserver's list responses leave `apiVersion` and `kind`
+/// off the items of built-in kinds), and without managedFields (nobody's business here, and up to
+/// half an object's size).
+pub fn cached_as(resource: &ApiResource) -> impl FnMut(&mut DynamicObject) + Send + 'static {
+    let types = kube::api::TypeMeta {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+    };
+    move |o: &mut DynamicObject| {
+        o.metadata.managed_fields = None;
+        o.types = Some(types.clone());
+    }
 }
 
 /// Drive `stream`, calling `hook` on each event, then publishing it as `topic`: applied and
