@@ -4,7 +4,13 @@
 //! Each seat goes to the party with the highest priority `votes / (2·seats + 1)`, compared exactly
 //! by cross-multiplication in `i128`. Ties go to the party with fewer seats, then by name:
 //! ascending, unless the binding UID is non-empty and its FNV-1a-32 hash is odd (descending).
-//! A binary heap makes one allocation `O((parties + seats) · log parties)`.
+//!
+//! **Cost.** Handing out seats one at a time costs a heap operation per seat, and a Deployment may
+//! ask for 2,147,483,647 replicas. [`seat`] instead finds a priority threshold by binary search
+//! (about 127 exact integer steps, each `O(parties)`), gives every party at once the seats it wins
+//! above the threshold (exactly the seats the one-at-a-time order hands out first), and hands out
+//! the last seats (fewer than the parties) one at a time in the exact priority order. One
+//! allocation is `O(parties · (127 + log parties))`, independent of the seat count.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -29,7 +35,7 @@ pub fn names_descending(uid: &str) -> bool {
 
 /// A party of the allocation, known by `name`: a cluster name, or any key that orders as the
 /// names do ([`dispense_by`]).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Party<K> {
     name: K,
     votes: i64,
@@ -119,7 +125,7 @@ pub fn allocate(
     if parties.is_empty() {
         return Vec::new();
     }
-    let mut heap: BinaryHeap<Party<&str>> = parties
+    let parties: Vec<Party<&str>> = parties
         .iter()
         .map(|(&name, &(votes, seats))| Party {
             name,
@@ -129,8 +135,7 @@ pub fn allocate(
             rank: 0,
         })
         .collect();
-    seat(&mut heap, new_seats);
-    let mut out: Vec<TargetCluster> = heap
+    let mut out: Vec<TargetCluster> = seat(parties, new_seats)
         .into_iter()
         .map(|p| TargetCluster::new(p.name, p.seats))
         .collect();
@@ -138,14 +143,151 @@ pub fn allocate(
     out
 }
 
-/// Give `new_seats` seats one at a time to the party with the highest priority.
-fn seat<K: Ord>(heap: &mut BinaryHeap<Party<K>>, new_seats: i32) {
+/// Give `new_seats` seats to `parties`, with the result of handing them out one at a time to the
+/// party with the highest priority ([`seat_one_by_one`]), in `O(parties · log)` steps.
+///
+/// The one-at-a-time order is a merge of each party's offers (its priority at seats `s`, `s+1`,
+/// …) when each party's offers only fall, which holds for every party from its initial seats on
+/// when no party starts with negative seats and none can pass `i32::MAX` (callers start from 0);
+/// otherwise, reachable only through [`allocate`] with such an initial assignment, the seats are
+/// handed out one at a time.
+fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
+    let n = new_seats.max(0);
+    if n == 0 || parties.is_empty() {
+        return parties;
+    }
+    if parties
+        .iter()
+        .any(|p| p.seats < 0 || p.seats.checked_add(n).is_none())
+    {
+        return seat_one_by_one(parties.into(), n).into_vec();
+    }
+    let bulk = if parties.iter().any(|p| p.votes > 0) {
+        bulk_positive(&parties, n)
+    } else if parties.iter().any(|p| p.votes == 0) {
+        bulk_zero(&parties, n)
+    } else {
+        bulk_negative(&parties, n)
+    };
+    let mut given: i64 = 0;
+    for (p, b) in parties.iter_mut().zip(&bulk) {
+        // Every bulk share is at most `n`, and `seats + n` fits (checked above).
+        p.seats += *b;
+        given += i64::from(*b);
+    }
+    let rest = i32::try_from(i64::from(n) - given).unwrap_or(0);
+    seat_one_by_one(parties.into(), rest).into_vec()
+}
+
+/// Bulk shares when some party has positive votes (only those win seats: a positive priority
+/// beats the others' zero or negative ones). With the threshold `t = A / 2^64`, a party wins
+/// every offer above `t`: `K = #{odd d ≥ 1 : d·A < votes·2^64}` offers from 0 seats, so
+/// `max(0, K − seats)` from its initial seats. The smallest `A` whose total is at most `n` is
+/// found by binary search; the seats left over are offers in `(t − 2^-64, t]`, at most one per
+/// party (one party's consecutive offers differ by more than `2^-63` below `i32::MAX` seats).
+fn bulk_positive<K>(parties: &[Party<K>], n: i32) -> Vec<i32> {
+    let total = |a: u128| -> u128 {
+        parties
+            .iter()
+            .filter(|p| p.votes > 0)
+            .map(|p| {
+                let m = u128::from(p.votes.unsigned_abs()) << 64; // votes < 2^63: fits
+                let offers = ((m - 1) / a).div_ceil(2);
+                offers.saturating_sub(u128::from(p.seats.unsigned_abs()))
+            })
+            .fold(0u128, u128::saturating_add)
+    };
+    let want = u128::from(n.unsigned_abs());
+    let top = parties.iter().map(|p| p.votes).max().unwrap_or(0);
+    // At A = max votes · 2^64 no offer is above the threshold; at A = 0 every one is.
+    let (mut lo, mut hi) = (0u128, u128::from(top.unsigned_abs()) << 64);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if total(mid) <= want {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    parties
+        .iter()
+        .map(|p| {
+            if p.votes <= 0 {
+                return 0;
+            }
+            let m = u128::from(p.votes.unsigned_abs()) << 64;
+            let offers = ((m - 1) / hi).div_ceil(2);
+            let share = offers.saturating_sub(u128::from(p.seats.unsigned_abs()));
+            // At most the total, which is at most `n`.
+            i32::try_from(share).unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Bulk shares when no party has positive votes but some have none: every zero-vote party has
+/// priority 0 and the one with fewer seats wins, so they fill up level by level. The highest level
+/// `L` whose fill `Σ max(0, L − seats)` is at most `n` is found by binary search; the seats left
+/// over are fewer than the zero-vote parties.
+fn bulk_zero<K>(parties: &[Party<K>], n: i32) -> Vec<i32> {
+    let fill = |level: i64| -> i64 {
+        parties
+            .iter()
+            .filter(|p| p.votes == 0)
+            .map(|p| (level - i64::from(p.seats)).max(0))
+            .sum()
+    };
+    let low = parties
+        .iter()
+        .filter(|p| p.votes == 0)
+        .map(|p| i64::from(p.seats))
+        .min()
+        .unwrap_or(0);
+    // fill(lo) = 0 ≤ n < fill(hi).
+    let (mut lo, mut hi) = (low, low + i64::from(n) + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fill(mid) <= i64::from(n) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    parties
+        .iter()
+        .map(|p| {
+            if p.votes == 0 {
+                i32::try_from((lo - i64::from(p.seats)).max(0)).unwrap_or(0)
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// Bulk shares when every party has negative votes: the first winner's priority only rises with
+/// its seats (`votes / (2·seats + 1)` approaches 0 from below) while the others' stay put, so it
+/// wins every seat.
+fn bulk_negative<K: Ord>(parties: &[Party<K>], n: i32) -> Vec<i32> {
+    let winner = parties
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.cmp(b.1))
+        .map_or(usize::MAX, |(i, _)| i);
+    (0..parties.len())
+        .map(|i| if i == winner { n } else { 0 })
+        .collect()
+}
+
+/// Give `new_seats` seats one at a time to the party with the highest priority (Karmada's loop).
+/// The reference [`seat`] must agree with; used as is only where [`seat`]'s shortcut does not hold.
+fn seat_one_by_one<K: Ord>(mut heap: BinaryHeap<Party<K>>, new_seats: i32) -> BinaryHeap<Party<K>> {
     for _ in 0..new_seats.max(0) {
         let Some(mut top) = heap.peek_mut() else {
             break;
         };
         top.seats = top.seats.wrapping_add(1);
     }
+    heap
 }
 
 /// [`dispense`] without an initial assignment, answering by position instead of by name:
@@ -181,7 +323,7 @@ pub fn dispense_by<K: Ord + Copy>(
             out.push((i, 0));
         }
     }
-    let mut heap: BinaryHeap<Party<K>> = out
+    let parties: Vec<Party<K>> = out
         .iter()
         .enumerate()
         .map(|(rank, &(i, _))| Party {
@@ -192,8 +334,7 @@ pub fn dispense_by<K: Ord + Copy>(
             rank,
         })
         .collect();
-    seat(&mut heap, new_seats);
-    for p in heap.into_vec() {
+    for p in seat(parties, new_seats) {
         out[p.rank].1 = p.seats;
     }
     out
@@ -535,5 +676,149 @@ mod tests {
         }
         prev = next;
         assert_eq!(prev.len(), 1000);
+    }
+
+    /// SplitMix64: a small seeded generator for the property tests.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+            from[self.below(from.len() as u64) as usize]
+        }
+    }
+
+    /// The seats of `parties` after `n` more, by rank, from [`seat`] and from the one-at-a-time
+    /// reference.
+    fn both(parties: &[Party<u32>], n: i32) -> (Vec<i32>, Vec<i32>) {
+        let by_rank = |v: Vec<Party<u32>>| {
+            let mut out = vec![0; v.len()];
+            for p in v {
+                out[p.rank] = p.seats;
+            }
+            out
+        };
+        (
+            by_rank(seat(parties.to_vec(), n)),
+            by_rank(seat_one_by_one(parties.iter().cloned().collect(), n).into_vec()),
+        )
+    }
+
+    #[test]
+    fn bulk_seating_equals_seat_by_seat_on_thousands_of_random_cases_with_ties() {
+        let mut rng = Rng(0x5eed_0ff1_0711_1a00);
+        let big = [
+            i64::MAX,
+            i64::MAX - 1,
+            1 << 40,
+            (1 << 31) - 1,
+            1 << 31,
+            3 << 31,
+        ];
+        let mut cases = 0;
+        let mut shortcut = 0;
+        for _ in 0..6_000 {
+            let parties_n = 1 + rng.below(8) as usize;
+            // Small vote ranges make equal priorities (ties on votes and on seats) common.
+            let style = rng.below(6);
+            let descending = rng.below(2) == 1;
+            let parties: Vec<Party<u32>> = (0..parties_n)
+                .map(|rank| Party {
+                    // Names with repeats in value are impossible (ranks are distinct), but the
+                    // order between names is random: ascending or descending.
+                    name: rank as u32,
+                    votes: match style {
+                        0 => rng.below(4) as i64,
+                        1 => rng.below(7) as i64 - 3,
+                        2 => -(rng.below(4) as i64),
+                        3 => rng.pick(&big),
+                        4 => 0,
+                        _ => 1 + rng.below(1_000) as i64,
+                    },
+                    seats: if rng.below(2) == 0 {
+                        0
+                    } else {
+                        rng.below(6) as i32
+                    },
+                    descending,
+                    rank,
+                })
+                .collect();
+            let n = rng.below(80) as i32 - 2;
+            let (fast, reference) = both(&parties, n);
+            assert_eq!(fast, reference, "{parties:?} + {n}");
+            cases += 1;
+            if parties.iter().any(|p| p.votes > 0) && n > parties_n as i32 {
+                shortcut += 1;
+            }
+        }
+        assert_eq!(cases, 6_000);
+        assert!(
+            shortcut > 1_000,
+            "{shortcut} cases used the threshold search"
+        );
+    }
+
+    #[test]
+    fn bulk_seating_equals_seat_by_seat_for_irregular_initial_seats() {
+        // Negative initial seats and seats near i32::MAX take the one-at-a-time path.
+        let party = |rank: usize, votes: i64, seats: i32| Party {
+            name: rank as u32,
+            votes,
+            seats,
+            descending: false,
+            rank,
+        };
+        for parties in [
+            vec![party(0, 5, -3), party(1, 2, 0)],
+            vec![party(0, -5, -2), party(1, -1, 1)],
+            vec![party(0, 1, i32::MAX - 2), party(1, 1, 0)],
+        ] {
+            for n in [0, 1, 5, 9] {
+                let (fast, reference) = both(&parties, n);
+                assert_eq!(fast, reference, "{parties:?} + {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_largest_replica_count_over_a_thousand_clusters_divides_in_well_under_a_second() {
+        let names: Vec<String> = (0..1000).map(|i| format!("member-{i:04}")).collect();
+        let started = std::time::Instant::now();
+        for (uid, weight) in [
+            (EVEN_UID, (|i: i64| i % 7 + 1) as fn(i64) -> i64),
+            (ODD_UID, |_| 1),
+            ("", |i| i * 2_147_483 + 1),
+        ] {
+            let votes: Vec<(&str, i64)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), weight(i as i64)))
+                .collect();
+            let got = dispense(i32::MAX, &votes, &[], uid);
+            let sum: i64 = got.iter().map(|t| i64::from(t.replicas)).sum();
+            assert_eq!(sum, i64::from(i32::MAX));
+            let rows = dispense_rows(i32::MAX, &votes, uid);
+            assert_eq!(rows.len(), 1000);
+            // Webster stays within one seat of the exact quota here.
+            let total: i64 = votes.iter().map(|v| v.1).sum();
+            for (t, v) in got.iter().zip(&votes) {
+                let quota = i128::from(v.1) * i128::from(i32::MAX) / i128::from(total);
+                assert!((i128::from(t.replicas) - quota).abs() <= 1, "{}", t.name);
+            }
+        }
+        let elapsed = started.elapsed();
+        assert!(elapsed.as_millis() < 500, "{elapsed:?}");
     }
 }
