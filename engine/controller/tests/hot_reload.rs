@@ -114,6 +114,7 @@ fn wasm_backends(module_dir: &std::path::Path) -> Backends {
             Arc::new(flotilla_wasm::WasmFactory::new()),
         ]),
         module_dir: Some(module_dir.to_path_buf()),
+        module_source_dir: None,
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! A `SchedulerProfile` object has the spec of a profile file (see [`flotilla_core::profile`]);
 //! its entries name `WasmPlugin` objects with `wasm: {plugin: NAME}`. On any change of either kind
-//! the [`Registry`] resolves the modules (file or inline base64, sha256-checked, stored
-//! content-addressed), rebuilds only the profiles whose inputs changed (compiling off the
+//! the [`Registry`] resolves the modules (inline base64, or a file confined to the module directory
+//! given with `--module-dir`; sha256-checked, stored content-addressed in a private directory),
+//! rebuilds only the profiles whose inputs changed (compiling off the
 //! scheduler's path), and swaps the whole profile set at once: a scheduling cycle takes one
 //! snapshot, so it never mixes versions. A profile that fails to build keeps serving its previous
 //! version; both kinds report what is loaded (digest) or why not in `status`.
@@ -50,8 +51,13 @@ pub struct Backends {
     pub base: Profile,
     /// The plugin backends (built-in, CEL, Wasm, ...), one factory each.
     pub factories: Factories,
-    /// Where resolved modules are stored by digest; default: a per-process temporary directory.
+    /// Where resolved modules are stored by digest (private: files 0600 in a 0700 directory);
+    /// default: a fresh temporary directory, removed when the registry is dropped.
     pub module_dir: Option<PathBuf>,
+    /// The only directory `spec.module.path` of `WasmPlugin` objects may name files in (relative
+    /// paths, resolved without leaving it, symlinks included). `None`, the default, refuses
+    /// `spec.module.path`: objects then carry their modules inline (`spec.module.base64`).
+    pub module_source_dir: Option<PathBuf>,
 }
 
 impl Default for Backends {
@@ -62,6 +68,7 @@ impl Default for Backends {
                 Arc::new(flotilla_plugins::BuiltinFactory) as Arc<dyn PluginFactory>
             ]),
             module_dir: None,
+            module_source_dir: None,
         }
     }
 }
@@ -72,6 +79,7 @@ impl std::fmt::Debug for Backends {
             .field("base", &self.base.name)
             .field("factories", &self.factories)
             .field("module_dir", &self.module_dir)
+            .field("module_source_dir", &self.module_source_dir)
             .finish()
     }
 }
@@ -143,6 +151,8 @@ pub struct Registry {
     backends: Backends,
     base: Profile,
     module_dir: PathBuf,
+    /// The temporary store made when `backends.module_dir` is unset, removed on drop.
+    _scratch: Option<ScratchDir>,
     metrics: Arc<PluginMetrics>,
 }
 
@@ -166,9 +176,17 @@ impl Registry {
     pub fn new(backends: Backends) -> Self {
         let metrics = Arc::new(PluginMetrics::default());
         let base = instrument(&backends.base, &metrics);
-        let module_dir = backends.module_dir.clone().unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id()))
-        });
+        let (module_dir, scratch) = match &backends.module_dir {
+            Some(dir) => (dir.clone(), None),
+            None => match ScratchDir::new() {
+                Ok(s) => (s.path().to_path_buf(), Some(s)),
+                // Storing then fails with the reason, per WasmPlugin.
+                Err(_) => (
+                    std::env::temp_dir().join("flotilla-modules-unavailable"),
+                    None,
+                ),
+            },
+        };
         Registry {
             current: RwLock::new(Arc::new(vec![base.clone()])),
             built: Mutex::new(BTreeMap::new()),
@@ -176,6 +194,7 @@ impl Registry {
             backends,
             base,
             module_dir,
+            _scratch: scratch,
             metrics,
         }
     }
@@ -373,13 +392,17 @@ impl Registry {
     fn resolve_module(&self, spec: &Value) -> Result<Resolved, String> {
         let spec: WasmPluginSpec = serde_path_to_error::deserialize(spec.clone())
             .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
+        if let Some(limits) = &spec.limits
+            && let Some(e) = limits.validate("spec.limits").into_iter().next()
+        {
+            return Err(e.to_string());
+        }
         let bytes = match (&spec.module.path, &spec.module.base64) {
             (Some(_), Some(_)) => {
                 return Err("spec.module: set one of path and base64, not both".into());
             }
             (None, None) => return Err("spec.module: one of path and base64 is required".into()),
-            (Some(path), None) => std::fs::read(path)
-                .map_err(|e| format!("spec.module.path: cannot read {path}: {e}"))?,
+            (Some(path), None) => read_confined(self.backends.module_source_dir.as_deref(), path)?,
             (None, Some(b64)) => {
                 let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
                 base64::engine::general_purpose::STANDARD
@@ -395,26 +418,177 @@ impl Registry {
             let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
             if expected != digest {
                 return Err(format!(
-                    "spec.sha256: expected {expected}, the module's is {digest}"
+                    "spec.sha256: expected {}, the module's is {digest}",
+                    clip(&expected, 80)
                 ));
             }
         }
-        let path = self.module_dir.join(format!("{digest}.wasm"));
-        if !path.exists() {
-            std::fs::create_dir_all(&self.module_dir)
-                .map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
-            let tmp = self
-                .module_dir
-                .join(format!("{digest}.{}.tmp", std::process::id()));
-            std::fs::write(&tmp, &bytes)
-                .and_then(|()| std::fs::rename(&tmp, &path))
-                .map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
-        }
+        let path = store_module(&self.module_dir, &digest, &bytes)
+            .map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
         Ok(Resolved {
             spec,
             path: path.display().to_string(),
             digest,
         })
+    }
+}
+
+/// Largest module read from the module directory (inline modules are bounded by the API
+/// server's request size).
+pub const MAX_MODULE_BYTES: u64 = 64 << 20;
+
+/// `text` cut to `max` bytes on a char boundary (for echoing user-given values).
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Read `path` (a `spec.module.path`) inside `root`: refused without a root, and unless `path`
+/// is relative, names a regular file, and resolves (symlinks followed) inside `root`. Errors
+/// name the field and never anything read.
+fn read_confined(root: Option<&std::path::Path>, path: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::path::Component;
+    let field = "spec.module.path";
+    let shown = clip(path, 256);
+    let Some(root) = root else {
+        return Err(format!(
+            "{field}: modules are not read from the control plane's files unless it is started with --module-dir; inline the module with spec.module.base64"
+        ));
+    };
+    let rel = std::path::Path::new(path);
+    if path.is_empty()
+        || !rel
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "{field}: {shown:?} must be a relative path inside the module directory, without \"..\""
+        ));
+    }
+    let missing = || format!("{field}: {shown:?}: no such module file in the module directory");
+    let root = root.canonicalize().map_err(|_| {
+        format!("{field}: the module directory given with --module-dir is not accessible")
+    })?;
+    let file = root.join(rel).canonicalize().map_err(|_| missing())?;
+    if !file.starts_with(&root) {
+        return Err(format!(
+            "{field}: {shown:?} resolves outside the module directory"
+        ));
+    }
+    let f = std::fs::File::open(&file).map_err(|_| missing())?;
+    let meta = f.metadata().map_err(|_| missing())?;
+    if !meta.is_file() {
+        return Err(missing());
+    }
+    if meta.len() > MAX_MODULE_BYTES {
+        return Err(format!(
+            "{field}: {shown:?} is larger than {MAX_MODULE_BYTES} bytes"
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_MODULE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{field}: {shown:?}: cannot read: {}", e.kind()))?;
+    if bytes.len() as u64 > MAX_MODULE_BYTES {
+        return Err(format!(
+            "{field}: {shown:?} is larger than {MAX_MODULE_BYTES} bytes"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Store `bytes` as `<digest>.wasm` in `dir`: the directory is made private (0700), the file is
+/// written 0600 under a temporary name and renamed into place.
+fn store_module(dir: &std::path::Path, digest: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)?;
+    set_mode(dir, 0o700)?;
+    let path = dir.join(format!("{digest}.wasm"));
+    if path.exists() {
+        set_mode(&path, 0o600)?;
+        return Ok(path);
+    }
+    let tmp = dir.join(format!("{digest}.{}.tmp", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&tmp).and_then(|mut f| {
+        set_mode(&tmp, 0o600)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    match written.and_then(|()| std::fs::rename(&tmp, &path)) {
+        Ok(()) => Ok(path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, mode);
+        Ok(())
+    }
+}
+
+/// A private (0700) temporary directory for resolved modules, removed with its contents on drop.
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Create `flotilla-modules-<pid>-<n>` in the temporary directory; an existing directory of
+    /// that name is never reused.
+    ///
+    /// # Errors
+    /// The directory could not be created.
+    pub fn new() -> std::io::Result<ScratchDir> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let mut last = None;
+        for _ in 0..16 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!(
+                "flotilla-modules-{}-{n}-{nanos:x}",
+                std::process::id()
+            ));
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match builder.create(&dir) {
+                Ok(()) => return Ok(ScratchDir(dir)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no directory name left")))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
