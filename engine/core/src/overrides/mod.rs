@@ -60,6 +60,14 @@ pub enum OverrideError {
         /// What went wrong.
         message: String,
     },
+    /// The overridden manifest has another `apiVersion`, `kind`, `metadata.namespace` or
+    /// `metadata.name` than the input (Karmada's overriders cannot change a manifest's identity).
+    /// Only the field is named, never its values.
+    #[error("the override changes {field}, which overrides must leave as it is")]
+    Identity {
+        /// `apiVersion`, `kind`, `metadata.namespace` or `metadata.name`.
+        field: &'static str,
+    },
     /// A patch operation could not be applied by [`apply`].
     #[error("patch operation {index} ({op} {path:?}) failed: {message}")]
     Patch {
@@ -72,6 +80,50 @@ pub enum OverrideError {
         /// What went wrong.
         message: String,
     },
+}
+
+/// The fields that identify a manifest, which no override may change (Karmada's overriders cannot:
+/// its Work keeps the template's identity), with their JSON pointers.
+const IDENTITY: [(&str, &str); 4] = [
+    ("apiVersion", "/apiVersion"),
+    ("kind", "/kind"),
+    ("metadata.namespace", "/metadata/namespace"),
+    ("metadata.name", "/metadata/name"),
+];
+
+/// The first identity field (name and pointer) whose value differs between `before` and `after`
+/// (a missing field differs from a present one).
+fn identity_change(before: &Value, after: &Value) -> Option<(&'static str, &'static str)> {
+    IDENTITY
+        .into_iter()
+        .find(|(_, pointer)| before.pointer(pointer) != after.pointer(pointer))
+}
+
+/// The identity fields of a manifest, kept to compare after an overrider ran (cheaper than a copy
+/// of the manifest).
+struct Identity([Option<Value>; 4]);
+
+impl Identity {
+    fn of(v: &Value) -> Self {
+        Identity(IDENTITY.map(|(_, pointer)| v.pointer(pointer).cloned()))
+    }
+
+    /// The first identity field (name and pointer) that differs in `after`.
+    fn changed_in(&self, after: &Value) -> Option<(&'static str, &'static str)> {
+        IDENTITY
+            .into_iter()
+            .zip(&self.0)
+            .find(|((_, pointer), was)| after.pointer(pointer) != was.as_ref())
+            .map(|(field, _)| field)
+    }
+}
+
+/// The message of an overrider that changed an identity field (the field, never the values).
+fn identity_message(field: &str) -> String {
+    format!(
+        "overriders cannot change {field} (apiVersion, kind, metadata.namespace and metadata.name \
+         stay as in the resource template)"
+    )
 }
 
 fn scope_kind(scope: OverrideScope) -> &'static str {
@@ -320,13 +372,28 @@ fn commit(
     name: &str,
     exprs: &mut Expressions<'_>,
 ) -> Result<(), EntryFail> {
+    let before = (!ops.is_empty()).then(|| Identity::of(work));
     let canon = patch::apply_ops(work, ops)
         .map_err(|(i, e)| (name.to_string(), (ops[i].path.clone(), e)))?;
+    if let Some(before) = before {
+        guard_identity(&before, work, name)?;
+    }
     if !canon.is_empty() {
         exprs.changed();
     }
     out.extend(canon);
     Ok(())
+}
+
+/// Fails the overrider `name` when it changed an identity field of the manifest.
+fn guard_identity(before: &Identity, after: &Value, name: &str) -> Result<(), EntryFail> {
+    match before.changed_in(after) {
+        Some((field, pointer)) => Err((
+            name.to_string(),
+            (pointer.to_string(), identity_message(field)),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `applyPolicyOverriders`: image → command → args → labels → annotations → field → plaintext.
@@ -415,8 +482,26 @@ fn apply_overriders(
         };
         ops.push(patch::RawOp::new(&p.operator, p.path.clone(), value));
     }
+    let before = (!ops.is_empty()).then(|| Identity::of(work));
     let canon = patch::apply_ops(work, &ops)
         .map_err(|(i, e)| (format!("plaintext[{i}]"), (ops[i].path.clone(), e)))?;
+    if let Some(before) = before
+        && let Some((field, pointer)) = before.changed_in(work)
+    {
+        // Name the first operation at, above or below the field (Karmada applies plaintext
+        // operations as one patch).
+        let related = |p: &str| {
+            p == pointer
+                || pointer.starts_with(&format!("{p}/"))
+                || p.starts_with(&format!("{pointer}/"))
+                || p.is_empty()
+        };
+        let name = ops
+            .iter()
+            .position(|op| related(&op.path))
+            .map_or_else(|| "plaintext".to_string(), |i| format!("plaintext[{i}]"));
+        return Err((name, (pointer.to_string(), identity_message(field))));
+    }
     if !canon.is_empty() {
         exprs.changed();
     }
@@ -447,6 +532,7 @@ fn apply_overriders(
         let mut next = work.clone();
         json_patch::patch(&mut next, &ops)
             .map_err(|e| (name.clone(), (e.path.to_string(), e.kind.to_string())))?;
+        guard_identity(&Identity::of(work), &next, &name)?;
         *work = next;
         exprs.changed();
         out.extend(ops);
@@ -671,11 +757,14 @@ fn overriders_json(o: &Overriders) -> Value {
     Value::Object(m)
 }
 
-/// Applies `patch.patch` to a copy of `object` with the `json-patch` crate.
+/// Applies `patch.patch` to a copy of `object` with the `json-patch` crate. Every override plugin's
+/// patch (the built-in Karmada overriders, Wasm overriders) is applied here, so this is also where
+/// a patch that changes the manifest's identity is refused, whatever computed it.
 ///
 /// # Errors
 /// An operation's path does not resolve (never the case for a patch returned by
-/// [`karmada_overrides`] for the same object).
+/// [`karmada_overrides`] for the same object), or the result has another `apiVersion`, `kind`,
+/// `metadata.namespace` or `metadata.name` than `object` ([`OverrideError::Identity`]).
 #[allow(clippy::result_large_err)]
 pub fn apply(object: &Value, patch: &OverridePatch) -> Result<Value, OverrideError> {
     let mut doc = object.clone();
@@ -696,6 +785,9 @@ pub fn apply(object: &Value, patch: &OverridePatch) -> Result<Value, OverrideErr
                 message: e.kind.to_string(),
             }
         })?;
+    }
+    if let Some((field, _)) = identity_change(object, &doc) {
+        return Err(OverrideError::Identity { field });
     }
     Ok(doc)
 }
