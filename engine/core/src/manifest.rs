@@ -60,11 +60,137 @@ fn typed<T: DeserializeOwned>(v: Value) -> Result<T, String> {
     })
 }
 
+/// Longest key name quoted in an error; longer ones are cut (keys are the only input text that
+/// errors quote).
+const MAX_QUOTED_KEY: usize = 64;
+
+/// `key` as quoted in an error: cut after [`MAX_QUOTED_KEY`] characters.
+fn quoted_key(key: &str) -> String {
+    match key.char_indices().nth(MAX_QUOTED_KEY) {
+        Some((cut, _)) => format!("{}…", &key[..cut]),
+        None => key.to_owned(),
+    }
+}
+
+/// Reads one YAML (or JSON) node into a [`Value`] like `serde_json::Value`'s own `Deserialize`,
+/// but strictly, as kubectl's strict decoding does: a mapping with a duplicate key, or with a
+/// YAML merge key (`<<`), is an error naming the key (the parser adds the path of the mapping,
+/// the line and the column).
+struct Strict;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON-compatible YAML value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Strict)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key_seed(Key { seen: &out })? {
+            let value = map.next_value_seed(Strict)?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Reads a mapping key, refusing a duplicate or a merge key while the parser is still at the key
+/// (so that the error carries the key's own line and column).
+struct Key<'a> {
+    /// The keys read so far in this mapping.
+    seen: &'a serde_json::Map<String, Value>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key<'_> {
+    type Value = String;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_string(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Key<'_> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<String, E> {
+        if key == "<<" {
+            return Err(E::custom(
+                "YAML merge keys (<<) are not supported (as in kubectl); write the keys out",
+            ));
+        }
+        if self.seen.contains_key(key) {
+            return Err(E::custom(format!("duplicate key {}", quoted_key(key))));
+        }
+        Ok(key.to_owned())
+    }
+}
+
 /// Parse `text` (YAML stream or JSON) from `source_name` into documents.
 ///
+/// Decoding is strict, as kubectl's: a mapping with a duplicate key is refused (not "last one
+/// wins"), and so is a YAML merge key (`<<`), which Kubernetes' YAML decoding does not apply
+/// either; the error names the key path and the line and column, and quotes no other input.
+///
 /// # Errors
-/// The first invalid document: YAML syntax (with line and column), a missing `apiVersion`/`kind`, or a
-/// field that does not fit the Karmada schema (with its path).
+/// The first invalid document: YAML syntax (with line and column), a duplicate or merge key, a
+/// missing `apiVersion`/`kind`, or a field that does not fit the Karmada schema (with its path).
 pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, InputError> {
     let mut out = Vec::new();
     for (index, de) in (1..).zip(serde_yaml::Deserializer::from_str(text)) {
@@ -74,7 +200,7 @@ pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, I
             what,
             message,
         };
-        let value: Value = match serde::Deserialize::deserialize(de) {
+        let value: Value = match serde::de::DeserializeSeed::deserialize(Strict, de) {
             Ok(v) => v,
             Err(e) => return Err(fail(String::new(), format!("invalid YAML: {e}"))),
         };
@@ -202,5 +328,84 @@ mod tests {
         .unwrap();
         assert!(matches!(docs[0], Document::Template(_)));
         assert!(matches!(docs[1], Document::Cluster(_)));
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_with_key_path_line_and_column() {
+        let top = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nkind: Secret\n";
+        let e = parse_documents("dup.yaml", top).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("dup.yaml: document 1: invalid YAML: duplicate key kind"),
+            "{e}"
+        );
+        assert!(e.message.contains("line 4 column"), "{e}");
+        assert!(
+            !e.message.contains("Secret") && !e.message.contains("ConfigMap"),
+            "{e}"
+        );
+
+        let nested = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels:\n    app: web\n    app: db\ndata: {}\n";
+        let e = parse_documents("dup.yaml", nested).unwrap_err();
+        assert!(
+            e.message
+                .contains("metadata.labels: duplicate key app at line 7 column 5"),
+            "{e}"
+        );
+        assert!(
+            !e.message.contains("web") && !e.message.contains("db"),
+            "{e}"
+        );
+
+        // In a list item, in JSON, and in the second document of a stream.
+        let e = parse_documents(
+            "dup.json",
+            r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","name":"b"}}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("items[0].metadata: duplicate key name at line 1"),
+            "{e}"
+        );
+        let stream = format!(
+            "{}---\n{top}",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+        );
+        assert_eq!(parse_documents("s.yaml", &stream).unwrap_err().index, 2);
+    }
+
+    #[test]
+    fn merge_keys_are_refused_not_ignored() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels:\n    <<: {app: web}\n";
+        let e = parse_documents("merge.yaml", text).unwrap_err();
+        assert!(
+            e.message
+                .contains("metadata.labels: YAML merge keys (<<) are not supported"),
+            "{e}"
+        );
+        assert!(e.message.contains("line 6 column"), "{e}");
+        let anchored = "base: &b {x: 1}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  <<: *b\n";
+        let e = parse_documents("merge.yaml", anchored).unwrap_err();
+        assert!(e.message.contains("data: YAML merge keys"), "{e}");
+    }
+
+    #[test]
+    fn distinct_keys_and_long_key_names_are_read_as_before() {
+        let docs = parse_documents(
+            "ok.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {a: '1', b: '2'}}\ndata: {k: [1, 2.5, null, true]}\n",
+        )
+        .unwrap();
+        let Document::Template(o) = &docs[0] else {
+            panic!("template");
+        };
+        assert_eq!(o.0["data"]["k"], serde_json::json!([1, 2.5, null, true]));
+        let long = "k".repeat(10_000);
+        let text = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{{long}: 1, {long}: 2}}\n"
+        );
+        let e = parse_documents("long.yaml", &text).unwrap_err();
+        assert!(e.message.len() < 300, "{}", e.message.len());
     }
 }
