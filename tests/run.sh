@@ -10,6 +10,9 @@
 # - Debian's rustc-web (+ cargo-web, rust-web-src, lld-22): builds the Wasm built-ins (plugins/wasm)
 #   with build-std, since rustup cannot add wasm targets here.
 # - kubectl (1.27 … 1.33): the kubectl tests skip without it.
+# - openssl: the real kube-apiserver tests (engine/cli/tests/real_engine.rs) make their
+#   certificates with it; tests/real-apiserver.sh builds etcd and kube-apiserver with Go (>= 1.26
+#   for kube-apiserver 1.36) into target/real-apiserver once (a few minutes) and reuses them after.
 # As root on Debian, missing apt packages are installed; anything else missing is named and the
 # script stops. FLOTILLA_TEST_NO_INSTALL=1 only checks.
 set -euo pipefail
@@ -20,6 +23,7 @@ apt_packages=()
 command -v go >/dev/null 2>&1 || missing+=("go (>= 1.25; Debian: golang-go, or the Go toolchain)")
 command -v clang >/dev/null 2>&1 && command -v wasm-ld >/dev/null 2>&1 || apt_packages+=(clang lld)
 command -v npm >/dev/null 2>&1 || missing+=("node and npm")
+command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
 if [ ! -x /usr/bin/cargo ] || [ ! -d /usr/lib/rustlib/src/rust/library ]; then
   apt_packages+=(rustc-web cargo-web rust-web-src lld-22)
 fi
@@ -43,6 +47,10 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p target
 (cd tests/karmada-diff && go build -buildvcs=false -o ../../target/karmada-diff .)
 export KARMADA_DIFF_BIN="$PWD/target/karmada-diff"
+# A real etcd + kube-apiserver, built once and reused; the real-engine suite fails without them.
+BASE="$PWD/target/real-apiserver" bash tests/real-apiserver.sh build
+export FLOTILLA_REAL_APISERVER_BIN="$PWD/target/real-apiserver/bin"
+export FLOTILLA_REQUIRE_REAL_APISERVER=1
 # Missing guest toolchains fail the Wasm and SDK tests instead of skipping them.
 export FLOTILLA_REQUIRE_WASM_GUESTS=1
 
