@@ -18,5 +18,6 @@ pub mod meta;
 mod object;
 pub mod policy;
 pub mod work;
+pub mod yaml_scan;
 
 pub use object::Object;

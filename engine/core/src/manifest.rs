@@ -25,6 +25,10 @@ pub enum Document {
     Binding(Box<ResourceBinding>),
 }
 
+/// Deepest flow-collection nesting accepted in an input file (the API server's bound on request
+/// bodies).
+pub const MAX_FLOW_DEPTH: usize = 100;
+
 /// Why an input document was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_name}: document {index}{what}: {message}")]
@@ -192,6 +196,22 @@ impl<'de> serde::de::Visitor<'de> for Key<'_> {
 /// The first invalid document: YAML syntax (with line and column), a duplicate or merge key, a
 /// missing `apiVersion`/`kind`, or a field that does not fit the Karmada schema (with its path).
 pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, InputError> {
+    // libyaml's cost is quadratic in flow nesting: refuse `[[[…` before it parses.
+    if let Some(line) = flotilla_api::yaml_scan::flow_too_deep(text.as_bytes(), MAX_FLOW_DEPTH) {
+        let index = 1 + text
+            .lines()
+            .take(line.saturating_sub(1))
+            .filter(|l| l.starts_with("---"))
+            .count();
+        return Err(InputError {
+            source_name: source_name.to_owned(),
+            index,
+            what: String::new(),
+            message: format!(
+                "line {line}: flow collections ([ or {{) nest deeper than {MAX_FLOW_DEPTH} levels"
+            ),
+        });
+    }
     let mut out = Vec::new();
     for (index, de) in (1..).zip(serde_yaml::Deserializer::from_str(text)) {
         let fail = |what: String, message: String| InputError {
@@ -280,6 +300,8 @@ fn document(v: Value) -> Result<Document, (String, String)> {
         _ => {
             if v.get("metadata").is_some_and(|m| !m.is_object()) {
                 Err("metadata: must be a mapping".into())
+            } else if let Some(e) = template_counts_error(&api_version, &kind, &v) {
+                Err(e)
             } else {
                 Ok(Document::Template(Object(v)))
             }
@@ -288,9 +310,90 @@ fn document(v: Value) -> Result<Document, (String, String)> {
     res.map_err(|m| (w, m))
 }
 
+/// The replica counts the engine reads from a workload template, checked as kube-apiserver
+/// decodes and validates them: absent or null (the API server's default applies), or an integer
+/// from 0 to 2^31−1. Anything else would otherwise be planned as some other count silently.
+fn template_counts_error(api_version: &str, kind: &str, v: &Value) -> Option<String> {
+    let fields: &[&str] = match (api_version, kind) {
+        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") => &["replicas"],
+        ("batch/v1", "Job") => &["parallelism", "completions"],
+        _ => return None,
+    };
+    let spec = v.get("spec")?;
+    if !spec.is_object() {
+        return Some("spec: must be a mapping".into());
+    }
+    fields.iter().find_map(|f| match spec.get(*f) {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(i) if i < 0 => Some(format!("spec.{f}: must be greater than or equal to 0")),
+            Some(i) if i32::try_from(i).is_ok() => None,
+            _ if n.is_f64() => Some(format!("spec.{f}: must be an integer")),
+            _ => Some(format!(
+                "spec.{f}: must be at most 2147483647 (a 32-bit integer)"
+            )),
+        },
+        Some(_) => Some(format!("spec.{f}: must be an integer")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flow_nesting_past_the_bound_is_refused_before_parsing_with_its_line() {
+        let deep = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\n---\nx: {}1{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let started = std::time::Instant::now();
+        let e = parse_documents("deep.yaml", &deep).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(e.index, 2);
+        assert!(e.message.starts_with("line 5: flow collections"), "{e}");
+        let ok = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\nx: {}1{}\n",
+            "[".repeat(50),
+            "]".repeat(50)
+        );
+        assert!(parse_documents("ok.yaml", &ok).is_ok());
+    }
+
+    #[test]
+    fn workload_replica_counts_are_validated_as_kube_apiserver_decodes_them() {
+        let doc = |replicas: &str| {
+            parse_documents(
+                "d.yaml",
+                &format!(
+                    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\nspec: {{replicas: {replicas}}}\n"
+                ),
+            )
+        };
+        for ok in ["0", "1", "2147483647", "null"] {
+            assert!(doc(ok).is_ok(), "{ok}");
+        }
+        for (bad, says) in [
+            ("-1", "greater than or equal to 0"),
+            ("2147483648", "at most 2147483647"),
+            ("9223372036854775808", "at most 2147483647"),
+            ("3.7", "must be an integer"),
+            ("\"5\"", "must be an integer"),
+            ("true", "must be an integer"),
+            ("[2]", "must be an integer"),
+        ] {
+            let e = doc(bad).unwrap_err();
+            assert!(e.to_string().starts_with("d.yaml: document 1"), "{e}");
+            assert!(e.message.contains(says), "{bad}: {e}");
+        }
+        let job = parse_documents(
+            "j.yaml",
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {parallelism: 2, completions: -3}\n",
+        )
+        .unwrap_err();
+        assert!(job.message.starts_with("spec.completions:"), "{job}");
+    }
 
     #[test]
     fn broken_yaml_names_source_document_and_line() {

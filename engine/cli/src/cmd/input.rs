@@ -79,6 +79,8 @@ fn walk(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> anyhow::Result<(
 /// document and field.
 pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
     let mut inv = Inventory::default();
+    // Which file each policy came from, so admission errors name it.
+    let mut origin = std::collections::BTreeMap::<(String, String), String>::new();
     for p in expand(paths, recursive)? {
         let (name, text) = if p.as_os_str() == "-" {
             let mut s = String::new();
@@ -92,12 +94,24 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
                     .with_context(|| format!("{}: cannot read", p.display()))?,
             )
         };
-        inv.extend(parse_documents(&name, &text)?);
+        let docs = parse_documents(&name, &text)?;
+        for d in &docs {
+            if let Some(key) = policy_key(d) {
+                origin.entry(key).or_insert_with(|| name.clone());
+            }
+        }
+        inv.extend(docs);
     }
     let cel = super::profiles::cel();
     let errors = admit_with(&mut inv, Some(cel.as_ref()));
     if !errors.is_empty() {
-        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|e| match origin.get(&(e.kind.clone(), e.name.clone())) {
+                Some(file) => format!("{file}: {e}"),
+                None => e.to_string(),
+            })
+            .collect();
         bail!("invalid policies:\n  {}", lines.join("\n  "));
     }
     let mut names = std::collections::BTreeSet::new();
@@ -107,6 +121,23 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
         }
     }
     Ok(inv)
+}
+
+/// `(kind, namespace/name or name)` of a policy document, as [`flotilla_core::plan::PolicyError`]
+/// names it.
+fn policy_key(d: &flotilla_core::manifest::Document) -> Option<(String, String)> {
+    use flotilla_core::manifest::Document;
+    let (kind, meta) = match d {
+        Document::Propagation(p) => (&p.kind, &p.metadata),
+        Document::Override(o) => (&o.kind, &o.metadata),
+        _ => return None,
+    };
+    let name = if meta.namespace().is_empty() {
+        meta.name().to_owned()
+    } else {
+        format!("{}/{}", meta.namespace(), meta.name())
+    };
+    Some((kind.clone(), name))
 }
 
 /// `--now` or the system clock, as epoch seconds.
