@@ -112,6 +112,8 @@ fn main() {
             Arc::new(flotilla_wasm::WasmFactory::new()),
         ]);
         settings.backends.module_dir = Some(dir.path().join("modules"));
+        // WasmPlugin objects name the built guests relative to their directory.
+        settings.backends.module_source_dir = guests::built();
         let opts = Embedded {
             members: 0,
             settings,
@@ -309,7 +311,8 @@ fn main() {
 /// profile change re-triggers scheduling, which would mix the two runs).
 async fn wasm_setup(c: &Client) {
     let dir = guests::built().expect("the Wasm built-ins (Debian rustc-web toolchain)");
-    let module = |file: &str| json!({"path": dir.join(file).display().to_string()});
+    assert!(dir.is_dir());
+    let module = |file: &str| json!({"path": file});
     let plugins = vec![
         json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "cluster-affinity"},
                "spec": {"module": module("flotilla_wasm_cluster_affinity.wasm")}}),

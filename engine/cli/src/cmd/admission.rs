@@ -214,6 +214,9 @@ fn check_plugin(
     if spec.name.is_empty() {
         out.push(fe(format!("{field}.name"), "Required value"));
     }
+    if let Some(l) = &spec.limits {
+        out.extend(from_core(l.validate(&format!("{field}.limits"))));
+    }
     let backend = match spec.backend() {
         Ok(b) => b,
         Err(message) => return out.push(fe(field, message)),
@@ -296,6 +299,19 @@ fn wasm_plugin(object: &mut Value) -> Result<(), AdmissionError> {
         }
         (None, None) => causes.push(fe("spec.module", "one of path and base64 is required")),
         (Some(p), None) if p.is_empty() => causes.push(fe("spec.module.path", "must not be empty")),
+        (Some(p), None)
+            if !std::path::Path::new(p).components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            }) =>
+        {
+            causes.push(fe(
+                "spec.module.path",
+                "must be a relative path inside the controllers' --module-dir, without \"..\"",
+            ))
+        }
         (None, Some(b)) => match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
             Ok(bytes) if bytes.is_empty() => {
                 causes.push(fe("spec.module.base64", "the module is empty"))
@@ -316,6 +332,9 @@ fn wasm_plugin(object: &mut Value) -> Result<(), AdmissionError> {
     }
     if let Some(d) = &spec.sha256 {
         check_sha256(d, "spec.sha256", &mut causes);
+    }
+    if let Some(l) = &spec.limits {
+        causes.extend(from_core(l.validate("spec.limits")));
     }
     result(causes)
 }
@@ -521,7 +540,12 @@ mod tests {
     fn wasm_plugins_need_one_decodable_module_and_a_well_formed_digest() {
         let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
         assert!(wasm(json!({"module": {"base64": "AGFzbQEAAAA="}, "sha256": digest, "failurePolicy": "Ignore"})).is_ok());
-        assert!(wasm(json!({"module": {"path": "/plugins/gpu.wasm"}, "sha256": format!("sha256:{digest}")})).is_ok());
+        assert!(
+            wasm(
+                json!({"module": {"path": "gpu/scorer.wasm"}, "sha256": format!("sha256:{digest}")})
+            )
+            .is_ok()
+        );
         assert_eq!(
             fields(&wasm(json!({"module": {}})).unwrap_err()),
             ["spec.module"]
@@ -550,6 +574,44 @@ mod tests {
                 && e.causes[0].message.contains("unknown field `extra`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn wasm_plugin_paths_outside_the_module_directory_are_refused() {
+        for path in ["/etc/shadow", "../../etc/shadow", "plugins/../../x.wasm"] {
+            let e = wasm(json!({"module": {"path": path}})).unwrap_err();
+            assert_eq!(fields(&e), ["spec.module.path"], "{path}: {e}");
+        }
+    }
+
+    #[test]
+    fn limits_above_their_maximum_are_refused_with_the_field_named() {
+        let e = wasm(json!({
+            "module": {"base64": "AGFzbQEAAAA="},
+            "limits": {"timeoutMs": u64::MAX, "memoryMib": 0, "maxOutputBytes": 1u64 << 40},
+        }))
+        .unwrap_err();
+        assert_eq!(
+            e.causes
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect::<Vec<_>>(),
+            [
+                "spec.limits.timeoutMs: must be at most 10000",
+                "spec.limits.memoryMib: must be at least 1",
+                "spec.limits.maxOutputBytes: must be at most 16777216",
+            ]
+        );
+        assert!(
+            wasm(json!({"module": {"base64": "AGFzbQEAAAA="}, "limits": {"timeoutMs": 10000}}))
+                .is_ok()
+        );
+        let e = admit(
+            SP,
+            profile(json!({"filters": [{"name": "w", "wasm": {"plugin": "p"}, "limits": {"timeoutMs": 1u64 << 60}}]})),
+        )
+        .unwrap_err();
+        assert_eq!(fields(&e), ["spec.filters[0].limits.timeoutMs"], "{e}");
     }
 
     #[test]

@@ -48,9 +48,15 @@ pub struct Args {
     /// How long a simulated member takes to make a Deployment available, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub ready_delay_ms: u64,
-    /// Where WasmPlugin modules are stored by digest (default: a per-process temporary directory).
+    /// The only directory WasmPlugin objects' `spec.module.path` may name files in (relative
+    /// paths that stay inside it). Without it such paths are refused: objects carry their
+    /// modules inline (`spec.module.base64`).
     #[arg(long, value_name = "DIR")]
     pub module_dir: Option<std::path::PathBuf>,
+    /// Where resolved WasmPlugin modules are stored by digest [default: a private temporary
+    /// directory, removed on shutdown].
+    #[arg(long, value_name = "DIR")]
+    pub module_store_dir: Option<std::path::PathBuf>,
 }
 
 /// Run.
@@ -83,12 +89,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .context("finding the API server (no --kubeconfig, no in-cluster service account)")?,
     };
     let client = kube::Client::try_from(config.clone()).context("building the API client")?;
-    let module_dir = args.module_dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("flotilla-modules-{}", std::process::id()))
-    });
+    // `_scratch` lives until `run` returns: the temporary store goes with the process.
+    let (store, _scratch) = match &args.module_store_dir {
+        Some(dir) => (dir.clone(), None),
+        None => {
+            let s = flotilla_controller::controller::plugins::ScratchDir::new()
+                .context("creating a temporary directory for WasmPlugin modules")?;
+            (s.path().to_path_buf(), Some(s))
+        }
+    };
     let settings = flotilla_controller::Settings {
         ready_delay: Duration::from_millis(args.ready_delay_ms),
-        backends: super::profiles::backends(module_dir),
+        backends: super::profiles::backends(store, args.module_dir.clone()),
         ..Default::default()
     };
     let metrics = match args.metrics_addr {

@@ -25,12 +25,17 @@ pub fn base() -> Profile {
 }
 
 /// What the controllers build profiles from (`SchedulerProfile`/`WasmPlugin` objects): every
-/// backend, the default profile, and `module_dir` for resolved modules.
-pub fn backends(module_dir: PathBuf) -> flotilla_controller::controller::plugins::Backends {
+/// backend, the default profile, `store` for resolved modules, and `source`, the only directory
+/// `WasmPlugin` objects may name module files in (`--module-dir`; none refuses such paths).
+pub fn backends(
+    store: PathBuf,
+    source: Option<PathBuf>,
+) -> flotilla_controller::controller::plugins::Backends {
     flotilla_controller::controller::plugins::Backends {
         base: base(),
         factories: factories(),
-        module_dir: Some(module_dir),
+        module_dir: Some(store),
+        module_source_dir: source,
     }
 }
 

@@ -50,6 +50,11 @@ pub struct Args {
     /// separately with `flotilla controllers --kubeconfig …`).
     #[arg(long)]
     pub no_controllers: bool,
+    /// The only directory WasmPlugin objects' `spec.module.path` may name files in (relative
+    /// paths that stay inside it). Without it such paths are refused: objects carry their
+    /// modules inline (`spec.module.base64`).
+    #[arg(long, value_name = "DIR")]
+    pub module_dir: Option<PathBuf>,
 }
 
 fn home_subdir(xdg: &str, fallback: &str) -> anyhow::Result<PathBuf> {
@@ -92,7 +97,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     };
     let settings = flotilla_controller::Settings {
         ready_delay: std::time::Duration::from_millis(args.ready_delay_ms),
-        backends: super::profiles::backends(data_dir.join("modules")),
+        backends: super::profiles::backends(data_dir.join("modules"), args.module_dir.clone()),
         ..Default::default()
     };
     let members = args.members;
