@@ -88,7 +88,7 @@ fn work_for<'a>(list: &'a Value, cluster: &str) -> &'a Value {
 
 #[test]
 fn seed_example_divides_one_to_one_and_overrides_member2_image() {
-    let list = plan_json(&["-f", "examples/nginx"]);
+    let list = plan_json(&["-R", "-f", "examples/nginx"]);
     assert_eq!(list["apiVersion"], "v1");
     assert_eq!(list["kind"], "List");
     let rbs = items(&list, "ResourceBinding");
@@ -143,7 +143,7 @@ fn seed_example_divides_one_to_one_and_overrides_member2_image() {
 
 #[test]
 fn table_and_yaml_outputs_describe_the_same_plan() {
-    let o = run(&["plan", "-f", "examples/nginx"]);
+    let o = run(&["plan", "-R", "-f", "examples/nginx"]);
     assert!(o.status.success());
     let t = stdout(&o);
     assert!(
@@ -159,7 +159,7 @@ fn table_and_yaml_outputs_describe_the_same_plan() {
         t.contains("image=registry.member2.example/nginx:1.27 (overridden)"),
         "{t}"
     );
-    let o = run(&["plan", "-f", "examples/nginx", "-o", "yaml"]);
+    let o = run(&["plan", "-R", "-f", "examples/nginx", "-o", "yaml"]);
     assert!(o.status.success());
     let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&stdout(&o))
         .map(|d| serde::Deserialize::deserialize(d).expect("yaml doc"))
@@ -203,7 +203,7 @@ fn unknown_kind_in_a_selector_is_rejected() {
         &[
             ("pp.yaml", &pp),
             ("d.yaml", &example("deployment.yaml")),
-            ("c.yaml", &example("clusters.yaml")),
+            ("c.yaml", &example("offline/clusters.yaml")),
         ],
         &[
             "PropagationPolicy default/nginx-propagation",
@@ -219,7 +219,10 @@ fn weight_below_one_is_rejected() {
     let pp = example("propagationpolicy.yaml").replacen("weight: 1", "weight: 0", 1);
     assert_rejected(
         "weight-zero",
-        &[("pp.yaml", &pp), ("c.yaml", &example("clusters.yaml"))],
+        &[
+            ("pp.yaml", &pp),
+            ("c.yaml", &example("offline/clusters.yaml")),
+        ],
         &[
             "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
             "weight must be >= 1, got 0",
@@ -235,7 +238,10 @@ fn conflicting_affinity_fields_are_rejected() {
     );
     assert_rejected(
         "conflicting-affinity",
-        &[("pp.yaml", &pp), ("c.yaml", &example("clusters.yaml"))],
+        &[
+            ("pp.yaml", &pp),
+            ("c.yaml", &example("offline/clusters.yaml")),
+        ],
         &[
             "spec.placement.clusterAffinities",
             "cannot co-exist with clusterAffinity",
@@ -271,7 +277,7 @@ fn missing_file_is_a_clear_error() {
 
 #[test]
 fn unschedulable_binding_is_not_an_error() {
-    let clusters = example("clusters.yaml")
+    let clusters = example("offline/clusters.yaml")
         .replace(
             "  syncMode: Push\n",
             "  syncMode: Push\n  taints: [{key: maintenance, effect: NoSchedule}]\n",
@@ -328,13 +334,19 @@ fn dynamic_weight_scale_up_and_down_keep_previous_assignments() {
         &[
             ("d.yaml", &d(4)),
             ("pp.yaml", &policy),
-            ("c.yaml", &example("clusters.yaml")),
+            ("c.yaml", &example("offline/clusters.yaml")),
         ],
     );
     let first = plan_json(&["-f", dir.to_str().expect("utf8")]);
     let p1 = placement(items(&first, "ResourceBinding")[0]);
     assert_eq!(p1.iter().map(|c| c.1).sum::<i64>(), 4);
-    let up = replan("dyn-up", &d(10), &example("clusters.yaml"), &policy, &first);
+    let up = replan(
+        "dyn-up",
+        &d(10),
+        &example("offline/clusters.yaml"),
+        &policy,
+        &first,
+    );
     let p2 = placement(items(&up, "ResourceBinding")[0]);
     assert_eq!(p2.iter().map(|c| c.1).sum::<i64>(), 10);
     for (c, r) in &p1 {
@@ -344,7 +356,13 @@ fn dynamic_weight_scale_up_and_down_keep_previous_assignments() {
             "scale up took replicas from {c}: {p1:?} -> {p2:?}"
         );
     }
-    let down = replan("dyn-down", &d(3), &example("clusters.yaml"), &policy, &up);
+    let down = replan(
+        "dyn-down",
+        &d(3),
+        &example("offline/clusters.yaml"),
+        &policy,
+        &up,
+    );
     let p3 = placement(items(&down, "ResourceBinding")[0]);
     assert_eq!(p3.iter().map(|c| c.1).sum::<i64>(), 3);
     for (c, r) in &p3 {
@@ -355,14 +373,20 @@ fn dynamic_weight_scale_up_and_down_keep_previous_assignments() {
         );
     }
     // Unchanged replicas: nothing to reschedule, the previous result stays.
-    let same = replan("dyn-same", &d(3), &example("clusters.yaml"), &policy, &down);
+    let same = replan(
+        "dyn-same",
+        &d(3),
+        &example("offline/clusters.yaml"),
+        &policy,
+        &down,
+    );
     assert_eq!(placement(items(&same, "ResourceBinding")[0]), p3);
 }
 
 #[test]
 fn untolerated_no_execute_taint_fails_replicas_over_and_records_the_eviction() {
-    let first = plan_json(&["-f", "examples/nginx"]);
-    let clusters = example("clusters.yaml").replace(
+    let first = plan_json(&["-R", "-f", "examples/nginx"]);
+    let clusters = example("offline/clusters.yaml").replace(
         "  syncMode: Push\n",
         "  syncMode: Push\n  taints: [{key: cluster.karmada.io/not-ready, effect: NoExecute, timeAdded: \"2026-05-31T23:00:00Z\"}]\n",
     );
@@ -398,7 +422,7 @@ fn untolerated_no_execute_taint_fails_replicas_over_and_records_the_eviction() {
                 &[
                     ("d.yaml", &example("deployment.yaml")),
                     ("pp.yaml", &pp),
-                    ("c.yaml", &example("clusters.yaml")),
+                    ("c.yaml", &example("offline/clusters.yaml")),
                 ],
             );
             plan_json(&["-f", dir.to_str().expect("utf8")])
@@ -421,7 +445,7 @@ fn untolerated_no_execute_taint_fails_replicas_over_and_records_the_eviction() {
 
 #[test]
 fn explain_shows_every_filter_verdict_and_the_assignment() {
-    let clusters = example("clusters.yaml").replace(
+    let clusters = example("offline/clusters.yaml").replace(
         "  syncMode: Pull\n",
         "  syncMode: Pull\n  taints: [{key: maintenance, value: \"true\", effect: NoSchedule}]\n",
     );
@@ -447,6 +471,7 @@ fn explain_shows_every_filter_verdict_and_the_assignment() {
     assert!(s.contains("RESULT: member1=2"), "{s}");
     let o = run(&[
         "explain",
+        "-R",
         "-f",
         "examples/nginx",
         "--resource",
@@ -462,7 +487,7 @@ fn explain_shows_every_filter_verdict_and_the_assignment() {
 
 #[test]
 fn validate_accepts_the_example_and_rejects_bad_policies() {
-    let o = run(&["validate", "-f", "examples/nginx"]);
+    let o = run(&["validate", "-R", "-f", "examples/nginx"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stdout(&o).contains(
@@ -485,7 +510,7 @@ fn validate_accepts_the_example_and_rejects_bad_policies() {
 #[test]
 fn profiles_change_the_plugin_set_and_bad_profiles_are_rejected() {
     // A profile without TaintToleration schedules onto a tainted cluster.
-    let clusters = example("clusters.yaml").replace(
+    let clusters = example("offline/clusters.yaml").replace(
         "  syncMode: Pull\n",
         "  syncMode: Pull\n  taints: [{key: maintenance, effect: NoSchedule}]\n",
     );

@@ -55,6 +55,7 @@ fn wasm_builtins_plan_the_seed_example_like_the_native_ones() {
     );
     let args = [
         "plan",
+        "-R",
         "-f",
         "examples/nginx",
         "-o",
@@ -88,6 +89,7 @@ fn faulting_plugin_fails_or_is_skipped_per_failure_policy() {
         );
         let out = run(&[
             "plan",
+            "-R",
             "-f",
             "examples/nginx",
             "--profile",
@@ -119,6 +121,7 @@ fn unknown_import_is_refused_naming_the_import() {
     );
     let out = run(&[
         "plan",
+        "-R",
         "-f",
         "examples/nginx",
         "--profile",
@@ -149,6 +152,7 @@ fn plugin_inspect_test_and_new() {
         "plugin",
         "test",
         &testdata("pass.wat"),
+        "-R",
         "-f",
         "examples/nginx",
     ]);
