@@ -23,9 +23,9 @@
 //!
 //! **Security.** [`tls::Credentials`] generates a CA, a server certificate and a bearer token;
 //! anonymous access is opt-in and only ever served on loopback. Browser requests from other
-//! origins are refused (403) and object bodies must be JSON or YAML (415), so a web page cannot
-//! write through a loopback server; bodies, patches and stored objects are bounded in size and
-//! nesting as kube-apiserver bounds them.
+//! origins are refused (403) and object bodies must be JSON, YAML or Kubernetes protobuf (415), so
+//! a web page cannot write through a loopback server without a CORS preflight; bodies, patches
+//! and stored objects are bounded in size and nesting as kube-apiserver bounds them.
 
 pub mod admission;
 pub mod apply;
@@ -34,6 +34,7 @@ pub mod discovery;
 pub mod error;
 mod fs;
 mod limits;
+mod protobuf;
 pub mod registry;
 pub mod selector;
 pub mod server;

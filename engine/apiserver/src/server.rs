@@ -18,6 +18,7 @@ use crate::decode::{self, FieldValidation};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::limits::{self, MAX_BODY};
+use crate::protobuf;
 use crate::registry::{self, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::smp;
@@ -365,10 +366,17 @@ impl ApiServer {
         {
             return e.into_response();
         }
-        match self.route(req).await {
+        // Answers in protobuf when preferred (not watches: their events stay JSON).
+        let negotiated = if Query::parse(req.uri().query()).flag("watch") {
+            protobuf::Negotiated::AsIs
+        } else {
+            protobuf::Negotiated::from_headers(req.headers())
+        };
+        let resp = match self.route(req).await {
             Ok(resp) => resp,
             Err(e) => e.into_response(),
-        }
+        };
+        negotiated.apply(resp).await
     }
 
     fn authenticate(&self, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -487,6 +495,12 @@ impl ApiServer {
         let writes_object = parts.method == Method::POST
             || parts.method == Method::PUT
             || (parts.method == Method::DELETE && !body.is_empty());
+        // Protobuf object bodies (client-go's typed clients) go on as JSON.
+        let (body, ct) = if writes_object {
+            protobuf::request_body(target.res, &parts.method, body, ct)?
+        } else {
+            (body, ct)
+        };
         if writes_object && !BODY_MEDIA_TYPES.contains(&media_type(&ct).as_str()) {
             return Err(ApiError::unsupported_media_of(BODY_MEDIA_TYPES, &ct));
         }
