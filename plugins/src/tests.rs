@@ -348,3 +348,73 @@ fn memo_ignores_rows_that_do_not_hold_the_cluster() {
         assert_eq!(verdicts(&memo, rows), expected);
     }
 }
+
+/// A select plugin that answers with positions it was not given (or one twice).
+struct BadSelect {
+    repeat: bool,
+}
+
+impl flotilla_core::framework::Plugin for BadSelect {
+    fn name(&self) -> &str {
+        "bad-select"
+    }
+}
+
+impl flotilla_core::framework::SelectPlugin for BadSelect {
+    fn select(
+        &self,
+        input: &flotilla_core::framework::SelectInput<'_>,
+    ) -> Result<flotilla_core::framework::Selection, flotilla_core::PluginError> {
+        let n = input.clusters.len();
+        Ok(flotilla_core::framework::Selection::Selected(
+            if self.repeat { vec![0, 0] } else { vec![n + 7] },
+        ))
+    }
+}
+
+#[test]
+fn invalid_select_replies_follow_the_plugins_failure_policy() {
+    use flotilla_core::framework::FailurePolicy;
+    let mut rng = Rng(7);
+    let set = snapshot(clusters(&mut rng, 20));
+    let pool = Pool::new(&mut rng);
+    let bindings: Vec<_> = (0..60).map(|i| pool.binding(&mut rng, i)).collect();
+    let reference = default_profile();
+    for repeat in [false, true] {
+        let with = |policy| {
+            let mut p = default_profile();
+            p.selects.push(
+                Slot::new(Arc::new(BadSelect { repeat }) as Arc<_>).with_failure_policy(policy),
+            );
+            p
+        };
+        let (fail, ignore) = (with(FailurePolicy::Fail), with(FailurePolicy::Ignore));
+        let mut faulted = 0;
+        for (spec, status) in &bindings {
+            let expected = schedule(&set, &reference, spec, status, None, None).outcome;
+            // Ignore: as if the plugin were not there (its fault recorded).
+            let ignored = schedule(&set, &ignore, spec, status, None, None);
+            assert_eq!(ignored.outcome, expected, "{spec:?}");
+            // Fail: a scheduler error naming the plugin, whenever it was asked.
+            if let Err(f) = schedule(&set, &fail, spec, status, None, None).outcome
+                && expected.is_ok()
+            {
+                let faults = &ignored.ignored_faults;
+                assert!(!faults.is_empty(), "{spec:?}");
+                assert!(
+                    faults.iter().all(|f| f.contains("bad-select")),
+                    "{faults:?}"
+                );
+                assert!(f.message.contains("bad-select"), "{}", f.message);
+                let why = if repeat {
+                    "more than once"
+                } else {
+                    "out of range"
+                };
+                assert!(f.message.contains(why), "{}", f.message);
+                faulted += 1;
+            }
+        }
+        assert!(faulted > 0, "the plugin was never asked");
+    }
+}

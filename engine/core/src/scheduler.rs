@@ -243,6 +243,24 @@ fn fault(
     }
 }
 
+/// The clusters at positions `idx` of `from`, in that order; an error when a position is out of
+/// range or repeated.
+fn pick<'a>(from: &[ClusterDetail<'a>], idx: &[usize]) -> Result<Vec<ClusterDetail<'a>>, String> {
+    let mut seen = vec![false; from.len()];
+    let mut next = Vec::with_capacity(idx.len());
+    for &i in idx {
+        match (from.get(i), seen.get_mut(i)) {
+            (Some(d), Some(s)) if !*s => {
+                *s = true;
+                next.push(*d);
+            }
+            (Some(_), _) => return Err(format!("selected index {i} more than once")),
+            _ => return Err(format!("selected index {i} out of range")),
+        }
+    }
+    Ok(next)
+}
+
 fn check_len(plugin: &str, got: usize, want: usize) -> Result<(), crate::PluginError> {
     if got == want {
         Ok(())
@@ -434,22 +452,18 @@ fn attempt_inner(
             clusters: &selected,
         };
         match slot.plugin.select(&input) {
-            Ok(Selection::Selected(idx)) => {
-                let mut next = Vec::with_capacity(idx.len());
-                for i in idx {
-                    match selected.get(i) {
-                        Some(d) => next.push(*d),
-                        None => {
-                            let e = crate::PluginError::InvalidOutput {
-                                plugin: slot.plugin.name().to_owned(),
-                                message: format!("selected index {i} out of range"),
-                            };
-                            return Err(Failure::new(FailureKind::SchedulerError, e.to_string()));
-                        }
-                    }
+            // An index out of range or repeated is the plugin's invalid output: its failure
+            // policy decides (Ignore keeps the clusters as they were before it).
+            Ok(Selection::Selected(idx)) => match pick(&selected, &idx) {
+                Ok(next) => selected = next,
+                Err(message) => {
+                    let e = crate::PluginError::InvalidOutput {
+                        plugin: slot.plugin.name().to_owned(),
+                        message,
+                    };
+                    fault(slot.failure_policy, e, ignored)?;
                 }
-                selected = next;
-            }
+            },
             Ok(Selection::Failed(msg)) => {
                 return Err(Failure::new(
                     FailureKind::SchedulerError,
