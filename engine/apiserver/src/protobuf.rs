@@ -85,7 +85,7 @@ fn message_for(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     }
     let package = match group {
         "" => format!("k8s.io.api.core.{version}"),
-        "meta.k8s.io" => format!("{META}"),
+        "meta.k8s.io" => META.to_owned(),
         // Only Kubernetes' own groups: `apps.example.com` must not find `apps`.
         g if !g.contains('.') || g.ends_with(".k8s.io") => {
             format!("k8s.io.api.{}.{version}", g.split('.').next().unwrap_or(g))
@@ -444,21 +444,18 @@ impl Negotiated {
             .and_then(|v| encode(&v));
         match encoded {
             Some(pb) => {
-                parts.headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(MEDIA_TYPE),
-                );
+                parts
+                    .headers
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(MEDIA_TYPE));
                 parts.headers.remove(header::CONTENT_LENGTH);
                 Response::from_parts(parts, Body::from(pb))
             }
-            None if self == Negotiated::ProtobufOnly && parts.status.is_success() => {
-                ApiError::new(
-                    406,
-                    "NotAcceptable",
-                    format!("only the following media types are accepted: application/json, application/yaml"),
-                )
-                .into_response()
-            }
+            None if self == Negotiated::ProtobufOnly && parts.status.is_success() => ApiError::new(
+                406,
+                "NotAcceptable",
+                "only the following media types are accepted: application/json, application/yaml",
+            )
+            .into_response(),
             None => Response::from_parts(parts, Body::from(bytes)),
         }
     }

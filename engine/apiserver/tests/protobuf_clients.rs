@@ -136,7 +136,7 @@ fn kubectl_imperative_create_works_with_protobuf_bodies() {
             "apiVersion: v1",
             "kind: ConfigMap",
             "  a: b",
-            "  name: y",
+            "  name: \"y\"",
             "  namespace: default",
             "  uid: ",
         ] {
