@@ -559,4 +559,28 @@ fn profiles_change_the_plugin_set_and_bad_profiles_are_rejected() {
         "{}",
         stderr(&o)
     );
+
+    // Profile files are read as every input is: a duplicate key is an error, not the last value.
+    std::fs::write(
+        &pf,
+        profile.replace(
+            "kind: SchedulerProfile\n",
+            "kind: SchedulerProfile\nkind: Other\n",
+        ),
+    )
+    .expect("write");
+    let o = run(&[
+        "plan",
+        "-f",
+        dir.to_str().expect("utf8"),
+        "--profile",
+        pf.to_str().expect("utf8"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("profile.yaml.txt: document 1: invalid YAML")
+            && stderr(&o).contains("duplicate key kind"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -196,6 +196,40 @@ impl<'de> serde::de::Visitor<'de> for Key<'_> {
 /// The first invalid document: YAML syntax (with line and column), a duplicate or merge key, a
 /// missing `apiVersion`/`kind`, or a field that does not fit the Karmada schema (with its path).
 pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, InputError> {
+    let mut out = Vec::new();
+    for (index, value) in parse_values(source_name, text)? {
+        let fail = |what: String, message: String| InputError {
+            source_name: source_name.to_owned(),
+            index,
+            what,
+            message,
+        };
+        let items = if value
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"))
+        {
+            match value.get("items") {
+                Some(Value::Array(items)) => items.clone(),
+                _ => vec![value],
+            }
+        } else {
+            vec![value]
+        };
+        for v in items {
+            out.push(document(v).map_err(|(what, message)| fail(what, message))?);
+        }
+    }
+    Ok(out)
+}
+
+/// The non-empty documents of a YAML (or JSON) stream as values, with their 1-based index, read
+/// as every Flotilla input file is: flow nesting bounded before parsing, duplicate and merge keys
+/// refused (kubectl's strict decoding).
+///
+/// # Errors
+/// The first document that does not parse, with its index, line and column.
+pub fn parse_values(source_name: &str, text: &str) -> Result<Vec<(usize, Value)>, InputError> {
     // libyaml's cost is quadratic in flow nesting: refuse `[[[…` before it parses.
     if let Some(line) = flotilla_api::yaml_scan::flow_too_deep(text.as_bytes(), MAX_FLOW_DEPTH) {
         let index = 1 + text
@@ -224,23 +258,8 @@ pub fn parse_documents(source_name: &str, text: &str) -> Result<Vec<Document>, I
             Ok(v) => v,
             Err(e) => return Err(fail(String::new(), format!("invalid YAML: {e}"))),
         };
-        if value.is_null() {
-            continue; // empty document (`---` at the end)
-        }
-        let items = if value
-            .get("kind")
-            .and_then(Value::as_str)
-            .is_some_and(|k| k.ends_with("List"))
-        {
-            match value.get("items") {
-                Some(Value::Array(items)) => items.clone(),
-                _ => vec![value],
-            }
-        } else {
-            vec![value]
-        };
-        for v in items {
-            out.push(document(v).map_err(|(what, message)| fail(what, message))?);
+        if !value.is_null() {
+            out.push((index, value)); // null: an empty document (`---` at the end)
         }
     }
     Ok(out)

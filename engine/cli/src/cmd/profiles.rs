@@ -49,12 +49,10 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read", path.display()))?;
         let dir = path.parent().map(PathBuf::from).unwrap_or_default();
-        for (i, de) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-            let value: serde_json::Value = serde::Deserialize::deserialize(de)
-                .with_context(|| format!("{}: document {}: invalid YAML", path.display(), i + 1))?;
-            if value.is_null() {
-                continue;
-            }
+        // Read as every input file is: bounded nesting, no duplicate or merge keys.
+        let values = flotilla_core::manifest::parse_values(&path.display().to_string(), &text)?;
+        for (index, value) in values {
+            let i = index - 1;
             let mut doc: ProfileDocument =
                 serde_path_to_error::deserialize(value).map_err(|e| {
                     anyhow::anyhow!(
