@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
@@ -85,6 +86,7 @@ func main() {
 	defer cancel()
 	ns := *namespace
 
+	watchConfigMaps(ctx, cs, ns)
 	configMaps(ctx, cs, ns)
 	deployments(ctx, cs, ns)
 	others(ctx, cs, ns)
@@ -99,7 +101,32 @@ func main() {
 	if log.got[protobuf] == 0 {
 		fail("the server never answered protobuf: %v", log.got)
 	}
+	if log.got[protobuf+";stream=watch"] == 0 {
+		fail("the watch was not a protobuf stream: %v", log.got)
+	}
 	fmt.Println("ok protobuf on the wire")
+}
+
+func watchConfigMaps(ctx context.Context, cs *kubernetes.Clientset, ns string) {
+	c := cs.CoreV1().ConfigMaps(ns)
+	w, err := c.Watch(ctx, metav1.ListOptions{LabelSelector: "app=cg-watch"})
+	check(err, "configmap watch")
+	defer w.Stop()
+	_, err = c.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cg-watched", Labels: map[string]string{"app": "cg-watch"}},
+		Data:       map[string]string{"k": "v"},
+	}, metav1.CreateOptions{})
+	check(err, "configmap create (watched)")
+	select {
+	case ev, ok := <-w.ResultChan():
+		cm, isConfigMap := ev.Object.(*corev1.ConfigMap)
+		if !ok || ev.Type != watch.Added || !isConfigMap || cm.Name != "cg-watched" || cm.Data["k"] != "v" {
+			fail("configmap watch: got %v %#v", ev.Type, ev.Object)
+		}
+	case <-time.After(20 * time.Second):
+		fail("configmap watch: no event in 20s")
+	}
+	fmt.Println("ok configmap watch event")
 }
 
 func configMaps(ctx context.Context, cs *kubernetes.Clientset, ns string) {

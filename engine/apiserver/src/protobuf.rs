@@ -461,6 +461,98 @@ impl Negotiated {
     }
 }
 
+impl Negotiated {
+    /// A watch answer as protobuf frames (each a 4-byte big-endian length, then a `WatchEvent`
+    /// whose `object` holds a `k8s\0` envelope) when negotiated and the watched kind (from
+    /// `path`) has a protobuf form; JSON lines otherwise. Failures (complete `Status` answers)
+    /// go through [`Negotiated::apply`].
+    pub(crate) async fn frame_watch(self, resp: Response, path: &str) -> Response {
+        if !resp.status().is_success() {
+            return self.apply(resp).await;
+        }
+        let is_json = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/json"));
+        if self == Negotiated::AsIs || !is_json || !watched(path).is_some_and(supports) {
+            return resp;
+        }
+        let (mut parts, body) = resp.into_parts();
+        let mut pending: Vec<u8> = Vec::new();
+        // Events are JSON lines; a chunk may hold part of one, or several.
+        let frames = futures_util::StreamExt::map(body.into_data_stream(), move |chunk| {
+            chunk.map(|bytes| {
+                pending.extend_from_slice(&bytes);
+                let mut out = Vec::new();
+                while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    out.extend_from_slice(&watch_frame(&line[..end]));
+                }
+                Bytes::from(out)
+            })
+        });
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf;stream=watch"),
+        );
+        Response::from_parts(parts, Body::from_stream(frames))
+    }
+}
+
+/// The served resource a request path names (`/api/v1/...`, `/apis/g/v/...`, behind an optional
+/// `/clusters/<name>`).
+fn watched(path: &str) -> Option<&'static Resource> {
+    let mut segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.first() == Some(&"clusters") && segs.len() >= 2 {
+        segs.drain(..2);
+    }
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    let plural = match rest {
+        ["namespaces", _, plural, ..] => *plural,
+        [plural, ..] => *plural,
+        [] => return None,
+    };
+    crate::registry::lookup(group, version, plural)
+}
+
+/// One watch event (a JSON line) as a length-prefixed protobuf `WatchEvent`; an event that does
+/// not encode becomes an `ERROR` event carrying an InternalError `Status`.
+fn watch_frame(line: &[u8]) -> Vec<u8> {
+    let event = serde_json::from_slice::<Value>(line).ok();
+    let encoded = event.as_ref().and_then(|ev| {
+        let envelope = encode(ev.get("object")?)?;
+        watch_event(ev.get("type")?.as_str()?, envelope)
+    });
+    let message = encoded.unwrap_or_else(|| {
+        let status = ApiError::internal("a watch event could not be encoded as protobuf");
+        encode(&status.to_status())
+            .and_then(|envelope| watch_event("ERROR", envelope))
+            .unwrap_or_default()
+    });
+    let len = u32::try_from(message.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(4 + message.len());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&message);
+    out
+}
+
+fn watch_event(kind: &str, envelope: Vec<u8>) -> Option<Vec<u8>> {
+    use prost_reflect::Value as P;
+    let desc = POOL.get_message_by_name(&format!("{META}.WatchEvent"))?;
+    let raw_desc = POOL.get_message_by_name(RAW_EXTENSION)?;
+    let mut raw = DynamicMessage::new(raw_desc);
+    set(&mut raw, "raw", P::Bytes(envelope.into()));
+    let mut event = DynamicMessage::new(desc);
+    set(&mut event, "type", P::String(kind.to_owned()));
+    set(&mut event, "object", P::Message(raw));
+    Some(event.encode_to_vec())
+}
+
 /// An object (with `apiVersion` and `kind`) as a `k8s\0` envelope, if its kind has a protobuf
 /// form.
 pub(crate) fn encode(obj: &Value) -> Option<Vec<u8>> {
@@ -761,6 +853,56 @@ mod tests {
         assert_eq!(Negotiated::from_headers(&HeaderMap::new()), AsIs);
     }
 
+    #[test]
+    fn watch_events_become_length_prefixed_watch_event_frames() {
+        let line = serde_json::to_vec(&json!({"type": "ADDED", "object": lease()})).unwrap();
+        let frame = watch_frame(&line);
+        let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 4);
+        let desc = POOL
+            .get_message_by_name(&format!("{META}.WatchEvent"))
+            .unwrap();
+        let event = DynamicMessage::decode(desc, &frame[4..]).unwrap();
+        assert_eq!(
+            event.get_field_by_name("type").unwrap().as_str(),
+            Some("ADDED")
+        );
+        let object = event.get_field_by_name("object").unwrap();
+        let raw = object
+            .as_message()
+            .unwrap()
+            .get_field_by_name("raw")
+            .unwrap();
+        assert_eq!(decode(raw.as_bytes().unwrap(), 0).unwrap(), lease());
+        // Not an event at all: an ERROR frame, not a panic.
+        let error = watch_frame(b"{");
+        let event = DynamicMessage::decode(
+            POOL.get_message_by_name(&format!("{META}.WatchEvent"))
+                .unwrap(),
+            &error[4..],
+        )
+        .unwrap();
+        assert_eq!(
+            event.get_field_by_name("type").unwrap().as_str(),
+            Some("ERROR")
+        );
+
+        assert_eq!(
+            watched("/api/v1/namespaces/default/configmaps")
+                .unwrap()
+                .kind,
+            "ConfigMap"
+        );
+        assert_eq!(
+            watched("/clusters/m1/apis/apps/v1/deployments")
+                .unwrap()
+                .kind,
+            "Deployment"
+        );
+        assert_eq!(watched("/api/v1/namespaces").unwrap().kind, "Namespace");
+        assert!(watched("/version").is_none());
+    }
+
     /// xorshift64*: a seeded, dependency-free source of mutations.
     struct Rng(u64);
     impl Rng {
@@ -921,6 +1063,88 @@ mod tests {
                 .unwrap();
             let resp = router.clone().oneshot(req).await.unwrap();
             assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        }
+    }
+
+    /// Protobuf vs JSON: a Deployment create (dry run, so the disk is not measured) and a list
+    /// of 1,000 Deployments. `cargo test --release -p flotilla-apiserver --lib
+    /// protobuf_vs_json_cost -- --ignored --nocapture`.
+    #[tokio::test]
+    #[ignore = "a measurement; run with --release"]
+    async fn protobuf_vs_json_cost() {
+        use std::time::Instant;
+        let dir = tempfile::tempdir().unwrap();
+        let router =
+            ApiServer::new(Store::open(dir.path()).unwrap(), ServerOptions::default()).router();
+        let deploys = "/apis/apps/v1/namespaces/default/deployments";
+        let both = format!("{MEDIA_TYPE}, application/json");
+        let send = |method: &str, uri: String, ct: &str, accept: &str, body: Vec<u8>| {
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .header(header::CONTENT_TYPE, ct)
+                .header(header::ACCEPT, accept)
+                .body(Body::from(body))
+                .unwrap();
+            let router = router.clone();
+            async move {
+                let resp = router.oneshot(req).await.unwrap();
+                let code = resp.status().as_u16();
+                let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                (code, bytes.len())
+            }
+        };
+        let mut obj = deployment();
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("managedFields");
+            m.remove("creationTimestamp");
+        }
+        let json_body = serde_json::to_vec(&obj).unwrap();
+        let pb_body = encode(&obj).unwrap();
+        const CREATES: u32 = 2000;
+        for (label, ct, accept, body) in [
+            ("json", "application/json", "application/json", &json_body),
+            ("protobuf", MEDIA_TYPE, both.as_str(), &pb_body),
+        ] {
+            let uri = format!("{deploys}?dryRun=All");
+            let start = Instant::now();
+            let mut size = 0;
+            for _ in 0..CREATES {
+                let (code, len) = send("POST", uri.clone(), ct, accept, body.clone()).await;
+                assert_eq!(code, 201);
+                size = len;
+            }
+            let each = start.elapsed() / CREATES;
+            println!(
+                "create Deployment (dry run), {label}: {each:?} per request, request {} B, answer {size} B",
+                body.len()
+            );
+        }
+        for i in 0..1000 {
+            obj["metadata"]["name"] = json!(format!("web-{i}"));
+            let (code, _) = send(
+                "POST",
+                deploys.to_owned(),
+                "application/json",
+                "application/json",
+                serde_json::to_vec(&obj).unwrap(),
+            )
+            .await;
+            assert_eq!(code, 201);
+        }
+        const LISTS: u32 = 20;
+        for (label, accept) in [("json", "application/json"), ("protobuf", both.as_str())] {
+            let start = Instant::now();
+            let mut size = 0;
+            for _ in 0..LISTS {
+                let (code, len) = send("GET", deploys.to_owned(), "", accept, Vec::new()).await;
+                assert_eq!(code, 200);
+                size = len;
+            }
+            let each = start.elapsed() / LISTS;
+            println!("list 1,000 Deployments, {label}: {each:?} per request, answer {size} B");
         }
     }
 

@@ -366,17 +366,19 @@ impl ApiServer {
         {
             return e.into_response();
         }
-        // Answers in protobuf when preferred (not watches: their events stay JSON).
-        let negotiated = if Query::parse(req.uri().query()).flag("watch") {
-            protobuf::Negotiated::AsIs
-        } else {
-            protobuf::Negotiated::from_headers(req.headers())
-        };
+        // Answers in protobuf when preferred; watch events as length-prefixed frames.
+        let negotiated = protobuf::Negotiated::from_headers(req.headers());
+        let watch = Query::parse(req.uri().query()).flag("watch");
+        let path = req.uri().path().to_owned();
         let resp = match self.route(req).await {
             Ok(resp) => resp,
             Err(e) => e.into_response(),
         };
-        negotiated.apply(resp).await
+        if watch {
+            negotiated.frame_watch(resp, &path).await
+        } else {
+            negotiated.apply(resp).await
+        }
     }
 
     fn authenticate(&self, headers: &HeaderMap) -> Result<(), ApiError> {

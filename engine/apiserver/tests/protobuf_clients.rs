@@ -52,6 +52,7 @@ fn client_go_default_config_does_typed_crud_and_leader_election_over_protobuf() 
         "client-go program failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     for step in [
+        "ok configmap watch event",
         "ok configmap create",
         "ok configmap update",
         "ok configmap get",
