@@ -97,6 +97,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        resources.extend(crate::scale::discovery_entry(r));
     }
     if resources.is_empty() {
         return None;

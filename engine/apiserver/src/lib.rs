@@ -36,6 +36,7 @@ mod fs;
 mod limits;
 mod protobuf;
 pub mod registry;
+pub mod scale;
 pub mod selector;
 pub mod server;
 pub mod smp;

@@ -691,6 +691,12 @@ pub fn register_crd(crd: &serde_json::Value) -> Result<(), String> {
         if v.get("served").and_then(serde_json::Value::as_bool) == Some(false) {
             continue;
         }
+        crate::scale::register_crd_version(
+            group,
+            version,
+            plural,
+            v.pointer("/subresources/scale"),
+        );
         let known = RESOURCES
             .iter()
             .chain(dynamic.iter().copied())

@@ -20,6 +20,7 @@ use crate::error::ApiError;
 use crate::limits::{self, MAX_BODY};
 use crate::protobuf;
 use crate::registry::{self, Resource};
+use crate::scale;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::smp;
 use crate::store::{EventKind, Op, Precondition, Store, StoreError, WatchEnd};
@@ -508,6 +509,12 @@ impl ApiServer {
         }
         let headers = parts.headers;
         let mut warnings = Vec::new();
+        if target.sub.as_deref() == Some("scale") {
+            let result = self
+                .scale(&target, &parts.method, &query, &body, &ct, &mut warnings)
+                .await;
+            return Ok(with_warnings(result, &warnings));
+        }
         let result = match (parts.method, &target.name) {
             (Method::GET, None) if query.flag("watch") => {
                 self.watch(&target, &query, &headers, &parts.extensions)
@@ -1320,6 +1327,103 @@ impl ApiServer {
                 {
                     continue;
                 }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::conflict(&t.res.qualified(), &name))
+    }
+
+    /// The `scale` subresource ([`crate::scale`]): GET reads the parent's replica count, PUT and
+    /// PATCH (of the Scale, not of the parent) change it; a Scale carrying a stale
+    /// `resourceVersion` is a 409 Conflict.
+    async fn scale(
+        &self,
+        t: &Target,
+        method: &Method,
+        q: &Query,
+        body: &Bytes,
+        ct: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<Response, ApiError> {
+        let not_found = || {
+            ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        };
+        let paths = scale::paths(t.res).ok_or_else(not_found)?;
+        let name = t.name.clone().ok_or_else(not_found)?;
+        if *method == Method::GET {
+            let obj = self.load(t, &name)?;
+            return Ok(json_response(
+                StatusCode::OK,
+                &scale::to_scale(&paths, &obj),
+            ));
+        }
+        let media = media_type(ct);
+        const SCALE_PATCHES: &[&str] = &[
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+        ];
+        let doc = match *method {
+            Method::PUT => {
+                let validation = FieldValidation::parse(q.get("fieldValidation"), "UpdateOptions")?;
+                let decoded = decode::json(body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding Scale: {e}")))?;
+                limits::check_body_depth(&decoded.value)?;
+                validation.check(&decoded, "", warnings)?;
+                decoded.value
+            }
+            Method::PATCH if SCALE_PATCHES.contains(&media.as_str()) => {
+                let decoded = decode::json(body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+                limits::check_body_depth(&decoded.value)?;
+                decoded.value
+            }
+            Method::PATCH => return Err(ApiError::unsupported_media_of(SCALE_PATCHES, ct)),
+            _ => return Err(ApiError::method_not_allowed()),
+        };
+        // A resourceVersion the client sent is a precondition; without one, lost races retry.
+        let precondition = match *method {
+            Method::PUT => doc.pointer("/metadata/resourceVersion"),
+            _ if media == "application/json-patch+json" => None,
+            _ => doc.pointer("/metadata/resourceVersion"),
+        }
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty());
+        let dry_run = q.get("dryRun") == Some("All");
+        for _ in 0..MAX_RETRIES {
+            let old = self.load(t, &name)?;
+            let current = scale::to_scale(&paths, &old);
+            let wanted = match media.as_str() {
+                _ if *method == Method::PUT => doc.clone(),
+                "application/json-patch+json" => json_patch_k8s(&current, &doc)?,
+                _ => {
+                    let mut v = current.clone();
+                    json_patch::merge(&mut v, &doc);
+                    v
+                }
+            };
+            let replicas = scale::check(&wanted, &name)?;
+            if let Some(rv) = wanted
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                && !rv.is_empty()
+                && meta_str(&old, "resourceVersion") != Some(rv)
+            {
+                return Err(ApiError::conflict(&t.res.qualified(), &name));
+            }
+            let new = scale::with_replicas(&paths, &old, replicas);
+            match self.commit_update(t, &old, new, dry_run).await {
+                Ok((stored, _)) => {
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        &scale::to_scale(&paths, &stored),
+                    ));
+                }
+                Err(e) if e.reason == "Conflict" && !precondition => continue,
                 Err(e) => return Err(e),
             }
         }

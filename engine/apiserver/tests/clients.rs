@@ -1,0 +1,358 @@
+//! Real clients unchanged: `kubectl scale`, server-side tables with ages and CRD printer
+//! columns, defaulted workloads, `kubectl auth` and the two shapes of Events.
+//!
+//! kubectl tests run the versioned binaries (`kubectl.1.27` … `kubectl.1.33`) found on PATH, next
+//! to the `kubectl` on PATH, or in the google-cloud-cli directory; they skip, with a printed
+//! reason, only when none exists.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::Request;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+use common::TestServer;
+use flotilla_apiserver::{ApiServer, ServerOptions, Store};
+
+/// Where the google-cloud-cli package puts its versioned kubectl binaries.
+const GCLOUD_BIN: &str = "/usr/lib/google-cloud-sdk/bin";
+
+/// The versioned kubectl for `1.minor`, looked up on PATH, next to the resolved `kubectl`, then
+/// in [`GCLOUD_BIN`].
+fn kubectl(minor: u32) -> Option<PathBuf> {
+    let name = format!("kubectl.1.{minor}");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if let Some(resolved) = dirs
+        .iter()
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        && let Some(parent) = resolved.parent()
+    {
+        dirs.push(parent.to_owned());
+    }
+    dirs.push(PathBuf::from(GCLOUD_BIN));
+    dirs.into_iter()
+        .map(|d| d.join(&name))
+        .find(|p| p.is_file())
+}
+
+/// The oldest and the newest kubectl this suite targets that exist here.
+fn kubectls() -> Vec<PathBuf> {
+    let found: Vec<PathBuf> = [27, 33].into_iter().filter_map(kubectl).collect();
+    if found.is_empty() {
+        eprintln!("skipping: neither kubectl.1.27 nor kubectl.1.33 exists on this machine");
+    }
+    found
+}
+
+fn run(bin: &PathBuf, server: &TestServer, args: &[&str]) -> std::process::Output {
+    Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig_path)
+        .arg("--cache-dir")
+        .arg(server.dir.path().join(format!(
+            "kube-cache-{}",
+            bin.file_name().unwrap().to_string_lossy()
+        )))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl runs")
+}
+
+/// Run kubectl; stdout, or a panic with stderr.
+fn ok(bin: &PathBuf, server: &TestServer, args: &[&str]) -> String {
+    let out = run(bin, server, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn apply(bin: &PathBuf, server: &TestServer, name: &str, yaml: &str) {
+    let file = server.dir.path().join(name);
+    std::fs::write(&file, yaml).expect("write manifest");
+    ok(
+        bin,
+        server,
+        &["apply", "-f", file.to_str().expect("utf-8 path")],
+    );
+}
+
+fn in_process() -> (axum::Router, Arc<ApiServer>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store opens");
+    let server = ApiServer::new(store, ServerOptions::default());
+    (server.router(), server, dir)
+}
+
+/// One request through `router`: status code and JSON body.
+async fn send(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .expect("request");
+    let resp = router.clone().oneshot(req).await.expect("response");
+    let code = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (code, v)
+}
+
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+
+fn deployment(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}},
+        },
+    })
+}
+
+#[tokio::test]
+async fn scale_subresource_reads_patches_and_refuses_a_stale_resource_version() {
+    let (router, _server, _dir) = in_process();
+    let deploys = "/apis/apps/v1/namespaces/default/deployments";
+    let (code, created) = send(&router, "POST", deploys, JSON, Some(deployment("web", 2))).await;
+    assert_eq!(code, 201, "{created}");
+    let scale_path = format!("{deploys}/web/scale");
+
+    let (code, scale) = send(&router, "GET", &scale_path, JSON, None).await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"]["selector"], "app=web");
+    assert_eq!(
+        scale["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+
+    // Merge patch of the Scale changes the parent's spec.replicas and nothing else.
+    let patch = json!({"spec": {"replicas": 5}});
+    let (code, patched) = send(&router, "PATCH", &scale_path, MERGE, Some(patch)).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["spec"]["replicas"], 5);
+    let (_, parent) = send(&router, "GET", &format!("{deploys}/web"), JSON, None).await;
+    assert_eq!(parent["spec"]["replicas"], 5);
+    assert_eq!(parent["metadata"]["generation"], 2);
+    assert_eq!(
+        parent["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
+    assert_eq!(
+        patched["metadata"]["resourceVersion"],
+        parent["metadata"]["resourceVersion"]
+    );
+
+    // The Scale read before the patch carries a stale resourceVersion: PUT is a 409.
+    let mut stale = scale.clone();
+    stale["spec"]["replicas"] = json!(7);
+    let (code, status) = send(&router, "PUT", &scale_path, JSON, Some(stale)).await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(status["reason"], "Conflict");
+    let stale_patch = json!({"metadata": {"resourceVersion": scale["metadata"]["resourceVersion"]}, "spec": {"replicas": 8}});
+    let (code, _) = send(&router, "PATCH", &scale_path, MERGE, Some(stale_patch)).await;
+    assert_eq!(code, 409);
+    let (_, parent) = send(&router, "GET", &format!("{deploys}/web"), JSON, None).await;
+    assert_eq!(
+        parent["spec"]["replicas"], 5,
+        "conflicting writes change nothing"
+    );
+
+    // A current resourceVersion succeeds; a negative count is invalid.
+    let mut fresh = patched.clone();
+    fresh["spec"]["replicas"] = json!(1);
+    let (code, put) = send(&router, "PUT", &scale_path, JSON, Some(fresh)).await;
+    assert_eq!(code, 200, "{put}");
+    assert_eq!(put["spec"]["replicas"], 1);
+    let negative = json!({"spec": {"replicas": -1}});
+    let (code, status) = send(&router, "PATCH", &scale_path, MERGE, Some(negative)).await;
+    assert_eq!(code, 422, "{status}");
+
+    // Missing objects and kinds without /scale are 404.
+    let (code, _) = send(&router, "GET", &format!("{deploys}/nope/scale"), JSON, None).await;
+    assert_eq!(code, 404);
+    let (code, _) = send(
+        &router,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/x/scale",
+        JSON,
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // Discovery lists deployments/scale as autoscaling/v1 Scale.
+    let (_, apps) = send(&router, "GET", "/apis/apps/v1", JSON, None).await;
+    let entry = apps["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "deployments/scale")
+        .cloned()
+        .expect("deployments/scale in discovery");
+    assert_eq!(entry["kind"], "Scale");
+    assert_eq!(entry["group"], "autoscaling");
+    assert_eq!(entry["version"], "v1");
+}
+
+#[tokio::test]
+async fn custom_resources_declaring_scale_serve_it_through_their_paths() {
+    let (router, _server, _dir) = in_process();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pools.scaletest.example.com"},
+        "spec": {
+            "group": "scaletest.example.com", "scope": "Namespaced",
+            "names": {"kind": "Pool", "plural": "pools", "singular": "pool"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.ready",
+                    "labelSelectorPath": ".status.selector"}}}],
+        },
+    });
+    let (code, body) = send(
+        &router,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        JSON,
+        Some(crd),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let pools = "/apis/scaletest.example.com/v1/namespaces/default/pools";
+    let pool = json!({"apiVersion": "scaletest.example.com/v1", "kind": "Pool",
+                      "metadata": {"name": "p"}, "spec": {"size": 1}});
+    let (code, body) = send(&router, "POST", pools, JSON, Some(pool)).await;
+    assert_eq!(code, 201, "{body}");
+    let status = json!({"status": {"ready": 1, "selector": "app=p"}});
+    let (code, body) = send(
+        &router,
+        "PATCH",
+        &format!("{pools}/p/status"),
+        MERGE,
+        Some(status),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+
+    let (code, scale) = send(&router, "GET", &format!("{pools}/p/scale"), JSON, None).await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 1);
+    assert_eq!(scale["status"], json!({"replicas": 1, "selector": "app=p"}));
+    let patch = json!({"spec": {"replicas": 4}});
+    let (code, _) = send(
+        &router,
+        "PATCH",
+        &format!("{pools}/p/scale"),
+        MERGE,
+        Some(patch),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (_, p) = send(&router, "GET", &format!("{pools}/p"), JSON, None).await;
+    assert_eq!(p["spec"]["size"], 4);
+    assert_eq!(p["status"]["ready"], 1);
+
+    let (_, disc) = send(&router, "GET", "/apis/scaletest.example.com/v1", JSON, None).await;
+    assert!(
+        disc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "pools/scale" && r["kind"] == "Scale"),
+        "{disc}"
+    );
+}
+
+const NGINX: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: nginx}
+  template:
+    metadata:
+      labels: {app: nginx}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+"#;
+
+#[test]
+fn kubectl_scale_changes_spec_replicas() {
+    for bin in kubectls() {
+        let server = TestServer::start();
+        apply(&bin, &server, "nginx.yaml", NGINX);
+        let out = ok(&bin, &server, &["scale", "deploy", "nginx", "--replicas=3"]);
+        assert!(out.contains("deployment.apps/nginx scaled"), "{out}");
+        let replicas = ok(
+            &bin,
+            &server,
+            &["get", "deploy", "nginx", "-o", "jsonpath={.spec.replicas}"],
+        );
+        assert_eq!(replicas.trim(), "3", "{}", bin.display());
+        // --current-replicas is a precondition kubectl checks against the Scale.
+        let refused = run(
+            &bin,
+            &server,
+            &[
+                "scale",
+                "deploy",
+                "nginx",
+                "--current-replicas=2",
+                "--replicas=4",
+            ],
+        );
+        assert!(!refused.status.success(), "{}", bin.display());
+        let out = ok(
+            &bin,
+            &server,
+            &[
+                "scale",
+                "deploy/nginx",
+                "--current-replicas=3",
+                "--replicas=0",
+            ],
+        );
+        assert!(out.contains("scaled"), "{out}");
+        let replicas = ok(
+            &bin,
+            &server,
+            &["get", "deploy", "nginx", "-o", "jsonpath={.spec.replicas}"],
+        );
+        assert_eq!(replicas.trim(), "0", "{}", bin.display());
+    }
+}
