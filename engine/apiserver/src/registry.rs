@@ -697,6 +697,12 @@ pub fn register_crd(crd: &serde_json::Value) -> Result<(), String> {
             plural,
             v.pointer("/subresources/scale"),
         );
+        crate::table::register_crd_version(
+            group,
+            version,
+            plural,
+            v.get("additionalPrinterColumns"),
+        );
         let known = RESOURCES
             .iter()
             .chain(dynamic.iter().copied())

@@ -673,7 +673,7 @@ impl ApiServer {
                 json!({"resourceVersion": meta_str(&obj, "resourceVersion").unwrap_or_default()});
             return Ok(json_response(
                 StatusCode::OK,
-                &table::table(t.res.kind, &[&obj], meta, table::Include::parse(None)),
+                &table::table(t.res, &[&obj], meta, table::Include::parse(None)),
             ));
         }
         Ok(json_response(StatusCode::OK, &Self::render(&obj, headers)))
@@ -710,7 +710,7 @@ impl ApiServer {
             let include = table::Include::parse(q.get("includeObject"));
             return Ok(json_response(
                 StatusCode::OK,
-                &table::table(t.res.kind, &objs, list_meta, include),
+                &table::table(t.res, &objs, list_meta, include),
             ));
         }
         let partial = wants(headers, "PartialObjectMetadataList");
@@ -1639,7 +1639,7 @@ impl ApiServer {
             match (partial, json) {
                 _ if as_table => {
                     let meta = json!({"resourceVersion": meta_str(obj, "resourceVersion").unwrap_or_default()});
-                    let t = table::table(res.kind, &[obj], meta, table::Include::Metadata);
+                    let t = table::table(res, &[obj], meta, table::Include::Metadata);
                     out.extend_from_slice(&serde_json::to_vec(&t).unwrap_or_default());
                 }
                 (false, Some(j)) => out.extend_from_slice(j),

@@ -2,9 +2,18 @@
 //!
 //! kubectl asks for `as=Table` and prints whatever columns the server defines; `-o wide` adds
 //! the columns with `priority: 1`. Kinds without a column set here get Name and Age, which is
-//! what the real server prints for CRDs without `additionalPrinterColumns`.
+//! what the real server prints for CRDs without `additionalPrinterColumns`. A CRD version's
+//! `additionalPrinterColumns` replace them: each JSON path is evaluated on the object
+//! ([`jsonpath`]). Date columns hold the age (`3m2s`), as kube-apiserver renders them.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
 
 use serde_json::{Value, json};
+
+use crate::duration;
+use crate::jsonpath;
+use crate::registry::Resource;
 
 /// How much of each object to embed in a row (`?includeObject=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +61,10 @@ fn name(o: &Value) -> Value {
 }
 
 fn age(o: &Value) -> Value {
-    s(o.pointer("/metadata/creationTimestamp"))
+    json!(duration::age_cell(
+        o.pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+    ))
 }
 
 fn condition(o: &Value, ty: &str) -> Value {
@@ -227,6 +239,14 @@ fn columns(kind: &str) -> Vec<Column> {
             }),
             AGE,
         ],
+        "Work" => vec![
+            NAME,
+            c("Workload-Kind", "string", 0, |o| {
+                s(o.pointer("/spec/workload/manifests/0/kind"))
+            }),
+            c("Applied", "string", 0, |o| condition(o, "Applied")),
+            AGE,
+        ],
         "PropagationPolicy" | "ClusterPropagationPolicy" => vec![
             NAME,
             c("Conflict-Resolution", "string", 0, |o| {
@@ -243,7 +263,127 @@ fn columns(kind: &str) -> Vec<Column> {
 
 fn row(obj: &Value, cols: &[Column], include: Include) -> Value {
     let cells: Vec<Value> = cols.iter().map(|c| (c.cell)(obj)).collect();
-    let mut r = json!({"cells": cells});
+    with_object(json!({"cells": cells}), obj, include)
+}
+
+/// A CRD version's printer column (`additionalPrinterColumns`).
+#[derive(Debug, Clone)]
+struct PrinterColumn {
+    name: String,
+    ty: String,
+    format: String,
+    description: String,
+    priority: i64,
+    path: jsonpath::Path,
+}
+
+/// Printer columns of the CRD versions that declare them, by group, version and plural.
+type ColumnsByResource = HashMap<(String, String, String), Vec<PrinterColumn>>;
+static CRD_COLUMNS: RwLock<Option<ColumnsByResource>> = RwLock::new(None);
+
+/// Record (or forget) the `additionalPrinterColumns` of one CRD version. Columns whose JSON
+/// path does not parse are left out (the CRD validation of kube-apiserver refuses them).
+pub(crate) fn register_crd_version(
+    group: &str,
+    version: &str,
+    plural: &str,
+    columns: Option<&Value>,
+) {
+    let cols: Vec<PrinterColumn> = columns
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let text = |f: &str| {
+                c.get(f)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            Some(PrinterColumn {
+                name: c.get("name")?.as_str()?.to_owned(),
+                ty: text("type"),
+                format: text("format"),
+                description: text("description"),
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                path: jsonpath::Path::parse(c.get("jsonPath")?.as_str()?)?,
+            })
+        })
+        .collect();
+    let Ok(mut map) = CRD_COLUMNS.write() else {
+        return;
+    };
+    let map = map.get_or_insert_with(HashMap::new);
+    let key = (group.to_owned(), version.to_owned(), plural.to_owned());
+    if cols.is_empty() {
+        map.remove(&key);
+    } else {
+        map.insert(key, cols);
+    }
+}
+
+fn crd_columns(res: &Resource) -> Option<Vec<PrinterColumn>> {
+    CRD_COLUMNS
+        .read()
+        .ok()?
+        .as_ref()?
+        .get(&(
+            res.group.to_owned(),
+            res.version.to_owned(),
+            res.plural.to_owned(),
+        ))
+        .cloned()
+}
+
+/// The cell of a printer column, as kube-apiserver's CRD table convertor makes it: the first
+/// value the path finds, converted to the column's type; `null` (`<none>`) when none is found
+/// or it does not convert.
+fn printer_cell(col: &PrinterColumn, obj: &Value) -> Value {
+    let Some(v) = col.path.first(obj) else {
+        return Value::Null;
+    };
+    match col.ty.as_str() {
+        "date" => match v.as_str() {
+            Some(ts) => json!(duration::age_cell(Some(ts))),
+            None => Value::Null,
+        },
+        "integer" => v
+            .as_i64()
+            .or_else(|| v.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, |i| json!(i)),
+        "number" => v.as_f64().map_or(Value::Null, |f| json!(f)),
+        "boolean" => v.as_bool().map_or(Value::Null, |b| json!(b)),
+        _ => match v {
+            Value::String(x) => json!(x),
+            other => json!(other.to_string()),
+        },
+    }
+}
+
+fn crd_table(
+    cols: &[PrinterColumn],
+    objects: &[&Value],
+    list_meta: Value,
+    include: Include,
+) -> Value {
+    let mut defs = vec![json!({"name": "Name", "type": "string", "format": "name",
+        "description": "Name must be unique within a namespace.", "priority": 0})];
+    defs.extend(cols.iter().map(|c| {
+        json!({"name": c.name, "type": c.ty, "format": c.format,
+               "description": c.description, "priority": c.priority})
+    }));
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut cells = vec![name(o)];
+            cells.extend(cols.iter().map(|c| printer_cell(c, o)));
+            with_object(json!({"cells": cells}), o, include)
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": defs, "rows": rows})
+}
+
+fn with_object(mut r: Value, obj: &Value, include: Include) -> Value {
     match include {
         Include::None => {}
         Include::Metadata => {
@@ -255,9 +395,12 @@ fn row(obj: &Value, cols: &[Column], include: Include) -> Value {
     r
 }
 
-/// A Table for `objects` of `kind`; `list_meta` becomes the table's metadata.
-pub fn table(kind: &str, objects: &[&Value], list_meta: Value, include: Include) -> Value {
-    let cols = columns(kind);
+/// A Table for `objects` of `res`; `list_meta` becomes the table's metadata.
+pub fn table(res: &Resource, objects: &[&Value], list_meta: Value, include: Include) -> Value {
+    if let Some(cols) = crd_columns(res) {
+        return crd_table(&cols, objects, list_meta, include);
+    }
+    let cols = columns(res.kind);
     let defs: Vec<Value> = cols
         .iter()
         .map(|c| {

@@ -356,3 +356,158 @@ fn kubectl_scale_changes_spec_replicas() {
         assert_eq!(replicas.trim(), "0", "{}", bin.display());
     }
 }
+
+/// The deploy/crds manifests, as `kubectl apply -f` takes them.
+fn crds_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds")
+}
+
+/// Whether `cell` is an age as kube prints a fresh one (`0s` … `119s`).
+fn is_fresh_age(cell: &str) -> bool {
+    cell.strip_suffix('s')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The header and the row named `name` of kubectl's table output, split into cells at the
+/// header's column starts (an empty cell is printed blank).
+fn table_row(out: &str, name: &str) -> (Vec<String>, Vec<String>) {
+    let mut lines = out.lines();
+    let header_line = lines.next().unwrap_or_default();
+    let mut starts = Vec::new();
+    let mut header = Vec::new();
+    let mut prev_space = true;
+    for (i, ch) in header_line.char_indices() {
+        if prev_space && ch != ' ' {
+            starts.push(i);
+        }
+        prev_space = ch == ' ';
+    }
+    for (n, start) in starts.iter().enumerate() {
+        let end = starts.get(n + 1).copied().unwrap_or(header_line.len());
+        header.push(header_line[*start..end].trim().to_owned());
+    }
+    let line = lines
+        .find(|l| l.split_whitespace().any(|c| c == name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{out}"));
+    let row = starts
+        .iter()
+        .enumerate()
+        .map(|(n, start)| {
+            let end = starts.get(n + 1).copied().unwrap_or(line.len());
+            line.get(*start..end.min(line.len()))
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    (header, row)
+}
+
+const WORK: &str = r#"apiVersion: work.karmada.io/v1alpha1
+kind: Work
+metadata:
+  name: nginx-work
+  namespace: default
+spec:
+  workload:
+    manifests:
+    - apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: nginx}
+"#;
+
+const CLUSTER: &str = r#"apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata:
+  name: member1
+spec:
+  syncMode: Push
+  apiEndpoint: https://member1.example:6443
+"#;
+
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.tables.example.com
+spec:
+  group: tables.example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Born, type: date, jsonPath: .spec.born}
+    - {name: Color, type: string, jsonPath: .spec.color, priority: 1}
+"#;
+
+const WIDGET: &str = r#"apiVersion: tables.example.com/v1
+kind: Widget
+metadata:
+  name: w1
+spec:
+  size: 3
+  born: "2020-01-01T00:00:00Z"
+  color: blue
+"#;
+
+#[test]
+fn kubectl_tables_show_ages_and_crd_printer_columns() {
+    for bin in kubectls() {
+        let server = TestServer::start();
+        let crds = crds_dir();
+        ok(
+            &bin,
+            &server,
+            &["apply", "-f", crds.to_str().expect("utf-8")],
+        );
+        apply(&bin, &server, "nginx.yaml", NGINX);
+        apply(&bin, &server, "work.yaml", WORK);
+        apply(&bin, &server, "cluster.yaml", CLUSTER);
+        apply(&bin, &server, "widget-crd.yaml", WIDGET_CRD);
+        apply(&bin, &server, "widget.yaml", WIDGET);
+
+        // Built-in kinds: AGE is an age, not a timestamp.
+        let out = ok(&bin, &server, &["get", "deploy", "nginx"]);
+        let (header, row) = table_row(&out, "nginx");
+        assert_eq!(header.last().map(String::as_str), Some("AGE"), "{out}");
+        assert!(is_fresh_age(row.last().unwrap()), "{out}");
+
+        // Karmada's Work CRD columns.
+        let out = ok(&bin, &server, &["get", "work", "-A"]);
+        let (header, row) = table_row(&out, "nginx-work");
+        assert_eq!(
+            header,
+            ["NAMESPACE", "NAME", "WORKLOAD-KIND", "APPLIED", "AGE"],
+            "{out}"
+        );
+        assert_eq!(row[0], "default");
+        assert_eq!(row[2], "Deployment", "{out}");
+        assert_eq!(row[3], "", "no Applied condition yet: {out}");
+        assert!(is_fresh_age(&row[4]), "{out}");
+
+        // Karmada's Cluster CRD columns, also in -o wide.
+        let out = ok(&bin, &server, &["get", "clusters", "-o", "wide"]);
+        let (header, row) = table_row(&out, "member1");
+        assert_eq!(header, ["NAME", "VERSION", "MODE", "READY", "AGE"], "{out}");
+        assert_eq!(row[1], "", "no status yet: {out}");
+        assert_eq!(row[2], "Push", "{out}");
+        assert!(is_fresh_age(&row[4]), "{out}");
+
+        // priority 1 columns only in -o wide; date columns are ages too.
+        let out = ok(&bin, &server, &["get", "widgets"]);
+        let (header, row) = table_row(&out, "w1");
+        assert_eq!(header, ["NAME", "SIZE", "BORN"], "{out}");
+        assert_eq!(row[1], "3");
+        let born = &row[2];
+        assert!(born.contains('y'), "2020 is years ago: {out}");
+        let out = ok(&bin, &server, &["get", "widgets", "-o", "wide"]);
+        let (header, row) = table_row(&out, "w1");
+        assert_eq!(header, ["NAME", "SIZE", "BORN", "COLOR"], "{out}");
+        assert_eq!(row[3], "blue");
+    }
+}
