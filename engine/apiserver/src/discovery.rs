@@ -57,7 +57,10 @@ pub fn group(name: &str) -> Option<Value> {
         })
 }
 
-fn verbs(_r: &Resource) -> Value {
+fn verbs(r: &Resource) -> Value {
+    if crate::auth::is_review(r) {
+        return json!(["create"]);
+    }
     json!([
         "create",
         "delete",

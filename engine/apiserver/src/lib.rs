@@ -29,6 +29,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod auth;
 mod decode;
 pub mod discovery;
 mod duration;

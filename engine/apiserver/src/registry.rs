@@ -430,6 +430,55 @@ pub static RESOURCES: &[Resource] = &[
         NONE,
         true,
     ),
+    // Reviews: answered per request ([`crate::auth`]), never stored.
+    r(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        false,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "authentication.k8s.io",
+        "v1beta1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        false,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        false,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
+    r(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        false,
+        false,
+        NONE,
+        NONE,
+        true,
+    ),
     r(
         "events.k8s.io",
         "v1",
@@ -754,11 +803,33 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
             None => out.push((res.group, vec![res.version])),
         }
     }
-    // Karmada's work group serves v1alpha2 (bindings) and v1alpha1 (works); prefer v1alpha2.
+    // Highest priority first, as kube-apiserver orders them: GA, then beta, then alpha, newer
+    // first within each (Karmada's work group prefers v1alpha2 over v1alpha1;
+    // authentication.k8s.io prefers v1 over v1beta1).
     for (_, versions) in &mut out {
-        versions.sort_by(|a, b| b.cmp(a));
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     out
+}
+
+/// How kube-apiserver ranks a version (`v2` > `v1` > `v1beta2` > `v1beta1` > `v1alpha1`).
+fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let major = rest[..digits].parse().unwrap_or(0);
+    let (stability, minor) = match &rest[digits..] {
+        "" => (3, 0),
+        s => match s.strip_prefix("beta").or_else(|| s.strip_prefix("alpha")) {
+            Some(n) => (
+                if s.starts_with("beta") { 2 } else { 1 },
+                n.parse().unwrap_or(0),
+            ),
+            None => (0, 0),
+        },
+    };
+    (stability, major, minor)
 }
 
 /// The resources of one group version.

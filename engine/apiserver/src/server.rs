@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::admission::{Admission, Operation};
 use crate::apply::{self, ApplyRequest};
+use crate::auth;
 use crate::decode::{self, FieldValidation};
 use crate::discovery;
 use crate::error::ApiError;
@@ -488,6 +489,10 @@ impl ApiServer {
         let body = axum::body::to_bytes(body, MAX_BODY)
             .await
             .map_err(|_| limits::too_large(MAX_BODY))?;
+        if auth::is_review(target.res) {
+            let (code, review) = auth::review(target.res, &parts.method, &parts.headers, &body)?;
+            return Ok(json_response(code, &review));
+        }
         // Like kube-apiserver, a body without a Content-Type is JSON.
         let ct = parts
             .headers

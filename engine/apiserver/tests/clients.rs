@@ -511,3 +511,45 @@ fn kubectl_tables_show_ages_and_crd_printer_columns() {
         assert_eq!(row[3], "blue");
     }
 }
+
+#[test]
+fn kubectl_auth_whoami_and_can_i_answer_for_the_token_holder() {
+    for bin in kubectls() {
+        let server = TestServer::start();
+        let out = ok(&bin, &server, &["auth", "whoami", "-o", "json"]);
+        let review: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(review["kind"], "SelfSubjectReview", "{out}");
+        assert_eq!(review["status"]["userInfo"]["username"], "flotilla-admin");
+        assert_eq!(
+            review["status"]["userInfo"]["groups"],
+            json!(["system:masters", "system:authenticated"])
+        );
+        let out = ok(&bin, &server, &["auth", "whoami"]);
+        assert!(out.contains("flotilla-admin"), "{out}");
+        let out = ok(&bin, &server, &["auth", "can-i", "create", "deployments"]);
+        assert_eq!(out.trim(), "yes");
+        let out = ok(&bin, &server, &["auth", "can-i", "get", "/healthz"]);
+        assert_eq!(out.trim(), "yes");
+        let out = ok(&bin, &server, &["auth", "can-i", "--list"]);
+        assert!(out.contains("*.*"), "{out}");
+
+        // A wrong token is a kube-shaped 401, which kubectl reports as such.
+        let refused = run(
+            &bin,
+            &server,
+            &["auth", "whoami", "--token", "not-the-token"],
+        );
+        assert!(!refused.status.success());
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            stderr.contains("You must be logged in to the server"),
+            "{stderr}"
+        );
+        let refused = run(
+            &bin,
+            &server,
+            &["auth", "can-i", "get", "pods", "--token", "not-the-token"],
+        );
+        assert!(!refused.status.success());
+    }
+}
