@@ -34,6 +34,7 @@ mod decode;
 pub mod discovery;
 mod duration;
 pub mod error;
+pub mod events;
 mod fs;
 mod jsonpath;
 mod limits;

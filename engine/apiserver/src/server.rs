@@ -18,6 +18,7 @@ use crate::auth;
 use crate::decode::{self, FieldValidation};
 use crate::discovery;
 use crate::error::ApiError;
+use crate::events;
 use crate::limits::{self, MAX_BODY};
 use crate::protobuf;
 use crate::registry::{self, Resource};
@@ -413,6 +414,22 @@ impl ApiServer {
             segs.drain(..2);
         }
         self.ensure_cluster(&cluster).await?;
+        if events::is_view(&segs) {
+            // events.k8s.io/v1 is a view of the core/v1 Events ([`crate::events`]).
+            let prefix = if cluster == ROOT_CLUSTER {
+                String::new()
+            } else {
+                format!("/clusters/{cluster}")
+            };
+            let watch = query.flag("watch");
+            let core =
+                events::core_request(Request::from_parts(parts, body), &prefix, &segs).await?;
+            let resp = match Box::pin(self.route(core)).await {
+                Ok(resp) => resp,
+                Err(e) => e.into_response(),
+            };
+            return Ok(events::events_response(resp, watch).await);
+        }
         let get = parts.method == Method::GET;
         match segs.as_slice() {
             ["version"] if get => return Ok(json_response(StatusCode::OK, &discovery::version())),

@@ -553,3 +553,166 @@ fn kubectl_auth_whoami_and_can_i_answer_for_the_token_holder() {
         assert!(!refused.status.success());
     }
 }
+
+fn core_event(name: &str, regarding: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": regarding, "namespace": "default"},
+        "reason": "ScheduleBindingSucceed", "message": "Binding has been scheduled", "type": "Normal",
+        "count": 3, "firstTimestamp": "2025-01-01T00:00:00Z", "lastTimestamp": "2025-01-01T00:05:00Z",
+        "source": {"component": "flotilla-scheduler"}, "reportingComponent": "flotilla-scheduler",
+        "reportingInstance": "flotilla-0",
+    })
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {list}"))
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn events_k8s_io_is_a_view_of_the_core_events() {
+    let (router, _server, _dir) = in_process();
+    let core = "/api/v1/namespaces/default/events";
+    let view = "/apis/events.k8s.io/v1/namespaces/default/events";
+
+    // A watch through the view, opened before anything exists.
+    let req = Request::builder()
+        .uri(format!("{view}?watch=true"))
+        .body(Body::empty())
+        .unwrap();
+    let watch = router.clone().oneshot(req).await.unwrap();
+    assert_eq!(watch.status(), 200);
+    let mut watch = watch.into_body().into_data_stream();
+
+    // Written through core/v1, read through events.k8s.io/v1.
+    let (code, created) = send(&router, "POST", core, JSON, Some(core_event("e1", "web"))).await;
+    assert_eq!(code, 201, "{created}");
+    let (code, e1) = send(&router, "GET", &format!("{view}/e1"), JSON, None).await;
+    assert_eq!(code, 200, "{e1}");
+    assert_eq!(e1["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(e1["kind"], "Event");
+    assert_eq!(e1["regarding"]["name"], "web");
+    assert_eq!(e1["note"], "Binding has been scheduled");
+    assert_eq!(e1["deprecatedCount"], 3);
+    assert_eq!(e1["deprecatedFirstTimestamp"], "2025-01-01T00:00:00Z");
+    assert_eq!(e1["deprecatedLastTimestamp"], "2025-01-01T00:05:00Z");
+    assert_eq!(e1["deprecatedSource"]["component"], "flotilla-scheduler");
+    assert_eq!(e1["reportingController"], "flotilla-scheduler");
+    assert_eq!(e1["reportingInstance"], "flotilla-0");
+    for core_only in [
+        "involvedObject",
+        "message",
+        "count",
+        "source",
+        "reportingComponent",
+    ] {
+        assert!(e1.get(core_only).is_none(), "{core_only} in {e1}");
+    }
+    assert_eq!(
+        e1["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
+        "one object, one resourceVersion"
+    );
+
+    // Written through events.k8s.io/v1, read through core/v1.
+    let new_event = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e2", "namespace": "default"},
+        "regarding": {"kind": "Work", "name": "other", "namespace": "default"},
+        "note": "applied", "reason": "Applied", "type": "Normal", "action": "Apply",
+        "eventTime": "2025-01-01T00:00:00.000000Z",
+        "reportingController": "flotilla-execution", "reportingInstance": "flotilla-0",
+    });
+    let (code, e2) = send(&router, "POST", view, JSON, Some(new_event)).await;
+    assert_eq!(code, 201, "{e2}");
+    assert_eq!(
+        e2["note"], "applied",
+        "the answer is in the view's shape: {e2}"
+    );
+    let (_, e2_core) = send(&router, "GET", &format!("{core}/e2"), JSON, None).await;
+    assert_eq!(e2_core["apiVersion"], "v1");
+    assert_eq!(e2_core["involvedObject"]["name"], "other");
+    assert_eq!(e2_core["message"], "applied");
+    assert_eq!(e2_core["reportingComponent"], "flotilla-execution");
+    assert_eq!(e2_core["eventTime"], "2025-01-01T00:00:00.000000Z");
+
+    // Both lists hold both events; field selectors work on either shape.
+    let (_, all_view) = send(&router, "GET", view, JSON, None).await;
+    assert_eq!(all_view["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(names(&all_view), ["e1", "e2"]);
+    let (_, all_core) = send(&router, "GET", core, JSON, None).await;
+    assert_eq!(names(&all_core), ["e1", "e2"]);
+    let (_, by_regarding) = send(
+        &router,
+        "GET",
+        &format!("{view}?fieldSelector=regarding.name%3Dweb"),
+        JSON,
+        None,
+    )
+    .await;
+    assert_eq!(names(&by_regarding), ["e1"]);
+    let (_, by_controller) = send(
+        &router,
+        "GET",
+        &format!("{view}?fieldSelector=reportingController%3Dflotilla-execution"),
+        JSON,
+        None,
+    )
+    .await;
+    assert_eq!(names(&by_controller), ["e2"]);
+    let (_, by_involved) = send(
+        &router,
+        "GET",
+        &format!("{core}?fieldSelector=involvedObject.name%3Dother"),
+        JSON,
+        None,
+    )
+    .await;
+    assert_eq!(names(&by_involved), ["e2"]);
+    let (_, cluster_wide) = send(&router, "GET", "/apis/events.k8s.io/v1/events", JSON, None).await;
+    assert_eq!(names(&cluster_wide), ["e1", "e2"]);
+
+    // A merge patch in the view's shape lands on the core fields.
+    let patch = json!({"note": "rescheduled", "deprecatedCount": 4});
+    let (code, patched) = send(&router, "PATCH", &format!("{view}/e1"), MERGE, Some(patch)).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["note"], "rescheduled");
+    let (_, e1_core) = send(&router, "GET", &format!("{core}/e1"), JSON, None).await;
+    assert_eq!(e1_core["message"], "rescheduled");
+    assert_eq!(e1_core["count"], 4);
+    assert!(e1_core.get("note").is_none(), "{e1_core}");
+
+    // The watch saw the core create in the view's shape.
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buf = Vec::new();
+        while !buf.contains(&b'\n') {
+            use futures::StreamExt as _;
+            buf.extend_from_slice(&watch.next().await.expect("open").expect("chunk"));
+        }
+        buf
+    })
+    .await
+    .expect("an event in time");
+    let line = first.split(|b| *b == b'\n').next().unwrap();
+    let ev: Value = serde_json::from_slice(line).expect("json line");
+    assert_eq!(ev["type"], "ADDED", "{ev}");
+    assert_eq!(ev["object"]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(ev["object"]["note"], "Binding has been scheduled");
+
+    // Errors name the view's resource.
+    let (code, status) = send(&router, "GET", &format!("{view}/missing"), JSON, None).await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        status["message"],
+        "events.events.k8s.io \"missing\" not found"
+    );
+    let (code, _) = send(&router, "DELETE", &format!("{view}/e1"), JSON, None).await;
+    assert_eq!(code, 200);
+    let (code, _) = send(&router, "GET", &format!("{core}/e1"), JSON, None).await;
+    assert_eq!(code, 404, "deleted through the view, gone from core/v1");
+}
