@@ -1148,6 +1148,79 @@ mod tests {
         }
     }
 
+    /// The worst body for memory: 3 MiB of 2-byte list items (a Pod's `supplementalGroups`).
+    /// Prints the time to refuse or accept it and the process's peak resident memory before and
+    /// after. `cargo test --release -p flotilla-apiserver --lib protobuf_worst_case_memory --
+    /// --ignored --nocapture` (alone: the peak is the process's).
+    #[test]
+    #[ignore = "a measurement; run alone with --release"]
+    fn protobuf_worst_case_memory() {
+        use std::time::Instant;
+        let peak = || {
+            std::fs::read_to_string("/proc/self/status")
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_owned()))
+                .unwrap_or_default()
+        };
+        let number = |message: &str, field: &str| {
+            let m = POOL.get_message_by_name(message).unwrap();
+            m.get_field_by_name(field).unwrap().number()
+        };
+        let wrap = |field: u32, inner: &[u8]| {
+            let mut out = Vec::new();
+            prost::encoding::encode_key(
+                field,
+                prost::encoding::WireType::LengthDelimited,
+                &mut out,
+            );
+            prost::encoding::encode_varint(inner.len() as u64, &mut out);
+            out.extend_from_slice(inner);
+            out
+        };
+        let groups = number(
+            "k8s.io.api.core.v1.PodSecurityContext",
+            "supplementalGroups",
+        );
+        let mut key = Vec::new();
+        prost::encoding::encode_key(groups, prost::encoding::WireType::Varint, &mut key);
+        let items = (3 * 1024 * 1024 - 200) / (key.len() + 1);
+        let mut security = Vec::with_capacity(items * (key.len() + 1));
+        for _ in 0..items {
+            security.extend_from_slice(&key);
+            security.push(1);
+        }
+        let spec = wrap(
+            number("k8s.io.api.core.v1.PodSpec", "securityContext"),
+            &security,
+        );
+        let pod = wrap(number("k8s.io.api.core.v1.Pod", "spec"), &spec);
+        let mut unknown = wrap(
+            1,
+            &wrap(1, b"v1")
+                .into_iter()
+                .chain(wrap(2, b"Pod"))
+                .collect::<Vec<_>>(),
+        );
+        unknown.extend_from_slice(&wrap(2, &pod));
+        let mut body = MAGIC.to_vec();
+        body.extend_from_slice(&unknown);
+        drop((security, spec, pod, unknown));
+        println!(
+            "body: {} B, {items} list items; peak RSS before: {}",
+            body.len(),
+            peak()
+        );
+        let start = Instant::now();
+        let json = decode(&body, 0).map(|v| serde_json::to_vec(&v).unwrap().len());
+        println!(
+            "decoded to {:?} B of JSON in {:?}; peak RSS after: {}",
+            json.as_ref().ok(),
+            start.elapsed(),
+            peak()
+        );
+    }
+
     #[tokio::test]
     async fn kinds_without_a_protobuf_form_answer_json_and_refuse_protobuf_bodies() {
         let dir = tempfile::tempdir().unwrap();
