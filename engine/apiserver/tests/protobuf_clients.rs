@@ -161,5 +161,23 @@ fn kubectl_imperative_create_works_with_protobuf_bodies() {
         assert_eq!(ns, "Active", "{bin}");
         let dry = k(&["get", "configmaps", "-o", "name"]);
         assert!(!dry.contains("configmap/y"), "{bin}: dry run stored y");
+
+        if bin.ends_with("1.33") {
+            // kubectl >= 1.32 writes protobuf here, and reads the protobuf answer.
+            let out = Command::new(bin)
+                .arg("--kubeconfig")
+                .arg(&server.kubeconfig_path)
+                .args(["create", "configmap", "z", "--from-literal=a=b", "-v=8"])
+                .env_remove("KUBECONFIG")
+                .output()
+                .expect("kubectl runs");
+            let log = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{log}");
+            let protobuf = log
+                .lines()
+                .filter(|l| l.contains("Content-Type: application/vnd.kubernetes.protobuf"))
+                .count();
+            assert!(protobuf >= 2, "request and answer in protobuf:\n{log}");
+        }
     }
 }
