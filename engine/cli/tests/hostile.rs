@@ -1,6 +1,6 @@
-//! The offline CLI's hostile-input suite: ~1,000 crafted and mutated inputs through
-//! `flotilla validate` and `flotilla plan` as separate processes, each under a deadline and an
-//! address-space limit. Every run must end with exit 0 or 1 (never a panic, an abort, a signal or
+//! The offline CLI's hostile-input suite: ~1,000 crafted and mutated inputs, and the plugin
+//! host's adversarial Wasm modules at their extension points, through `flotilla validate` and
+//! `flotilla plan` as separate processes, each under a deadline and a memory limit. Every run must end with exit 0 or 1 (never a panic, an abort, a signal or
 //! a hang); inputs known to be invalid must be rejected (exit 1) naming the file; a marker value
 //! planted in every input must never appear in an error.
 //!
@@ -93,6 +93,8 @@ struct Case {
     name: String,
     files: Vec<(&'static str, String)>,
     expect: Expect,
+    /// A SchedulerProfile for `plan --profile` (hostile Wasm plugins); only `plan` runs then.
+    profile: Option<String>,
 }
 
 fn case(name: impl Into<String>, expect: Expect, files: Vec<(&'static str, String)>) -> Case {
@@ -100,6 +102,7 @@ fn case(name: impl Into<String>, expect: Expect, files: Vec<(&'static str, Strin
         name: name.into(),
         files,
         expect,
+        profile: None,
     }
 }
 
@@ -284,6 +287,51 @@ fn crafted() -> Vec<Case> {
     cases
 }
 
+/// The adversarial Wasm modules of the plugin host's tests, each at its extension point under
+/// both failure policies, through `flotilla plan --profile` on a weighted Deployment.
+fn hostile_plugins() -> Vec<Case> {
+    let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wasm/testdata");
+    let mut cases = Vec::new();
+    for entry in std::fs::read_dir(&testdata).expect("wasm testdata") {
+        let path = entry.expect("entry").path();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let point = ["filter", "select", "assign", "override"]
+            .into_iter()
+            .find(|p| text.contains(&format!("\"flotilla_{p}_v1\"")));
+        let Some(point) = point else { continue };
+        let field = match point {
+            "filter" => "filters",
+            "select" => "selects",
+            "assign" => "assigners",
+            _ => "overriders",
+        };
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("module");
+        for policy in ["Fail", "Ignore"] {
+            let profile = format!(
+                "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata: {{name: \
+                 default-scheduler}}\nspec:\n  {field}:\n  - {{name: hostile, failurePolicy: \
+                 {policy}, wasm: {{path: {}}}}}\n",
+                serde_json::to_string(&path.display().to_string()).expect("json")
+            );
+            let mut c = with_policy(
+                format!("wasm-{stem}-{policy}"),
+                Expect::Either,
+                "5",
+                WEIGHTED,
+            );
+            c.profile = Some(profile);
+            cases.push(c);
+        }
+    }
+    assert!(cases.len() >= 20, "{} plugin cases", cases.len());
+    cases
+}
+
 /// Random byte-level mutations of the valid scenario (insert, delete, flip, duplicate a line).
 fn mutated(count: usize) -> Vec<Case> {
     let base = [
@@ -335,15 +383,25 @@ struct Outcome {
     peak_kib: u64,
 }
 
-/// Runs `flotilla <cmd> -f dir` under the limits, sampling the peak resident set (VmHWM).
-fn run(cmd: &str, dir: &Path) -> Outcome {
+/// Runs `flotilla <cmd> -f dir [--profile p]` under the limits, sampling the peak resident set
+/// (VmHWM). With a profile (Wasm plugins) the limit is on the data segment rather than on the
+/// address space, which wasmtime reserves generously and never touches.
+fn run(cmd: &str, dir: &Path, profile: Option<&Path>) -> Outcome {
     let started = Instant::now();
-    let mut child = Command::new("bash")
+    let limit = if profile.is_some() { "-d" } else { "-v" };
+    let mut command = Command::new("bash");
+    command
         .arg("-c")
-        .arg(format!("ulimit -v {ADDRESS_SPACE_KIB}; exec \"$0\" \"$@\""))
+        .arg(format!(
+            "ulimit {limit} {ADDRESS_SPACE_KIB}; exec \"$0\" \"$@\""
+        ))
         .arg(env!("CARGO_BIN_EXE_flotilla"))
         .args([cmd, "-f"])
-        .arg(dir)
+        .arg(dir);
+    if let Some(p) = profile {
+        command.arg("--profile").arg(p);
+    }
+    let mut child = command
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -384,23 +442,29 @@ fn run(cmd: &str, dir: &Path) -> Outcome {
     }
 }
 
-fn materialise(root: &Path, c: &Case) -> PathBuf {
+/// The case's input directory, and its profile file (outside the directory `-f` reads).
+fn materialise(root: &Path, c: &Case) -> (PathBuf, Option<PathBuf>) {
     let dir = root.join(&c.name);
     std::fs::create_dir_all(&dir).expect("mkdir");
     for (f, text) in &c.files {
         std::fs::write(dir.join(f), text).expect("write");
     }
-    dir
+    let profile = c.profile.as_ref().map(|text| {
+        let p = root.join(format!("{}.profile", c.name));
+        std::fs::write(&p, text).expect("write profile");
+        p
+    });
+    (dir, profile)
 }
 
 #[test]
 fn a_thousand_hostile_inputs_end_in_exit_0_or_1_within_the_deadline_and_never_echo_the_input() {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let mut cases = crafted();
+    cases.extend(hostile_plugins());
     let crafted_count = cases.len();
-    cases.extend(mutated(
-        1_000usize.saturating_sub(crafted_count * 2) / 2 + 1,
-    ));
+    // Plugin cases run `plan` only; the rest run `validate` and `plan`.
+    cases.extend(mutated(480));
     let cases = Mutex::new(cases.into_iter().enumerate().collect::<Vec<_>>());
     let failures = Mutex::new(Vec::<String>::new());
     let stats = Mutex::new((0usize, Duration::ZERO, 0u64, String::new()));
@@ -411,9 +475,14 @@ fn a_thousand_hostile_inputs_end_in_exit_0_or_1_within_the_deadline_and_never_ec
                     let Some((_, c)) = cases.lock().expect("lock").pop() else {
                         return;
                     };
-                    let dir = materialise(root.path(), &c);
-                    for cmd in ["validate", "plan"] {
-                        let o = run(cmd, &dir);
+                    let (dir, profile) = materialise(root.path(), &c);
+                    let commands: &[&str] = if profile.is_some() {
+                        &["plan"]
+                    } else {
+                        &["validate", "plan"]
+                    };
+                    for &cmd in commands {
+                        let o = run(cmd, &dir, profile.as_deref());
                         let mut problems = Vec::new();
                         match o.code {
                             None => problems.push(format!(
