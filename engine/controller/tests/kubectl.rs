@@ -428,3 +428,278 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     assert!(table.contains("pick"), "{table}");
     let _ = stop.send(());
 }
+
+/// The kubectl release `minor` (1.`minor`), from the versioned binaries the machine ships
+/// beside the default one.
+fn kubectl_release(minor: u32) -> Option<PathBuf> {
+    let p = PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.1.{minor}"));
+    p.is_file().then_some(p)
+}
+
+/// `kubectl args…` against `dir/kubeconfig`: its exit status and output (stdout + stderr).
+fn kubectl_status(bin: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(dir.join("kube-cache"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl runs");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Every Cluster's name, generation, labels and spec, as kubectl shows them.
+fn clusters_seen(bin: &Path, dir: &Path) -> serde_json::Value {
+    let list: serde_json::Value =
+        serde_json::from_str(&kubectl(bin, dir, &["get", "clusters", "-o", "json"])).expect("json");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "name": c["metadata"]["name"],
+                "generation": c["metadata"]["generation"],
+                "labels": c["metadata"]["labels"],
+                "spec": c["spec"],
+            })
+        })
+        .collect()
+}
+
+/// `flotilla up` in process: the API server and the controllers with two simulated members,
+/// with a kubeconfig in `dir`.
+async fn up(
+    dir: &Path,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    flotilla_apiserver::Running,
+    flotilla_controller::Running,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = flotilla_apiserver::start(
+        flotilla_apiserver::Config::new(dir.join("data")),
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .expect("server starts");
+    let opts = flotilla_controller::Embedded {
+        members: 2,
+        settings: flotilla_controller::Settings {
+            ready_delay: Duration::from_millis(100),
+            ..Default::default()
+        },
+        token: flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig),
+        ..Default::default()
+    };
+    let controllers = flotilla_controller::start_embedded(running.server.router(), opts)
+        .await
+        .expect("controllers start");
+    std::fs::write(dir.join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
+    (stop, running, controllers)
+}
+
+/// The README walkthrough's `kubectl apply -f examples/nginx/`, then `kubectl wait` for the
+/// binding's `FullyApplied` and the Deployment's `Available`, with kubectl 1.`minor`. Applying
+/// the walkthrough leaves every Cluster as `flotilla up` made it.
+async fn walkthrough_waits(minor: u32) {
+    let Some(bin) = kubectl_release(minor) else {
+        eprintln!("skipping: no kubectl 1.{minor}");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stop, running, _controllers) = up(dir.path()).await;
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nginx");
+    let d = dir.path().to_owned();
+    let (before, applied, fully_applied, available, after, conditions) =
+        tokio::task::spawn_blocking(move || {
+            let before = clusters_seen(&bin, &d);
+            let applied = kubectl(&bin, &d, &["apply", "-f", &examples.to_string_lossy()]);
+            let wait = |what: &str, timeout: &str| {
+                kubectl_status(
+                    &bin,
+                    &d,
+                    &[
+                        "wait",
+                        &format!("--for=condition={what}"),
+                        "-n",
+                        "default",
+                        &format!("--timeout={timeout}"),
+                        if what == "FullyApplied" {
+                            "rb/nginx-deployment"
+                        } else {
+                            "deploy/nginx"
+                        },
+                    ],
+                )
+            };
+            let fully_applied = wait("FullyApplied", "30s");
+            let available = wait("Available", "60s");
+            let after = clusters_seen(&bin, &d);
+            let conditions = |d: &Path| {
+                kubectl(
+                    &bin,
+                    d,
+                    &[
+                        "get",
+                        "rb/nginx-deployment",
+                        "deploy/nginx",
+                        "-n",
+                        "default",
+                        "-o",
+                        "jsonpath={range .items[*]}{.kind}{range .status.conditions[*]} {.type}={.status}/{.reason}/{.message}@{.lastTransitionTime}{end}{\"\\n\"}{end}",
+                    ],
+                )
+            };
+            let first = conditions(&d);
+            // Several simulator, execution and binding rounds later: nothing flapped.
+            std::thread::sleep(Duration::from_millis(1500));
+            (before, applied, fully_applied, available, after, (first, conditions(&d)))
+        })
+        .await
+        .expect("join");
+    assert!(
+        applied.contains("deployment.apps/nginx created"),
+        "{applied}"
+    );
+    assert!(
+        !applied.contains("cluster"),
+        "the walkthrough applies no Cluster: {applied}"
+    );
+    assert_eq!(
+        before.as_array().map(Vec::len),
+        Some(2),
+        "two simulated members: {before}"
+    );
+    assert_eq!(before, after, "applying the walkthrough changed a Cluster");
+    assert!(
+        fully_applied.0,
+        "kubectl 1.{minor} wait FullyApplied: {}",
+        fully_applied.1
+    );
+    assert!(
+        fully_applied.1.contains("condition met"),
+        "{}",
+        fully_applied.1
+    );
+    assert!(
+        available.0,
+        "kubectl 1.{minor} wait Available: {}",
+        available.1
+    );
+    let (first, later) = conditions;
+    assert!(
+        first.contains(
+            "FullyApplied=True/FullyAppliedSuccess/All works have been successfully applied@"
+        ),
+        "{first}"
+    );
+    assert!(
+        first.contains("Available=True/MinimumReplicasAvailable/")
+            && first.contains("Progressing=True/NewReplicaSetAvailable/"),
+        "{first}"
+    );
+    assert_eq!(
+        first, later,
+        "conditions changed without a change of the members"
+    );
+    let _ = stop.send(());
+    let _ = running.task.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_33_waits_for_fully_applied_and_available_after_the_walkthrough() {
+    walkthrough_waits(33).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_1_27_waits_for_fully_applied_and_available_after_the_walkthrough() {
+    walkthrough_waits(27).await;
+}
+
+/// A member whose copy stops being available turns the template's `Available` False (and back
+/// when it recovers), which `kubectl wait --for=condition=Available=false` sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_member_copy_makes_the_template_unavailable_until_it_recovers() {
+    let Some(bin) = kubectl_release(33) else {
+        eprintln!("skipping: no kubectl 1.33");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stop, running, _controllers) = up(dir.path()).await;
+    let member = dir.path().join("member1");
+    std::fs::create_dir_all(&member).expect("dir");
+    std::fs::write(
+        member.join("kubeconfig"),
+        running
+            .kubeconfig
+            .replace(&running.url, &format!("{}/clusters/member1", running.url)),
+    )
+    .expect("kubeconfig");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nginx");
+    let d = dir.path().to_owned();
+    let steps = tokio::task::spawn_blocking(move || {
+        kubectl(&bin, &d, &["apply", "-f", &examples.to_string_lossy()]);
+        let wait = |for_: &str| {
+            kubectl_status(
+                &bin,
+                &d,
+                &["wait", for_, "-n", "default", "--timeout=30s", "deploy/nginx"],
+            )
+        };
+        let mut steps = vec![wait("--for=condition=Available")];
+        // The member copy exists once the template is available.
+        let annotate = |value: &str| {
+            kubectl(
+                &bin,
+                &member,
+                &[
+                    "annotate",
+                    "--overwrite",
+                    "-n",
+                    "default",
+                    "deploy/nginx",
+                    &format!("flotilla.dev/simulate-unavailable={value}"),
+                ],
+            )
+        };
+        annotate("true");
+        steps.push(wait("--for=condition=Available=false"));
+        steps.push(kubectl_status(
+            &bin,
+            &d,
+            &[
+                "get",
+                "deploy/nginx",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.availableReplicas} {.status.conditions[?(@.type==\"Available\")].reason}",
+            ],
+        ));
+        annotate("false");
+        steps.push(wait("--for=condition=Available"));
+        steps
+    })
+    .await
+    .expect("join");
+    for (i, (ok, out)) in steps.iter().enumerate() {
+        assert!(ok, "step {i}: {out}");
+    }
+    assert_eq!(
+        steps[2].1, "1 MinimumReplicasUnavailable",
+        "one of two replicas is available"
+    );
+    let _ = stop.send(());
+    let _ = running.task.await;
+}

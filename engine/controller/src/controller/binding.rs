@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use flotilla_api::Object;
 use flotilla_api::labels;
-use flotilla_api::work::{AggregatedStatusItem, ResourceBinding};
+use flotilla_api::meta::Condition;
+use flotilla_api::work::{AggregatedStatusItem, ResourceBinding, ResourceBindingSpec};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
@@ -272,37 +273,28 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         }
     }
 
-    // Aggregate Work status into the binding, then into the template.
+    // Aggregate Work status into the binding, then into the template. As Karmada's
+    // `assembleWorkStatus`, every Work of the binding that is not going away counts, including
+    // the copies graceful eviction keeps (orphans deleted above are left out).
     let mut items: Vec<AggregatedStatusItem> = works
         .iter()
         .filter(|w| {
-            desired.contains(&(
+            let key = (
                 w.metadata.namespace.clone().unwrap_or_default(),
                 w.metadata.name.clone().unwrap_or_default(),
-            ))
+            );
+            w.metadata.deletion_timestamp.is_none()
+                && (desired.contains(&key) || retained.contains(&key.0))
         })
         .map(|w| aggregated_item(w))
         .collect();
     items.sort_by(|a, b| a.cluster_name.cmp(&b.cluster_name));
-    let current = rb
-        .status
-        .as_ref()
-        .map(|s| s.aggregated_status.clone())
-        .unwrap_or_default();
-    if items != current {
-        let patch = json!({"status": {"aggregatedStatus": items}});
-        rb_api
-            .patch_status(
-                rb.metadata.name(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await?;
-    }
+    write_binding_status(&rb_api, &rb, &items).await?;
     aggregate_into_template(
         &ctx,
         &template,
         &api_resource(&rb.spec.resource.api_version, &rb.spec.resource.kind),
+        &existing_clusters(&rb.spec),
         &items,
     )
     .await?;
@@ -363,7 +355,10 @@ pub fn aggregated_item(w: &DynamicObject) -> AggregatedStatusItem {
             .unwrap_or("")
             .to_owned()
     };
+    // A Work that is not applied reports no status and an unknown health, as Karmada's: its
+    // manifest statuses may be left over from an earlier apply.
     let manifest = status
+        .filter(|_| applied)
         .and_then(|s| s.get("manifestStatuses"))
         .and_then(Value::as_array)
         .and_then(|m| m.first());
@@ -383,6 +378,159 @@ pub fn aggregated_item(w: &DynamicObject) -> AggregatedStatusItem {
     }
 }
 
+/// Karmada's `FullyApplied` binding condition (`pkg/util/helper/workstatus.go`).
+pub mod fully_applied {
+    /// The condition type.
+    pub const TYPE: &str = "FullyApplied";
+    /// Reason when every target cluster's Work is applied.
+    pub const SUCCESS: &str = "FullyAppliedSuccess";
+    /// Reason otherwise.
+    pub const FAILED: &str = "FullyAppliedFailed";
+    /// Message of [`SUCCESS`].
+    pub const SUCCESS_MSG: &str = "All works have been successfully applied";
+    /// Message of [`FAILED`].
+    pub const FAILED_MSG: &str =
+        "Failed to apply all works, see status.aggregatedStatus for details";
+}
+
+/// The clusters a binding has Works in (Karmada's `ObtainBindingSpecExistingClusters`): its
+/// target clusters, those of the bindings that require it, and the clusters of eviction tasks
+/// that keep their copy (not `Directly`).
+pub fn existing_clusters(spec: &ResourceBindingSpec) -> BTreeSet<&str> {
+    let mut names: BTreeSet<&str> = spec.clusters.iter().map(|c| c.name.as_str()).collect();
+    for required in &spec.required_by {
+        let clusters = required.get("clusters").and_then(Value::as_array);
+        for c in clusters.into_iter().flatten() {
+            if let Some(n) = c.get("name").and_then(Value::as_str) {
+                names.insert(n);
+            }
+        }
+    }
+    use flotilla_core::failover::purge_mode;
+    for t in &spec.graceful_eviction_tasks {
+        if purge_mode::canonical(t.purge_mode.as_deref()) != purge_mode::DIRECTLY {
+            names.insert(&t.from_cluster);
+        }
+    }
+    names
+}
+
+/// Whether every Work is applied (Karmada's `worksFullyApplied`): there are targets, one status
+/// item per target, each applied and for a target.
+pub fn works_fully_applied(items: &[AggregatedStatusItem], targets: &BTreeSet<&str>) -> bool {
+    !targets.is_empty()
+        && targets.len() == items.len()
+        && items
+            .iter()
+            .all(|i| i.applied && targets.contains(i.cluster_name.as_str()))
+}
+
+/// The `FullyApplied` condition `items` support (no transition time yet).
+pub fn fully_applied_condition(
+    spec: &ResourceBindingSpec,
+    items: &[AggregatedStatusItem],
+) -> Condition {
+    let (status, reason, message) = if works_fully_applied(items, &existing_clusters(spec)) {
+        ("True", fully_applied::SUCCESS, fully_applied::SUCCESS_MSG)
+    } else {
+        ("False", fully_applied::FAILED, fully_applied::FAILED_MSG)
+    };
+    Condition {
+        type_: fully_applied::TYPE.to_owned(),
+        status: status.to_owned(),
+        observed_generation: None,
+        last_transition_time: None,
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// Put `new` into `conditions` as apimachinery's `meta.SetStatusCondition` does: the transition
+/// time moves only when the status changes. Returns whether anything changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: &str) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        None => {
+            new.last_transition_time
+                .get_or_insert_with(|| now.to_owned());
+            conditions.push(new);
+            true
+        }
+        Some(old) => {
+            let before = old.clone();
+            if old.status != new.status {
+                old.status = new.status;
+                old.last_transition_time =
+                    Some(new.last_transition_time.unwrap_or_else(|| now.to_owned()));
+            }
+            old.reason = new.reason;
+            old.message = new.message;
+            old.observed_generation = new.observed_generation;
+            *old != before
+        }
+    }
+}
+
+/// Whether Karmada's status controller would aggregate into `rb`: it has been scheduled
+/// (`status.lastScheduledTime`, or target clusters written by hand).
+fn is_scheduled(rb: &ResourceBinding) -> bool {
+    !rb.spec.clusters.is_empty()
+        || rb
+            .status
+            .as_ref()
+            .is_some_and(|s| s.last_scheduled_time.is_some())
+}
+
+/// Write `items` as the binding's `status.aggregatedStatus` and, once it is scheduled, its
+/// `FullyApplied` condition. The conditions are written under the binding's resourceVersion
+/// (the scheduler writes `Scheduled` into the same list): a conflict re-reads the binding and
+/// tries again, as Karmada's `RetryOnConflict`.
+async fn write_binding_status(
+    api: &Api<DynamicObject>,
+    rb: &ResourceBinding,
+    items: &[AggregatedStatusItem],
+) -> Result<(), Error> {
+    let now = flotilla_core::time::format_rfc3339(crate::clock::now_epoch());
+    let mut live: Option<ResourceBinding> = None;
+    for attempt in 0..3 {
+        let current = live.as_ref().unwrap_or(rb);
+        let status = current.status.clone().unwrap_or_default();
+        let mut conditions = status.conditions.clone();
+        let conditions_changed = is_scheduled(current)
+            && set_condition(
+                &mut conditions,
+                fully_applied_condition(&current.spec, items),
+                &now,
+            );
+        if status.aggregated_status == items && !conditions_changed {
+            return Ok(());
+        }
+        let mut patch = json!({"status": {"aggregatedStatus": items}});
+        if conditions_changed {
+            patch["metadata"] = json!({"resourceVersion": current.metadata.resource_version});
+            patch["status"]["conditions"] = json!(conditions);
+        }
+        match api
+            .patch_status(
+                rb.metadata.name(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < 2 => {
+                match api.get_opt(rb.metadata.name()).await? {
+                    Some(o) => live = Some(typed(&o)?),
+                    None => return Ok(()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// The fields Karmada's default interpreter sums for workloads.
 const SUMMED: &[&str] = &[
     "replicas",
@@ -393,11 +541,208 @@ const SUMMED: &[&str] = &[
     "currentReplicas",
 ];
 
-/// Write the summed member status into the template (Deployment, StatefulSet, ReplicaSet).
+/// `value` (an int or a `"N%"` string) scaled against `total`, as apimachinery's
+/// `GetScaledValueFromIntOrPercent`; `None` when it is neither.
+fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
+    if let Some(n) = value.as_i64() {
+        return Some(n);
+    }
+    let percent: i64 = value.as_str()?.strip_suffix('%')?.parse().ok()?;
+    let product = percent * total;
+    Some(if round_up {
+        (product + 99).div_euclid(100)
+    } else {
+        product.div_euclid(100)
+    })
+}
+
+/// How many of a Deployment's desired replicas may be unavailable while it still counts as
+/// available: kube's `deploymentutil.MaxUnavailable` (0 for `Recreate` and for no replicas;
+/// rolling updates default both `maxSurge` and `maxUnavailable` to 25%, surge rounded up and
+/// unavailability down, and at least one of them must allow a step).
+pub fn max_unavailable(deployment: &Value) -> i64 {
+    let desired = deployment
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let strategy = deployment.pointer("/spec/strategy");
+    let kind = strategy
+        .and_then(|s| s.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("RollingUpdate");
+    if kind != "RollingUpdate" || desired <= 0 {
+        return 0;
+    }
+    let default = Value::from("25%");
+    let rolling = strategy.and_then(|s| s.get("rollingUpdate"));
+    let field = |f: &str| rolling.and_then(|r| r.get(f)).unwrap_or(&default);
+    let surge = scaled(field("maxSurge"), desired, true).unwrap_or(0);
+    let mut unavailable = scaled(field("maxUnavailable"), desired, false).unwrap_or(0);
+    if surge == 0 && unavailable == 0 {
+        unavailable = 1;
+    }
+    unavailable.clamp(0, desired)
+}
+
+/// The member status condition of `type_`, if any.
+fn member_condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status
+        .get("conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get(field).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Whether a member's Deployment has finished rolling out: its own `Progressing` condition says
+/// `NewReplicaSetAvailable`, or, for a member that reports no such condition, its controller has
+/// observed it and every replica is updated and available.
+fn member_complete(status: &Value) -> bool {
+    if let Some(c) = member_condition(status, "Progressing") {
+        return text(c, "status") == "True" && text(c, "reason") == "NewReplicaSetAvailable";
+    }
+    let n = |f: &str| status.get(f).and_then(Value::as_i64).unwrap_or(0);
+    status.get("observedGeneration").is_some()
+        && n("replicas") == n("updatedReplicas")
+        && n("replicas") == n("availableReplicas")
+        && n("unavailableReplicas") == 0
+}
+
+/// A Deployment condition: type, status, reason, message.
+type Summary = (&'static str, &'static str, String, String);
+
+/// The `Available` and `Progressing` conditions of a Deployment template from its members'
+/// status, or `None` while no member reports any.
+///
+/// Karmada's default interpreter sums the replica counts and leaves the template's conditions
+/// alone, so `kubectl wait --for=condition=Available` would never return. These summarise the
+/// members as kube's deployment controller would a single Deployment:
+/// - `Available` is True (`MinimumReplicasAvailable`) when the summed `availableReplicas` reach
+///   the template's `spec.replicas` less [`max_unavailable`], else False
+///   (`MinimumReplicasUnavailable`).
+/// - `Progressing` is False with the member's reason when a member reports its own
+///   `Progressing` False (such as `ProgressDeadlineExceeded`); True with `NewReplicaSetAvailable`
+///   once every target cluster reports a finished rollout; True with `ReplicaSetUpdated` until
+///   then.
+pub fn deployment_conditions(
+    template: &Value,
+    targets: &BTreeSet<&str>,
+    items: &[AggregatedStatusItem],
+) -> Option<[Summary; 2]> {
+    let reporting: Vec<(&str, &Value)> = items
+        .iter()
+        .filter_map(|i| Some((i.cluster_name.as_str(), i.status.as_ref()?)))
+        .filter(|(_, s)| s.is_object())
+        .collect();
+    if reporting.is_empty() {
+        return None;
+    }
+    let desired = template
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let available: i64 = reporting
+        .iter()
+        .filter_map(|(_, s)| s.get("availableReplicas").and_then(Value::as_i64))
+        .sum();
+    let availability = if available >= desired - max_unavailable(template) {
+        (
+            "Available",
+            "True",
+            "MinimumReplicasAvailable".to_owned(),
+            "Deployment has minimum availability.".to_owned(),
+        )
+    } else {
+        (
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable".to_owned(),
+            "Deployment does not have minimum availability.".to_owned(),
+        )
+    };
+    let stalled = reporting.iter().find_map(|(cluster, s)| {
+        let c = member_condition(s, "Progressing")?;
+        (text(c, "status") == "False").then(|| (*cluster, c))
+    });
+    let complete = !targets.is_empty()
+        && targets.iter().all(|t| {
+            reporting
+                .iter()
+                .any(|(cluster, s)| cluster == t && member_complete(s))
+        });
+    let progress = match stalled {
+        Some((cluster, c)) => (
+            "Progressing",
+            "False",
+            match text(c, "reason") {
+                "" => "ProgressDeadlineExceeded".to_owned(),
+                r => r.to_owned(),
+            },
+            format!("member cluster {cluster}: {}", text(c, "message")),
+        ),
+        None if complete => (
+            "Progressing",
+            "True",
+            "NewReplicaSetAvailable".to_owned(),
+            "Deployment has successfully progressed in every member cluster.".to_owned(),
+        ),
+        None => (
+            "Progressing",
+            "True",
+            "ReplicaSetUpdated".to_owned(),
+            "Deployment is progressing in its member clusters.".to_owned(),
+        ),
+    };
+    Some([availability, progress])
+}
+
+/// `current` conditions with `wanted` put in: an unchanged condition is kept as it is (times
+/// included); a changed one gets `now` as its update time, and as its transition time when its
+/// status changed. Conditions of other types are kept.
+fn merge_conditions(current: Option<&Value>, wanted: &[Summary], now: &str) -> Value {
+    let mut out: Vec<Value> = current
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (type_, status, reason, message) in wanted {
+        let old = out.iter().position(|c| text(c, "type") == *type_);
+        let same = |c: &Value| {
+            text(c, "status") == *status
+                && text(c, "reason") == reason.as_str()
+                && text(c, "message") == message.as_str()
+        };
+        if old.is_some_and(|i| same(&out[i])) {
+            continue;
+        }
+        let transition = match old.map(|i| &out[i]) {
+            Some(c) if text(c, "status") == *status => c
+                .get("lastTransitionTime")
+                .cloned()
+                .unwrap_or_else(|| Value::from(now)),
+            _ => Value::from(now),
+        };
+        let cond = json!({
+            "type": type_, "status": status, "reason": reason, "message": message,
+            "lastUpdateTime": now, "lastTransitionTime": transition,
+        });
+        match old {
+            Some(i) => out[i] = cond,
+            None => out.push(cond),
+        }
+    }
+    Value::Array(out)
+}
+
+/// Write the summed member status into the template (Deployment, StatefulSet, ReplicaSet), and
+/// a Deployment's [`deployment_conditions`].
 async fn aggregate_into_template(
     ctx: &Context,
     template: &Object,
     resource: &kube::api::ApiResource,
+    targets: &BTreeSet<&str>,
     items: &[AggregatedStatusItem],
 ) -> Result<(), Error> {
     if template.api_version() != "apps/v1"
@@ -425,6 +770,13 @@ async fn aggregate_into_template(
         );
     }
     let current = template.0.get("status").and_then(Value::as_object);
+    if template.kind() == "Deployment"
+        && let Some(wanted) = deployment_conditions(&template.0, targets, items)
+    {
+        let now = flotilla_core::time::format_rfc3339(crate::clock::now_epoch());
+        let conditions = merge_conditions(current.and_then(|c| c.get("conditions")), &wanted, &now);
+        status.insert("conditions".into(), conditions);
+    }
     let unchanged = current.is_some_and(|c| {
         status.iter().all(|(k, v)| c.get(k) == Some(v))
             && SUMMED
@@ -448,4 +800,256 @@ async fn aggregate_into_template(
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::work::{GracefulEvictionTask, TargetCluster};
+
+    fn item(cluster: &str, applied: bool, status: Option<Value>) -> AggregatedStatusItem {
+        AggregatedStatusItem {
+            cluster_name: cluster.to_owned(),
+            status,
+            applied,
+            ..Default::default()
+        }
+    }
+
+    fn spec(clusters: &[&str]) -> ResourceBindingSpec {
+        ResourceBindingSpec {
+            clusters: clusters.iter().map(|c| TargetCluster::new(*c, 1)).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn fully_applied_needs_an_applied_work_in_every_target_cluster() {
+        let s = spec(&["m1", "m2"]);
+        let both = [item("m1", true, None), item("m2", true, None)];
+        let c = fully_applied_condition(&s, &both);
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("FullyApplied", "True", "FullyAppliedSuccess")
+        );
+        assert_eq!(c.message, "All works have been successfully applied");
+        for items in [
+            vec![item("m1", true, None)],
+            vec![item("m1", true, None), item("m2", false, None)],
+            vec![item("m1", true, None), item("m3", true, None)],
+        ] {
+            let c = fully_applied_condition(&s, &items);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+                (
+                    "False",
+                    "FullyAppliedFailed",
+                    "Failed to apply all works, see status.aggregatedStatus for details"
+                ),
+                "{items:?}"
+            );
+        }
+        assert_eq!(
+            fully_applied_condition(&spec(&[]), &[]).status,
+            "False",
+            "not scheduled"
+        );
+    }
+
+    #[test]
+    fn kept_eviction_copies_are_targets_and_directly_purged_ones_are_not() {
+        let mut s = spec(&["m2"]);
+        let task = |from: &str, mode: &str| GracefulEvictionTask {
+            from_cluster: from.to_owned(),
+            purge_mode: Some(mode.to_owned()),
+            reason: "ApplicationFailure".into(),
+            producer: "p".into(),
+            ..Default::default()
+        };
+        s.graceful_eviction_tasks = vec![task("m1", "Gracefully"), task("m3", "Directly")];
+        s.required_by =
+            vec![json!({"namespace": "default", "name": "x", "clusters": [{"name": "m4"}]})];
+        assert_eq!(
+            existing_clusters(&s).into_iter().collect::<Vec<_>>(),
+            ["m1", "m2", "m4"]
+        );
+    }
+
+    #[test]
+    fn set_condition_moves_the_transition_time_only_when_the_status_changes() {
+        let s = spec(&["m1"]);
+        let mut conds = Vec::new();
+        assert!(set_condition(
+            &mut conds,
+            fully_applied_condition(&s, &[]),
+            "t1"
+        ));
+        assert!(!set_condition(
+            &mut conds,
+            fully_applied_condition(&s, &[]),
+            "t2"
+        ));
+        assert_eq!(conds[0].last_transition_time.as_deref(), Some("t1"));
+        let applied = [item("m1", true, None)];
+        assert!(set_condition(
+            &mut conds,
+            fully_applied_condition(&s, &applied),
+            "t3"
+        ));
+        assert_eq!(conds.len(), 1);
+        assert_eq!(
+            (
+                conds[0].status.as_str(),
+                conds[0].last_transition_time.as_deref()
+            ),
+            ("True", Some("t3"))
+        );
+    }
+
+    #[test]
+    fn max_unavailable_follows_the_deployment_controller() {
+        let d = |replicas: i64, strategy: Value| json!({"spec": {"replicas": replicas, "strategy": strategy}});
+        assert_eq!(
+            max_unavailable(&d(2, Value::Null)),
+            0,
+            "25% of 2, rounded down"
+        );
+        assert_eq!(max_unavailable(&d(4, Value::Null)), 1);
+        assert_eq!(max_unavailable(&d(10, Value::Null)), 2);
+        assert_eq!(max_unavailable(&d(10, json!({"type": "Recreate"}))), 0);
+        assert_eq!(
+            max_unavailable(&d(
+                3,
+                json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}})
+            )),
+            1,
+            "a rollout must be able to step"
+        );
+        assert_eq!(
+            max_unavailable(&d(3, json!({"rollingUpdate": {"maxUnavailable": 5}}))),
+            3,
+            "at most the desired count"
+        );
+        assert_eq!(max_unavailable(&d(0, Value::Null)), 0);
+        assert_eq!(
+            max_unavailable(&json!({"spec": {}})),
+            0,
+            "1 replica by default"
+        );
+    }
+
+    fn member(available: i64, progressing: Option<(&str, &str)>) -> Value {
+        let mut s = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+            "readyReplicas": available, "availableReplicas": available});
+        if let Some((status, reason)) = progressing {
+            s["conditions"] = json!([{"type": "Progressing", "status": status, "reason": reason, "message": "m"}]);
+        }
+        s
+    }
+
+    fn summary(c: &[Summary; 2]) -> [(&str, &str, &str); 2] {
+        [
+            (c[0].0, c[0].1, c[0].2.as_str()),
+            (c[1].0, c[1].1, c[1].2.as_str()),
+        ]
+    }
+
+    #[test]
+    fn deployment_conditions_summarise_the_members() {
+        let template = json!({"spec": {"replicas": 2}});
+        let targets: BTreeSet<&str> = ["m1", "m2"].into();
+        assert_eq!(
+            deployment_conditions(&template, &targets, &[item("m1", true, None)]),
+            None,
+            "no member reports status"
+        );
+        let done = Some(("True", "NewReplicaSetAvailable"));
+        let one = [item("m1", true, Some(member(1, done)))];
+        assert_eq!(
+            summary(&deployment_conditions(&template, &targets, &one).expect("some")),
+            [
+                ("Available", "False", "MinimumReplicasUnavailable"),
+                ("Progressing", "True", "ReplicaSetUpdated"),
+            ],
+            "one of two members reported"
+        );
+        let both = [
+            item("m1", true, Some(member(1, done))),
+            item("m2", true, Some(member(1, None))),
+        ];
+        assert_eq!(
+            summary(&deployment_conditions(&template, &targets, &both).expect("some")),
+            [
+                ("Available", "True", "MinimumReplicasAvailable"),
+                ("Progressing", "True", "NewReplicaSetAvailable"),
+            ]
+        );
+        let stalled = [
+            item("m1", true, Some(member(1, done))),
+            item(
+                "m2",
+                true,
+                Some(member(0, Some(("False", "ProgressDeadlineExceeded")))),
+            ),
+        ];
+        let c = deployment_conditions(&template, &targets, &stalled).expect("some");
+        assert_eq!(
+            summary(&c),
+            [
+                ("Available", "False", "MinimumReplicasUnavailable"),
+                ("Progressing", "False", "ProgressDeadlineExceeded"),
+            ]
+        );
+        assert_eq!(c[1].3, "member cluster m2: m");
+        let rolling = json!({"spec": {"replicas": 4}});
+        let three = [
+            item("m1", true, Some(member(2, done))),
+            item(
+                "m2",
+                true,
+                Some(member(1, Some(("True", "ReplicaSetUpdated")))),
+            ),
+        ];
+        assert_eq!(
+            summary(&deployment_conditions(&rolling, &targets, &three).expect("some")),
+            [
+                ("Available", "True", "MinimumReplicasAvailable"),
+                ("Progressing", "True", "ReplicaSetUpdated"),
+            ],
+            "3 of 4 available is enough with maxUnavailable 1"
+        );
+    }
+
+    #[test]
+    fn merged_conditions_keep_their_times_until_something_changes() {
+        let template = json!({"spec": {"replicas": 1}});
+        let targets: BTreeSet<&str> = ["m1"].into();
+        let ready = [item(
+            "m1",
+            true,
+            Some(member(1, Some(("True", "NewReplicaSetAvailable")))),
+        )];
+        let wanted = deployment_conditions(&template, &targets, &ready).expect("some");
+        let first = merge_conditions(None, &wanted, "t1");
+        let again = merge_conditions(Some(&first), &wanted, "t2");
+        assert_eq!(first, again, "an unchanged summary is not rewritten");
+        let broken = [item(
+            "m1",
+            true,
+            Some(member(0, Some(("True", "ReplicaSetUpdated")))),
+        )];
+        let wanted = deployment_conditions(&template, &targets, &broken).expect("some");
+        let changed = merge_conditions(Some(&again), &wanted, "t3");
+        assert_eq!(changed[0]["status"], "False");
+        assert_eq!(changed[0]["lastTransitionTime"], "t3");
+        assert_eq!(
+            (
+                &changed[1]["reason"],
+                &changed[1]["lastTransitionTime"],
+                &changed[1]["lastUpdateTime"]
+            ),
+            (&json!("ReplicaSetUpdated"), &json!("t1"), &json!("t3")),
+            "still True: the transition time stays"
+        );
+    }
 }

@@ -334,6 +334,29 @@ pub fn spec_and_annotations(o: &DynamicObject) -> Option<u64> {
     Some(hash_of((spec_changes(o), &o.metadata.annotations)))
 }
 
+/// The binding controller: [`spec_changes`], and its `FullyApplied` condition changing under it.
+/// The scheduler rewrites the binding's whole condition list; one it wrote from a copy that
+/// predates `FullyApplied` drops that condition, and this puts it back.
+pub fn binding_changes(o: &DynamicObject) -> Option<u64> {
+    let fully_applied = o
+        .data
+        .pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.get("type").and_then(serde_json::Value::as_str)
+                    == Some(binding::fully_applied::TYPE)
+            })
+        })
+        .map(|c| {
+            (
+                c.get("status").map(ToString::to_string),
+                c.get("reason").map(ToString::to_string),
+            )
+        });
+    Some(hash_of((spec_changes(o), fully_applied)))
+}
+
 /// The scheduler: [`spec_changes`], and every change of a binding whose failover decisions read
 /// its status (graceful eviction tasks to assess, application failover to watch).
 pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
@@ -431,7 +454,7 @@ const CONTROLLERS: [Declared; 5] = [
         id: Id::Binding,
         objects: |ctx| vec![&ctx.bindings],
         topic: Topic::Binding,
-        relevant: spec_changes,
+        relevant: binding_changes,
         watches: binding_mapper,
         reconcile: |o, c| Box::pin(binding::reconcile(o, c)),
     },
@@ -687,6 +710,34 @@ mod tests {
         index.rebuild(&[w("es-c", "q", Some("id3"))]);
         assert!(index.get("id2").is_empty());
         assert_eq!(index.get("id3"), vec![("es-c".to_owned(), "q".to_owned())]);
+    }
+
+    #[test]
+    fn the_binding_controller_reacts_to_its_fully_applied_condition_not_to_other_status() {
+        let rb = |status: serde_json::Value| {
+            object(serde_json::json!({
+                "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": "b", "namespace": "default", "generation": 2},
+                "status": status,
+            }))
+        };
+        let applied = |s: &str| serde_json::json!({"type": "FullyApplied", "status": s, "reason": "r", "message": "m"});
+        let scheduled = serde_json::json!({"type": "Scheduled", "status": "True"});
+        let base = binding_changes(&rb(
+            serde_json::json!({"conditions": [scheduled, applied("True")], "aggregatedStatus": []}),
+        ));
+        let other = binding_changes(&rb(serde_json::json!({
+            "conditions": [applied("True")],
+            "aggregatedStatus": [{"clusterName": "m1", "applied": true}],
+        })));
+        assert_eq!(
+            base, other,
+            "aggregated status and other conditions are not news"
+        );
+        let dropped = binding_changes(&rb(serde_json::json!({"conditions": [scheduled]})));
+        assert_ne!(base, dropped, "a dropped FullyApplied is");
+        let flipped = binding_changes(&rb(serde_json::json!({"conditions": [applied("False")]})));
+        assert_ne!(base, flipped);
     }
 
     #[test]

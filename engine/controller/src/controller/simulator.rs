@@ -1,5 +1,7 @@
 //! Member status simulator: in a simulated member, a Deployment becomes ready and available
-//! (`status.readyReplicas = availableReplicas = spec.replicas`) after [`crate::Settings::ready_delay`].
+//! (`status.readyReplicas = availableReplicas = spec.replicas`, conditions `Available` and
+//! `Progressing` as kube's deployment controller reports them) after
+//! [`crate::Settings::ready_delay`].
 //! A Deployment annotated [`UNAVAILABLE`]` = "true"` in the member never becomes available (its
 //! application is then `Unhealthy`, which drives application failover).
 
@@ -54,6 +56,52 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     }
 }
 
+/// The `Available` and `Progressing` conditions kube's deployment controller reports for a
+/// Deployment of `want` replicas with `available` of them available: a healthy one has minimum
+/// availability and has progressed; a broken one (no replica available) is still progressing,
+/// as kube reports until the progress deadline passes.
+fn conditions(
+    d: &Deployment,
+    want: i32,
+    available: i32,
+) -> [(&'static str, &'static str, &'static str, String); 2] {
+    let max_unavailable = serde_json::to_value(d)
+        .map(|v| super::binding::max_unavailable(&v))
+        .unwrap_or(0);
+    let name = d.name_any();
+    let availability = if i64::from(available) >= i64::from(want) - max_unavailable {
+        (
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.".to_owned(),
+        )
+    } else {
+        (
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.".to_owned(),
+        )
+    };
+    let progress = if available == want {
+        (
+            "Progressing",
+            "True",
+            "NewReplicaSetAvailable",
+            format!("Deployment {name:?} has successfully progressed."),
+        )
+    } else {
+        (
+            "Progressing",
+            "True",
+            "ReplicaSetUpdated",
+            format!("Deployment {name:?} is progressing."),
+        )
+    };
+    [availability, progress]
+}
+
 fn error_policy(_obj: Arc<Deployment>, err: &Error, _m: Arc<Member>) -> Action {
     tracing::warn!(error = %err, "simulator reconcile failed; retrying");
     Action::requeue(std::time::Duration::from_millis(500))
@@ -69,30 +117,39 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
         .get(UNAVAILABLE)
         .is_some_and(|v| v == "true");
     let available = if broken { 0 } else { want };
+    let wanted = conditions(&d, want, available);
     let done = st.replicas == Some(want)
         && st.ready_replicas.unwrap_or(0) == available
         && st.available_replicas.unwrap_or(0) == available
         && st.updated_replicas.unwrap_or(0) == want
-        && st.observed_generation == Some(generation);
+        && st.observed_generation == Some(generation)
+        && wanted.iter().all(|(type_, status, reason, _)| {
+            st.conditions.iter().flatten().any(|c| {
+                c.type_ == *type_ && c.status == *status && c.reason.as_deref() == Some(*reason)
+            })
+        });
     if done || d.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     if !broken {
         tokio::time::sleep(m.ctx.settings.ready_delay).await;
     }
-    let (cond, reason, message) = if broken {
-        (
-            "False",
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.",
-        )
-    } else {
-        (
-            "True",
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        )
-    };
+    let now = flotilla_core::time::format_rfc3339(crate::clock::now_epoch());
+    let conditions: Vec<serde_json::Value> = wanted
+        .iter()
+        .map(|(type_, status, reason, message)| {
+            // The transition time stays while the status does, as the deployment controller's.
+            let since = st
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == *type_ && c.status == *status)
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map_or_else(|| json!(now), |t| json!(t));
+            json!({"type": type_, "status": status, "reason": reason, "message": message,
+                   "lastUpdateTime": now, "lastTransitionTime": since})
+        })
+        .collect();
     let api: Api<Deployment> =
         Api::namespaced(m.client.clone(), &d.namespace().unwrap_or_default());
     let patch = json!({"status": {
@@ -102,7 +159,7 @@ async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> 
         "readyReplicas": available,
         "availableReplicas": available,
         "unavailableReplicas": if broken { Some(want) } else { None },
-        "conditions": [{"type": "Available", "status": cond, "reason": reason, "message": message}],
+        "conditions": conditions,
     }});
     let res = match api
         .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(patch))
