@@ -9,8 +9,8 @@
 //!
 //! etcd and kube-apiserver come from `tests/real-apiserver.sh build` (which `tests/run.sh` runs):
 //! the directory in `FLOTILLA_REAL_APISERVER_BIN`, else `target/real-apiserver/bin`. Without them,
-//! or without kubectl or openssl, the test skips with a printed reason, unless
-//! `FLOTILLA_REQUIRE_REAL_APISERVER=1` (set by `tests/run.sh`), where it fails.
+//! or without kubectl (`$KUBECTL`, else on `PATH`) or openssl, the test skips with a printed
+//! reason, unless `FLOTILLA_REQUIRE_REAL_APISERVER=1` (set by `tests/run.sh`), where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,18 +66,17 @@ fn binaries() -> Option<PathBuf> {
     )
 }
 
+/// `$KUBECTL`, else `kubectl` on `PATH`.
 fn kubectl() -> Option<PathBuf> {
-    let pinned = PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl.1.33");
-    let found = if pinned.is_file() {
-        Some(pinned)
-    } else {
-        std::env::var_os("PATH").and_then(|p| {
+    let found = match std::env::var_os("KUBECTL") {
+        Some(k) => Some(PathBuf::from(k)).filter(|k| k.is_file()),
+        None => std::env::var_os("PATH").and_then(|p| {
             std::env::split_paths(&p)
                 .map(|d| d.join("kubectl"))
                 .find(|k| k.is_file())
-        })
+        }),
     };
-    need(found, "no kubectl on PATH")
+    need(found, "no kubectl ($KUBECTL or on PATH)")
 }
 
 fn openssl() -> Option<()> {
