@@ -559,7 +559,8 @@ pub(crate) fn encode(obj: &Value) -> Option<Vec<u8>> {
     let api_version = obj.get("apiVersion")?.as_str()?;
     let kind = obj.get("kind")?.as_str()?;
     let desc = message_for(api_version, kind)?;
-    let raw = from_json(&desc, obj)?.encode_to_vec();
+    let mut raw = Vec::new();
+    write_message(&desc, obj, &mut raw)?;
     let unknown_desc = POOL.get_message_by_name(UNKNOWN)?;
     let type_meta_desc = unknown_desc.get_field_by_name("typeMeta")?.kind();
     let mut type_meta = DynamicMessage::new(type_meta_desc.as_message()?.clone());
@@ -596,50 +597,41 @@ pub(crate) fn encode(obj: &Value) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A JSON object as `desc`; fields the schema does not know, and values of the wrong JSON type,
-/// are left out (stored objects were validated as JSON, not against this schema).
-fn from_json(desc: &MessageDescriptor, v: &Value) -> Option<DynamicMessage> {
-    use prost_reflect::Value as P;
-    let mut msg = DynamicMessage::new(desc.clone());
+/// A JSON object written as `desc` straight to protobuf bytes (no intermediate message: nested
+/// lengths are known once a child is written). Fields the schema does not know, and values of
+/// the wrong JSON type, are left out (stored objects were validated as JSON, not against this
+/// schema); `None` only when a special type's value does not parse.
+fn write_message(desc: &MessageDescriptor, v: &Value, out: &mut Vec<u8>) -> Option<()> {
+    use prost::encoding::{bytes, int32, int64, string};
     match desc.full_name() {
         TIME | MICRO_TIME => {
             let (secs, nanos) = parse_time(v.as_str()?)?;
-            set(&mut msg, "seconds", P::I64(secs));
             let nanos = if desc.full_name() == MICRO_TIME {
                 nanos / 1000 * 1000
             } else {
                 0
             };
-            set(&mut msg, "nanos", P::I32(nanos));
+            int64::encode(1, &secs, out);
+            int32::encode(2, &nanos, out);
         }
-        QUANTITY => {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                _ => return None,
-            };
-            set(&mut msg, "string", P::String(s));
-        }
+        QUANTITY => match v {
+            Value::String(s) => string::encode(1, s, out),
+            Value::Number(n) => string::encode(1, &n.to_string(), out),
+            _ => return None,
+        },
         INT_OR_STRING => match v {
             Value::String(s) => {
-                set(&mut msg, "type", P::I64(1));
-                set(&mut msg, "strVal", P::String(s.clone()));
+                int64::encode(1, &1, out);
+                string::encode(3, s, out);
             }
             Value::Number(n) => {
-                set(&mut msg, "type", P::I64(0));
                 let n = i32::try_from(n.as_i64()?).ok()?;
-                set(&mut msg, "intVal", P::I32(n));
+                int64::encode(1, &0, out);
+                int32::encode(2, &n, out);
             }
             _ => return None,
         },
-        RAW_EXTENSION => {
-            let raw = serde_json::to_vec(v).ok()?;
-            set(&mut msg, "raw", P::Bytes(raw.into()));
-        }
-        FIELDS_V1 => {
-            let raw = serde_json::to_vec(v).ok()?;
-            set(&mut msg, "Raw", P::Bytes(raw.into()));
-        }
+        RAW_EXTENSION | FIELDS_V1 => bytes::encode(1, &serde_json::to_vec(v).ok()?, out),
         _ => {
             for (k, val) in v.as_object()? {
                 let Some(fd) = desc.get_field_by_name(k) else {
@@ -649,70 +641,74 @@ fn from_json(desc: &MessageDescriptor, v: &Value) -> Option<DynamicMessage> {
                     continue;
                 }
                 let kind = fd.kind();
-                let value = if fd.is_map() {
-                    let entry = kind.as_message()?;
+                let tag = fd.number();
+                if fd.is_map() {
+                    let (Some(entry), Some(obj)) = (kind.as_message(), val.as_object()) else {
+                        continue;
+                    };
                     let value_kind = entry.map_entry_value_field().kind();
-                    let Some(obj) = val.as_object() else { continue };
-                    P::Map(
-                        obj.iter()
-                            .filter_map(|(k, v)| {
-                                Some((MapKey::String(k.clone()), value_from_json(&value_kind, v)?))
-                            })
-                            .collect(),
-                    )
+                    let mut pair = Vec::new();
+                    for (key, item) in obj {
+                        pair.clear();
+                        string::encode(1, key, &mut pair);
+                        if write_field(2, &value_kind, item, &mut pair) {
+                            bytes::encode(tag, &pair, out);
+                        }
+                    }
                 } else if fd.is_list() {
-                    let Some(items) = val.as_array() else {
-                        continue;
-                    };
-                    P::List(
-                        items
-                            .iter()
-                            .filter_map(|v| value_from_json(&kind, v))
-                            .collect(),
-                    )
+                    for item in val.as_array().into_iter().flatten() {
+                        write_field(tag, &kind, item, out);
+                    }
                 } else {
-                    let Some(value) = value_from_json(&kind, val) else {
-                        continue;
-                    };
-                    value
-                };
-                // The value was built for the field's kind; a mismatch is dropped, not a panic.
-                let _ = msg.try_set_field(&fd, value);
+                    write_field(tag, &kind, val, out);
+                }
             }
         }
     }
-    Some(msg)
+    Some(())
+}
+
+/// Write one field (tag and value); `false`, with nothing written, when `v` does not fit `kind`.
+fn write_field(tag: u32, kind: &Kind, v: &Value, out: &mut Vec<u8>) -> bool {
+    use prost::encoding::{
+        bool as pbool, bytes, double, float, int32, int64, string, uint32, uint64,
+    };
+    let int = || {
+        v.as_i64()
+            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+    };
+    let written = match kind {
+        Kind::Bool => v.as_bool().map(|b| pbool::encode(tag, &b, out)),
+        Kind::Int32 | Kind::Enum(_) => int()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(|n| int32::encode(tag, &n, out)),
+        Kind::Int64 => int().map(|n| int64::encode(tag, &n, out)),
+        Kind::Uint32 => int()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(|n| uint32::encode(tag, &n, out)),
+        Kind::Uint64 => int()
+            .and_then(|n| u64::try_from(n).ok())
+            .map(|n| uint64::encode(tag, &n, out)),
+        Kind::Float => v.as_f64().map(|f| float::encode(tag, &(f as f32), out)),
+        Kind::Double => v.as_f64().map(|f| double::encode(tag, &f, out)),
+        Kind::String => v.as_str().map(|s| string::encode(tag, &s.to_owned(), out)),
+        Kind::Bytes => v
+            .as_str()
+            .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+            .map(|b| bytes::encode(tag, &b, out)),
+        Kind::Message(m) => {
+            let mut inner = Vec::new();
+            write_message(m, v, &mut inner).map(|()| bytes::encode(tag, &inner, out))
+        }
+        // Not in the Kubernetes schema (sint/fixed encodings).
+        _ => None,
+    };
+    written.is_some()
 }
 
 /// Set a field by name; a name or type the schema does not have is ignored (never a panic).
 fn set(msg: &mut DynamicMessage, name: &str, value: prost_reflect::Value) {
     let _ = msg.try_set_field_by_name(name, value);
-}
-
-fn value_from_json(kind: &Kind, v: &Value) -> Option<prost_reflect::Value> {
-    use prost_reflect::Value as P;
-    let int = || {
-        v.as_i64()
-            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-    };
-    Some(match kind {
-        Kind::Bool => P::Bool(v.as_bool()?),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => P::I32(i32::try_from(int()?).ok()?),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => P::I64(int()?),
-        Kind::Uint32 | Kind::Fixed32 => P::U32(u32::try_from(int()?).ok()?),
-        Kind::Uint64 | Kind::Fixed64 => P::U64(u64::try_from(int()?).ok()?),
-        Kind::Float => P::F32(v.as_f64()? as f32),
-        Kind::Double => P::F64(v.as_f64()?),
-        Kind::String => P::String(v.as_str()?.to_owned()),
-        Kind::Bytes => P::Bytes(
-            base64::engine::general_purpose::STANDARD
-                .decode(v.as_str()?)
-                .ok()?
-                .into(),
-        ),
-        Kind::Enum(_) => P::EnumNumber(i32::try_from(int()?).ok()?),
-        Kind::Message(m) => P::Message(from_json(m, v)?),
-    })
 }
 
 #[cfg(test)]
