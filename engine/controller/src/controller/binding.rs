@@ -665,7 +665,7 @@ pub fn deployment_conditions(
     };
     let stalled = reporting.iter().find_map(|(cluster, s)| {
         let c = member_condition(s, "Progressing")?;
-        (text(c, "status") == "False").then(|| (*cluster, c))
+        (text(c, "status") == "False").then_some((*cluster, c))
     });
     let complete = !targets.is_empty()
         && targets.iter().all(|t| {
