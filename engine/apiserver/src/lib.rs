@@ -31,6 +31,7 @@ pub mod admission;
 pub mod apply;
 pub mod auth;
 mod decode;
+pub mod defaults;
 pub mod discovery;
 mod duration;
 pub mod error;

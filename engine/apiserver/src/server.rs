@@ -16,6 +16,7 @@ use crate::admission::{Admission, Operation};
 use crate::apply::{self, ApplyRequest};
 use crate::auth;
 use crate::decode::{self, FieldValidation};
+use crate::defaults;
 use crate::discovery;
 use crate::error::ApiError;
 use crate::events;
@@ -914,6 +915,7 @@ impl ApiServer {
         m.remove("resourceVersion");
         m.remove("selfLink");
         m.remove("deletionGracePeriodSeconds");
+        defaults::apply(t.res, obj);
         normalize(obj);
         Ok(())
     }
@@ -1079,6 +1081,9 @@ impl ApiServer {
                 .get("status")
                 .cloned()
                 .unwrap_or(json!({"phase": "Active"}));
+        }
+        if !status_sub {
+            defaults::apply(t.res, &mut new);
         }
         normalize(&mut new);
         if !status_sub && self.options.admission.is_some() {
