@@ -2,7 +2,7 @@
 // configuration: typed clients write protobuf bodies and prefer protobuf answers.
 //
 // It creates, updates, gets, lists and deletes a ConfigMap and a Deployment, creates a Secret
-// and a Namespace, acquires a lease through leader election with a LeaseLock, and checks that
+// and a Namespace, records an events.k8s.io/v1 Event (as client-go's event recorder does), acquires a lease through leader election with a LeaseLock, and checks that
 // requests and answers were protobuf. It prints one "ok <step>" line per step and exits non-zero
 // on the first failure.
 //
@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -249,6 +250,27 @@ func others(ctx context.Context, cs *kubernetes.Clientset, ns string) {
 		fail("invalid name: want Invalid, got %v", err)
 	}
 	fmt.Println("ok invalid name refused:", strings.SplitN(err.Error(), ":", 2)[0])
+	now := metav1.NowMicro()
+	ev, err := cs.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: "cg-event"},
+		EventTime:           now,
+		ReportingController: "example.com/client-go-e2e",
+		ReportingInstance:   "client-go-e2e-1",
+		Action:              "Check",
+		Reason:              "Checked",
+		Regarding:           corev1.ObjectReference{Kind: "ConfigMap", Namespace: ns, Name: "cg-cm", APIVersion: "v1"},
+		Note:                "written as protobuf",
+		Type:                corev1.EventTypeNormal,
+	}, metav1.CreateOptions{})
+	check(err, "events.k8s.io event create")
+	if ev.Note != "written as protobuf" || ev.Regarding.Name != "cg-cm" {
+		fail("events.k8s.io event create: %+v", ev)
+	}
+	core, err := cs.CoreV1().Events(ns).Get(ctx, "cg-event", metav1.GetOptions{})
+	check(err, "events.k8s.io event read as core/v1")
+	if core.Message != "written as protobuf" || core.InvolvedObject.Name != "cg-cm" || core.Reason != "Checked" {
+		fail("core/v1 view of the event: %+v", core)
+	}
 }
 
 func leaderElection(ctx context.Context, cs *kubernetes.Clientset, ns string) {

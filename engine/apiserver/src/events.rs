@@ -196,8 +196,8 @@ fn percent_decode(s: &str) -> String {
 /// of the original path (`/clusters/x` or empty), `segs` its segments after it.
 ///
 /// # Errors
-/// 415 for a body that is not JSON (a protobuf events.k8s.io Event cannot be renamed), 413
-/// for one over the size limit.
+/// 415 for a body that is neither JSON, YAML nor protobuf, 400 for one that does not decode,
+/// 413 for one over the size limit.
 pub async fn core_request(
     req: Request<Body>,
     prefix: &str,
@@ -252,6 +252,8 @@ pub async fn core_request(
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             json_patch_to_core(v)
         }
+        // client-go's event recorder writes protobuf at its default config.
+        m if crate::protobuf::is_protobuf(m) => to_core(crate::protobuf::decode_object(&body)?),
         "application/yaml" | "application/apply-patch+yaml" => {
             let v: Value = serde_yaml::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
@@ -265,7 +267,9 @@ pub async fn core_request(
         }
     };
     // The renamed body is JSON whatever it was sent as (YAML is a superset).
-    let ct = if ct.contains("yaml") {
+    let ct = if crate::protobuf::is_protobuf(&ct) {
+        "application/json".to_owned()
+    } else if ct.contains("yaml") {
         ct.replace("yaml", "json")
     } else {
         ct

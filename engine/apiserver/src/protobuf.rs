@@ -153,6 +153,15 @@ pub(crate) fn request_body(
     Ok((Bytes::from(json), "application/json".to_owned()))
 }
 
+/// A protobuf request body of a kind with a protobuf form as its JSON, `apiVersion` and `kind`
+/// included (the events.k8s.io view renames it before storing).
+///
+/// # Errors
+/// 400 for a body that does not decode, 415 for a kind without a protobuf form.
+pub(crate) fn decode_object(body: &[u8]) -> Result<Value, ApiError> {
+    decode(body, 0)
+}
+
 /// Decode one `k8s\0` envelope into the object's JSON, `apiVersion` and `kind` included.
 fn decode(body: &[u8], depth: usize) -> Result<Value, ApiError> {
     let Some(rest) = body.strip_prefix(MAGIC) else {

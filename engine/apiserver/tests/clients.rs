@@ -19,33 +19,12 @@ use tower::ServiceExt as _;
 use common::TestServer;
 use flotilla_apiserver::{ApiServer, ServerOptions, Store};
 
-/// Where the google-cloud-cli package puts its versioned kubectl binaries.
-const GCLOUD_BIN: &str = "/usr/lib/google-cloud-sdk/bin";
-
-/// The versioned kubectl for `1.minor`, looked up on PATH, next to the resolved `kubectl`, then
-/// in [`GCLOUD_BIN`].
-fn kubectl(minor: u32) -> Option<PathBuf> {
-    let name = format!("kubectl.1.{minor}");
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
-    if let Some(resolved) = dirs
-        .iter()
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file())
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        && let Some(parent) = resolved.parent()
-    {
-        dirs.push(parent.to_owned());
-    }
-    dirs.push(PathBuf::from(GCLOUD_BIN));
-    dirs.into_iter()
-        .map(|d| d.join(&name))
-        .find(|p| p.is_file())
-}
-
 /// The oldest and the newest kubectl this suite targets that exist here.
 fn kubectls() -> Vec<PathBuf> {
-    let found: Vec<PathBuf> = [27, 33].into_iter().filter_map(kubectl).collect();
+    let found: Vec<PathBuf> = [27, 33]
+        .into_iter()
+        .filter_map(common::kubectl_release)
+        .collect();
     if found.is_empty() {
         eprintln!("skipping: neither kubectl.1.27 nor kubectl.1.33 exists on this machine");
     }

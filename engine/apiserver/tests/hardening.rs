@@ -347,11 +347,22 @@ async fn writes_accept_only_kubernetes_media_types() {
         "text/plain;charset=UTF-8",
         "application/x-www-form-urlencoded",
         "multipart/form-data; boundary=x",
-        "application/vnd.kubernetes.protobuf",
     ] {
         let got = s.send("POST", CMS, ct, cm("a")).await;
         assert_status(&got, 415, "UnsupportedMediaType");
     }
+    // Protobuf is a media type of built-in kinds: a JSON body sent as
+    // protobuf is a bad request, as in kube-apiserver, and custom resources
+    // have no protobuf form at all.
+    let got = s
+        .send("POST", CMS, "application/vnd.kubernetes.protobuf", cm("a"))
+        .await;
+    assert_status(&got, 400, "BadRequest");
+    let pps = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies";
+    let got = s
+        .send("POST", pps, "application/vnd.kubernetes.protobuf", "k8s\0")
+        .await;
+    assert_status(&got, 415, "UnsupportedMediaType");
     for (i, ct) in [
         "application/json",
         "application/json; charset=utf-8",

@@ -67,6 +67,8 @@ fn client_go_default_config_does_typed_crud_and_leader_election_over_protobuf() 
         "ok deployment gone",
         "ok secret create",
         "ok namespace create",
+        "ok events.k8s.io event create",
+        "ok events.k8s.io event read as core/v1",
         "ok leader election acquired the lease",
         "ok lease get",
         "ok protobuf on the wire",
@@ -75,12 +77,7 @@ fn client_go_default_config_does_typed_crud_and_leader_election_over_protobuf() 
     }
 }
 
-const KUBECTLS: &[&str] = &[
-    "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
-    "/usr/lib/google-cloud-sdk/bin/kubectl.1.27",
-];
-
-fn kubectl(bin: &str, server: &TestServer, args: &[&str]) -> String {
+fn kubectl(bin: &Path, server: &TestServer, args: &[&str]) -> String {
     let out = Command::new(bin)
         .arg("--kubeconfig")
         .arg(&server.kubeconfig_path)
@@ -93,7 +90,8 @@ fn kubectl(bin: &str, server: &TestServer, args: &[&str]) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{bin} {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+        "{} {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+        bin.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
@@ -101,11 +99,12 @@ fn kubectl(bin: &str, server: &TestServer, args: &[&str]) -> String {
 
 #[test]
 fn kubectl_imperative_create_works_with_protobuf_bodies() {
-    for bin in KUBECTLS {
-        if !Path::new(bin).is_file() {
-            println!("skipped {bin}: not installed");
+    for minor in [33, 27] {
+        let Some(bin) = common::kubectl_release(minor) else {
+            println!("skipped kubectl 1.{minor}: not installed");
             continue;
-        }
+        };
+        let bin = bin.as_path();
         let server = TestServer::start();
         let k = |args: &[&str]| kubectl(bin, &server, args);
         assert_eq!(
@@ -141,12 +140,16 @@ fn kubectl_imperative_create_works_with_protobuf_bodies() {
             "  namespace: default",
             "  uid: ",
         ] {
-            assert!(yaml.contains(line), "{bin}: {line:?} missing from:\n{yaml}");
+            assert!(
+                yaml.contains(line),
+                "{}: {line:?} missing from:\n{yaml}",
+                bin.display()
+            );
         }
 
         // What was stored reads back as written.
         let got = k(&["get", "configmap", "x", "-o", "jsonpath={.data.a}"]);
-        assert_eq!(got, "b", "{bin}");
+        assert_eq!(got, "b", "{}", bin.display());
         let image = k(&[
             "get",
             "deployment",
@@ -154,13 +157,17 @@ fn kubectl_imperative_create_works_with_protobuf_bodies() {
             "-o",
             "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
         ]);
-        assert_eq!(image, "1 nginx", "{bin}");
+        assert_eq!(image, "1 nginx", "{}", bin.display());
         let secret = k(&["get", "secret", "s", "-o", "jsonpath={.data.k}"]);
-        assert_eq!(secret, "dg==", "{bin}");
+        assert_eq!(secret, "dg==", "{}", bin.display());
         let ns = k(&["get", "namespace", "n", "-o", "jsonpath={.status.phase}"]);
-        assert_eq!(ns, "Active", "{bin}");
+        assert_eq!(ns, "Active", "{}", bin.display());
         let dry = k(&["get", "configmaps", "-o", "name"]);
-        assert!(!dry.contains("configmap/y"), "{bin}: dry run stored y");
+        assert!(
+            !dry.contains("configmap/y"),
+            "{}: dry run stored y",
+            bin.display()
+        );
 
         if bin.ends_with("1.33") {
             // kubectl >= 1.32 writes protobuf here, and reads the protobuf answer.

@@ -429,11 +429,25 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     let _ = stop.send(());
 }
 
-/// The kubectl release `minor` (1.`minor`), from the versioned binaries the machine ships
-/// beside the default one.
+/// The kubectl release 1.`minor`: `kubectl.1.<minor>` on PATH, else beside the `kubectl` on
+/// PATH once symlinks are resolved (where the google-cloud-cli package keeps its versioned
+/// binaries).
 fn kubectl_release(minor: u32) -> Option<PathBuf> {
-    let p = PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.1.{minor}"));
-    p.is_file().then_some(p)
+    let name = format!("kubectl.1.{minor}");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if let Some(parent) = dirs
+        .iter()
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        dirs.push(parent);
+    }
+    dirs.into_iter()
+        .map(|d| d.join(&name))
+        .find(|p| p.is_file())
 }
 
 /// `kubectl args…` against `dir/kubeconfig`: its exit status and output (stdout + stderr).

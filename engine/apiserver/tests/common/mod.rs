@@ -77,3 +77,24 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// The kubectl release 1.`minor`: `kubectl.1.<minor>` on PATH, else beside the `kubectl` on
+/// PATH once symlinks are resolved (where the google-cloud-cli package keeps its versioned
+/// binaries).
+pub fn kubectl_release(minor: u32) -> Option<PathBuf> {
+    let name = format!("kubectl.1.{minor}");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if let Some(parent) = dirs
+        .iter()
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        dirs.push(parent);
+    }
+    dirs.into_iter()
+        .map(|d| d.join(&name))
+        .find(|p| p.is_file())
+}
