@@ -13,10 +13,12 @@
 #![allow(missing_docs)] // field-level docs live in Karmada's API reference; types are documented.
 
 pub mod cluster;
+pub mod json_size;
 pub mod labels;
 pub mod meta;
 mod object;
 pub mod policy;
+pub mod value_seed;
 pub mod work;
 pub mod yaml_scan;
 

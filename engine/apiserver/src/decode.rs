@@ -7,12 +7,11 @@
 //! answers with a `Warning` header per field, and `Ignore` says nothing
 //! (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `fieldValidation`).
 //!
-//! The decoder here is a serde visitor that builds the same [`Value`] serde_json would, while
-//! recording the path of every key it has already seen in the same map.
+//! The decoder here builds the same [`Value`] serde_json would ([`flotilla_api::value_seed`]),
+//! while recording the path of every key it has already seen in the same map.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use flotilla_api::value_seed::{Checked, KeyCheck};
+use serde::de::{self, DeserializeSeed};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
@@ -120,7 +119,7 @@ pub(crate) fn yaml(body: &[u8]) -> Result<Decoded, serde_yaml::Error> {
 
 fn decode<'de, D: de::Deserializer<'de>>(de: D) -> Result<Decoded, D::Error> {
     let mut state = State::default();
-    let value = Seed { state: &mut state }.deserialize(de)?;
+    let value = Checked(&mut state).deserialize(de)?;
     Ok(Decoded {
         value,
         duplicates: state.duplicates,
@@ -145,6 +144,7 @@ enum Segment {
     Index(usize),
 }
 
+/// Where the decoder is, and the repeated keys found so far.
 #[derive(Default)]
 struct State {
     path: Vec<Segment>,
@@ -181,94 +181,24 @@ impl State {
     }
 }
 
-/// Decodes one value at the current path.
-struct Seed<'a> {
-    state: &'a mut State,
-}
-
-impl<'de> DeserializeSeed<'de> for Seed<'_> {
-    type Value = Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Seed<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any valid JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
-        de.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        loop {
-            self.state.path.push(Segment::Index(items.len()));
-            let item = seq.next_element_seed(Seed {
-                state: &mut *self.state,
-            });
-            self.state.path.pop();
-            match item? {
-                Some(v) => items.push(v),
-                None => return Ok(Value::Array(items)),
-            }
+impl KeyCheck for State {
+    fn key(&mut self, key: &str, seen: &Map<String, Value>) -> Result<(), String> {
+        if seen.contains_key(key) {
+            self.record(key);
         }
+        Ok(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            self.state.path.push(Segment::Key(key));
-            let value = map.next_value_seed(Seed {
-                state: &mut *self.state,
-            });
-            let Some(Segment::Key(key)) = self.state.path.pop() else {
-                unreachable!("invariant: the key pushed above is on top");
-            };
-            let value = value?;
-            if out.contains_key(&key) {
-                self.state.record(&key);
-            }
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
+    fn enter_key(&mut self, key: &str) {
+        self.path.push(Segment::Key(key.to_owned()));
+    }
+
+    fn enter_index(&mut self, index: usize) {
+        self.path.push(Segment::Index(index));
+    }
+
+    fn leave(&mut self) {
+        self.path.pop();
     }
 }
 

@@ -166,32 +166,6 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The core/v1 request for an events.k8s.io/v1 request: `prefix` is the logical-cluster prefix
 /// of the original path (`/clusters/x` or empty), `segs` its segments after it.
 ///
@@ -212,7 +186,7 @@ pub async fn core_request(
             .map(|pair| match pair.split_once('=') {
                 Some(("fieldSelector", v)) => format!(
                     "fieldSelector={}",
-                    percent_encode(&field_selector_to_core(&percent_decode(v)))
+                    percent_encode(&field_selector_to_core(&crate::server::percent_decode(v)))
                 ),
                 _ => pair.to_owned(),
             })
@@ -393,9 +367,9 @@ mod tests {
             json!([{"op": "replace", "path": "/message", "value": "n"},
                    {"op": "copy", "from": "/involvedObject/name", "path": "/related/name"}])
         );
-        assert_eq!(percent_decode("a%3Db%2Cc"), "a=b,c");
+        assert_eq!(crate::server::percent_decode("a%3Db%2Cc"), "a=b,c");
         assert_eq!(
-            percent_decode(&percent_encode("regarding.name=a b")),
+            crate::server::percent_decode(&percent_encode("regarding.name=a b")),
             "regarding.name=a b"
         );
     }

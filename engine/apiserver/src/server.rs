@@ -107,7 +107,7 @@ impl Query {
         let mut out = Vec::new();
         for pair in q.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            out.push((decode(k), decode(v)));
+            out.push((percent_decode(k), percent_decode(v)));
         }
         Query(out)
     }
@@ -122,7 +122,9 @@ impl Query {
     }
 }
 
-fn decode(s: &str) -> String {
+/// A query-string component with `+` as a space and `%XX` escapes decoded (invalid escapes are
+/// kept as written).
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -2314,7 +2316,10 @@ mod tests {
 
     #[test]
     fn percent_decoding_handles_selectors() {
-        assert_eq!(decode("app%3Dweb%2Ctier+in+%28a%29"), "app=web,tier in (a)");
+        assert_eq!(
+            percent_decode("app%3Dweb%2Ctier+in+%28a%29"),
+            "app=web,tier in (a)"
+        );
     }
 
     /// Send one request through `router`: status, headers and JSON body.

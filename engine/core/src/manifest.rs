@@ -4,6 +4,7 @@
 use flotilla_api::Object;
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{OverridePolicy, PropagationPolicy};
+use flotilla_api::value_seed::{Checked, KeyCheck};
 use flotilla_api::work::ResourceBinding;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -76,113 +77,22 @@ fn quoted_key(key: &str) -> String {
     }
 }
 
-/// Reads one YAML (or JSON) node into a [`Value`] like `serde_json::Value`'s own `Deserialize`,
-/// but strictly, as kubectl's strict decoding does: a mapping with a duplicate key, or with a
-/// YAML merge key (`<<`), is an error naming the key (the parser adds the path of the mapping,
-/// the line and the column).
+/// The keys of a manifest, checked strictly, as kubectl's strict decoding does: a mapping with a
+/// duplicate key, or with a YAML merge key (`<<`), is an error naming the key (the parser adds
+/// the path of the mapping, the line and the column).
 struct Strict;
 
-impl<'de> serde::de::DeserializeSeed<'de> for Strict {
-    type Value = Value;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Strict {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON-compatible YAML value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(Strict)? {
-            out.push(v);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = serde_json::Map::new();
-        while let Some(key) = map.next_key_seed(Key { seen: &out })? {
-            let value = map.next_value_seed(Strict)?;
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
-    }
-}
-
-/// Reads a mapping key, refusing a duplicate or a merge key while the parser is still at the key
-/// (so that the error carries the key's own line and column).
-struct Key<'a> {
-    /// The keys read so far in this mapping.
-    seen: &'a serde_json::Map<String, Value>,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Key<'_> {
-    type Value = String;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
-        d.deserialize_string(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Key<'_> {
-    type Value = String;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a string key")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<String, E> {
+impl KeyCheck for Strict {
+    fn key(&mut self, key: &str, seen: &serde_json::Map<String, Value>) -> Result<(), String> {
         if key == "<<" {
-            return Err(E::custom(
-                "YAML merge keys (<<) are not supported (as in kubectl); write the keys out",
-            ));
+            return Err(
+                "YAML merge keys (<<) are not supported (as in kubectl); write the keys out".into(),
+            );
         }
-        if self.seen.contains_key(key) {
-            return Err(E::custom(format!("duplicate key {}", quoted_key(key))));
+        if seen.contains_key(key) {
+            return Err(format!("duplicate key {}", quoted_key(key)));
         }
-        Ok(key.to_owned())
+        Ok(())
     }
 }
 
@@ -254,7 +164,7 @@ pub fn parse_values(source_name: &str, text: &str) -> Result<Vec<(usize, Value)>
             what,
             message,
         };
-        let value: Value = match serde::de::DeserializeSeed::deserialize(Strict, de) {
+        let value: Value = match serde::de::DeserializeSeed::deserialize(Checked(&mut Strict), de) {
             Ok(v) => v,
             Err(e) => return Err(fail(String::new(), format!("invalid YAML: {e}"))),
         };

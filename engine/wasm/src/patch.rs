@@ -6,6 +6,7 @@
 //! of the manifest here, operation by operation, and every operation's effect is measured before
 //! it runs, so a violation is found before anything large is built.
 
+use flotilla_api::json_size::measure;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
@@ -250,48 +251,6 @@ fn parent_is_object(doc: &Value, pointer: &str) -> bool {
     matches!(doc.pointer(parent), Some(Value::Object(_)))
 }
 
-/// The compact JSON size of `v` (exact unless strings need escapes) and its nesting depth (a
-/// scalar is 0, `{}` is 1). Iterative, so deep values cannot overflow the stack; stops once the
-/// size passes `limit` (the depth is then partial).
-pub(crate) fn measure(v: &Value, limit: usize) -> (usize, usize) {
-    let mut size = 0usize;
-    let mut depth = 0usize;
-    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
-    while let Some((v, level)) = stack.pop() {
-        size = size.saturating_add(match v {
-            Value::Null => 4,
-            Value::Bool(b) => 4 + usize::from(!*b),
-            Value::Number(n) => number_len(n),
-            Value::String(s) => s.len() + 2,
-            Value::Array(a) => {
-                depth = depth.max(level + 1);
-                stack.extend(a.iter().map(|x| (x, level + 1)));
-                2 + a.len().saturating_sub(1)
-            }
-            Value::Object(m) => {
-                depth = depth.max(level + 1);
-                stack.extend(m.values().map(|x| (x, level + 1)));
-                2 + m.len().saturating_sub(1) + m.keys().map(|k| k.len() + 3).sum::<usize>()
-            }
-        });
-        if size > limit {
-            break;
-        }
-    }
-    (size, depth)
-}
-
-fn number_len(n: &serde_json::Number) -> usize {
-    let digits = |u: u64| u.checked_ilog10().map_or(1, |d| d as usize + 1);
-    if let Some(u) = n.as_u64() {
-        digits(u)
-    } else if let Some(i) = n.as_i64() {
-        1 + digits(i.unsigned_abs())
-    } else {
-        n.to_string().len()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,19 +258,6 @@ mod tests {
 
     fn ops(v: Value) -> Vec<PatchOperation> {
         serde_json::from_value(v).expect("patch")
-    }
-
-    #[test]
-    fn measure_is_the_compact_json_length() {
-        for v in [
-            json!(null),
-            json!({"a": [1, -22, true, false, "x"], "bb": {"c": 3.5}}),
-            json!([]),
-            json!({}),
-        ] {
-            assert_eq!(measure(&v, usize::MAX).0, v.to_string().len(), "{v}");
-        }
-        assert_eq!(measure(&json!({"a": {"b": [1]}}), usize::MAX).1, 3);
     }
 
     #[test]
