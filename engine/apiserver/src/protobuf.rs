@@ -908,47 +908,35 @@ mod tests {
         assert!(watched("/version").is_none());
     }
 
-    /// xorshift64*: a seeded, dependency-free source of mutations.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
+    use fastrand::Rng;
 
     fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
         let mut b = seed.to_vec();
-        for _ in 0..=rng.below(4) {
-            match rng.below(6) {
+        for _ in 0..=rng.usize(..4) {
+            match rng.usize(..6) {
                 0 if !b.is_empty() => {
-                    let i = rng.below(b.len());
-                    b[i] ^= 1 << rng.below(8);
+                    let i = rng.usize(..b.len());
+                    b[i] ^= 1 << rng.usize(..8);
                 }
                 1 if !b.is_empty() => {
-                    let i = rng.below(b.len());
-                    b[i] = rng.next() as u8;
+                    let i = rng.usize(..b.len());
+                    b[i] = rng.u64(..) as u8;
                 }
-                2 => b.truncate(rng.below(b.len() + 1)),
+                2 => b.truncate(rng.usize(..b.len() + 1)),
                 3 => {
-                    let i = rng.below(b.len() + 1);
-                    let junk: Vec<u8> = (0..rng.below(16)).map(|_| rng.next() as u8).collect();
+                    let i = rng.usize(..b.len() + 1);
+                    let junk: Vec<u8> = (0..rng.usize(..16)).map(|_| rng.u64(..) as u8).collect();
                     b.splice(i..i, junk);
                 }
                 4 if !b.is_empty() => {
                     // A length or tag byte turned huge: a varint continuation run.
-                    let i = rng.below(b.len());
-                    let run = rng.below(10) + 1;
+                    let i = rng.usize(..b.len());
+                    let run = rng.usize(..10) + 1;
                     b.splice(i..i, std::iter::repeat_n(0xff, run));
                 }
                 _ => {
-                    let i = rng.below(b.len() + 1);
-                    let j = (i + rng.below(32)).min(b.len());
+                    let i = rng.usize(..b.len() + 1);
+                    let j = (i + rng.usize(..32)).min(b.len());
                     let copy = b[i..j].to_vec();
                     b.splice(i..i, copy);
                 }
@@ -992,7 +980,7 @@ mod tests {
                 encode(&lease()).unwrap(),
             ),
         ];
-        let mut rng = Rng(0x5eed_f107_111a);
+        let mut rng = Rng::with_seed(0x5eed_f107_111a);
         let mut counts = std::collections::BTreeMap::<u16, usize>::new();
         // Direct decodes are cheap: many of them; through HTTP, fewer.
         for i in 0..6000 {

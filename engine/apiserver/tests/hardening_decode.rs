@@ -227,25 +227,7 @@ async fn an_unknown_field_validation_directive_is_422() {
     assert_eq!(status["reason"], "Invalid");
 }
 
-/// A small, seeded PRNG (xorshift64*): the same cases on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
-        &from[self.below(from.len())]
-    }
-}
+use fastrand::Rng;
 
 /// Bytes that matter to JSON and YAML parsers.
 const INTERESTING: &[&[u8]] = &[
@@ -291,34 +273,34 @@ const INTERESTING: &[&[u8]] = &[
 
 fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
     let mut out = seed.to_vec();
-    for _ in 0..=rng.below(6) {
-        let at = rng.below(out.len() + 1);
-        match rng.below(7) {
+    for _ in 0..=rng.usize(..6) {
+        let at = rng.usize(..out.len() + 1);
+        match rng.usize(..7) {
             0 if !out.is_empty() => {
-                let i = rng.below(out.len());
-                out[i] ^= 1 << rng.below(8);
+                let i = rng.usize(..out.len());
+                out[i] ^= 1 << rng.usize(..8);
             }
             1 => {
-                let bytes = *rng.pick(INTERESTING);
+                let bytes = INTERESTING[rng.usize(..INTERESTING.len())];
                 out.splice(at..at, bytes.iter().copied());
             }
             2 if at < out.len() => {
-                let end = (at + rng.below(16)).min(out.len());
+                let end = (at + rng.usize(..16)).min(out.len());
                 out.drain(at..end);
             }
             3 if at < out.len() => {
                 // Repeat a slice (duplicate keys, nesting).
-                let end = (at + rng.below(32)).min(out.len());
+                let end = (at + rng.usize(..32)).min(out.len());
                 let slice = out[at..end].to_vec();
-                for _ in 0..rng.below(4) {
+                for _ in 0..rng.usize(..4) {
                     out.splice(at..at, slice.iter().copied());
                 }
             }
             4 => out.truncate(at),
             5 => {
-                let depth = rng.below(300);
+                let depth = rng.usize(..300);
                 const OPENERS: &[&[u8]] = &[b"[", b"{\"a\":", b"- ", b"a: {"];
-                let open = *rng.pick::<&[u8]>(OPENERS);
+                let open = OPENERS[rng.usize(..OPENERS.len())];
                 let nest: Vec<u8> = open
                     .iter()
                     .copied()
@@ -328,7 +310,7 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
                 out.splice(at..at, nest);
             }
             _ => {
-                let byte = rng.next() as u8;
+                let byte = rng.u64(..) as u8;
                 out.insert(at, byte);
             }
         }
@@ -414,19 +396,19 @@ async fn fuzzed_bodies_of_every_kind_get_a_status_never_a_panic_or_a_hang() {
         "fieldValidation=Warn",
         "fieldValidation=Ignore",
     ];
-    let mut rng = Rng(0x5EED_F1E1_D0C5_u64);
+    let mut rng = Rng::with_seed(0x5EED_F1E1_D0C5_u64);
     let started = Instant::now();
     let mut codes = std::collections::BTreeMap::<u16, usize>::new();
     let mut slowest = Duration::ZERO;
     for case in 0..CASES {
-        let (method, path, ct, seed) = rng.pick(&seeds);
-        let body = if rng.below(10) == 0 {
+        let (method, path, ct, seed) = &seeds[rng.usize(..seeds.len())];
+        let body = if rng.usize(..10) == 0 {
             seed.clone()
         } else {
             mutate(&mut rng, seed)
         };
         let sep = if path.contains('?') { '&' } else { '?' };
-        let uri = format!("{path}{sep}{}", rng.pick(&validations));
+        let uri = format!("{path}{sep}{}", validations[rng.usize(..validations.len())]);
         let what = format!("case {case}: {method} {uri} ({ct})");
         let t = Instant::now();
         let answer = tokio::time::timeout(DEADLINE, s.send(method, &uri, ct, body))

@@ -8,26 +8,7 @@ use flotilla_api::cluster::Cluster;
 use flotilla_cel::{Engine, ExpressionEngine, ExpressionKind};
 use serde_json::json;
 
-/// SplitMix64: seeded, so every failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[self.below(from.len())]
-    }
-}
+use fastrand::Rng;
 
 const SEEDS: [&str; 10] = [
     "object.spec.replicas * 2 + 1",
@@ -49,30 +30,33 @@ const TOKENS: [&str; 40] = [
 ];
 
 fn random_expression(rng: &mut Rng) -> String {
-    (0..1 + rng.below(40)).map(|_| rng.pick(&TOKENS)).collect()
+    (0..1 + rng.usize(..40))
+        .map(|_| TOKENS[rng.usize(..TOKENS.len())])
+        .collect()
 }
 
 fn mutate(rng: &mut Rng, source: &str) -> String {
     let mut s: Vec<char> = source.chars().collect();
-    for _ in 0..1 + rng.below(4) {
-        let at = rng.below(s.len() + 1);
-        match rng.below(5) {
+    for _ in 0..1 + rng.usize(..4) {
+        let at = rng.usize(..s.len() + 1);
+        match rng.usize(..5) {
             0 if !s.is_empty() => {
-                let end = (at + 1 + rng.below(8)).min(s.len());
+                let end = (at + 1 + rng.usize(..8)).min(s.len());
                 s.drain(at.min(end)..end);
             }
             1 => {
                 // A long chain: the shape that used to overflow the stack.
-                let piece = rng.pick(&["+1", ".a", " in x", "-", "!", "(", "[", "size(", "?1:"]);
-                let n = [10, 100, 400, 2_000][rng.below(4)];
+                const PIECES: [&str; 9] = ["+1", ".a", " in x", "-", "!", "(", "[", "size(", "?1:"];
+                let piece = PIECES[rng.usize(..PIECES.len())];
+                let n = [10, 100, 400, 2_000][rng.usize(..4)];
                 s.splice(at..at, piece.repeat(n).chars());
             }
             2 if !s.is_empty() => {
                 let i = at.min(s.len() - 1);
-                s[i] = char::from(32 + rng.below(95) as u8);
+                s[i] = char::from(32 + rng.usize(..95) as u8);
             }
             _ => {
-                let t = rng.pick(&TOKENS);
+                let t = TOKENS[rng.usize(..TOKENS.len())];
                 s.splice(at..at, t.chars());
             }
         }
@@ -92,14 +76,14 @@ fn run(cases: usize) -> (Vec<usize>, usize) {
     let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "labels": {"app": "web"}},
         "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}});
-    let mut rng = Rng(0x0ce1_f022_0000_0001);
+    let mut rng = Rng::with_seed(0x0ce1_f022_0000_0001);
     let mut panics = Vec::new();
     let mut compiled = 0;
     for case in 0..cases {
-        let source = if rng.below(3) == 0 {
+        let source = if rng.usize(..3) == 0 {
             random_expression(&mut rng)
         } else {
-            let seed = SEEDS[rng.below(SEEDS.len())];
+            let seed = SEEDS[rng.usize(..SEEDS.len())];
             mutate(&mut rng, seed)
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| {

@@ -125,20 +125,7 @@ fn cel_selector(expr: &str) -> String {
     )
 }
 
-/// A tiny deterministic generator (xorshift64*), so a failure reproduces from its case name.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use fastrand::Rng;
 
 fn crafted() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -340,27 +327,27 @@ fn mutated(count: usize) -> Vec<Case> {
         ("policy.yaml", policy(WEIGHTED)),
     ];
     let alphabet = b"{}[]:-,&*!|>'\"#%@` \n\t0123456789abcxyz.<=+()?";
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::with_seed(0x9E37_79B9_7F4A_7C15);
     (0..count)
         .map(|i| {
-            let target = rng.below(base.len());
+            let target = rng.usize(..base.len());
             let mut files: Vec<(&'static str, String)> = base.to_vec();
             let mut bytes = files[target].1.clone().into_bytes();
-            for _ in 0..1 + rng.below(4) {
-                let at = rng.below(bytes.len().max(1));
-                match rng.below(4) {
-                    0 => bytes.insert(at, alphabet[rng.below(alphabet.len())]),
+            for _ in 0..1 + rng.usize(..4) {
+                let at = rng.usize(..bytes.len().max(1));
+                match rng.usize(..4) {
+                    0 => bytes.insert(at, alphabet[rng.usize(..alphabet.len())]),
                     1 if !bytes.is_empty() => {
                         bytes.remove(at.min(bytes.len() - 1));
                     }
                     2 if !bytes.is_empty() => {
                         let at = at.min(bytes.len() - 1);
-                        bytes[at] = alphabet[rng.below(alphabet.len())];
+                        bytes[at] = alphabet[rng.usize(..alphabet.len())];
                     }
                     _ => {
                         let text = String::from_utf8_lossy(&bytes).into_owned();
                         let lines: Vec<&str> = text.lines().collect();
-                        let l = rng.below(lines.len().max(1));
+                        let l = rng.usize(..lines.len().max(1));
                         let mut out: Vec<&str> = lines.clone();
                         if let Some(line) = lines.get(l) {
                             out.insert(l, line);

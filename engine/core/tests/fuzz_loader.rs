@@ -6,22 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use flotilla_core::manifest::{Document, parse_documents};
 
-/// SplitMix64: seeded, so every failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use fastrand::Rng;
 
 const SEEDS: [&str; 4] = [
     "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: web\n  namespace: default\nspec:\n  resourceSelectors:\n  - apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  placement:\n    clusterAffinity:\n      clusterNames: [m1, m2]\n    replicaScheduling:\n      replicaSchedulingType: Divided\n      replicaDivisionPreference: Weighted\n      weightPreference:\n        staticWeightList:\n        - targetCluster: {clusterNames: [m1]}\n          weight: 2\n",
@@ -39,15 +24,15 @@ const FRAGMENTS: [&str; 24] = [
 
 fn mutate(rng: &mut Rng, text: &str) -> String {
     let mut s: Vec<char> = text.chars().collect();
-    for _ in 0..1 + rng.below(4) {
-        let at = rng.below(s.len() + 1);
-        match rng.below(6) {
+    for _ in 0..1 + rng.usize(..4) {
+        let at = rng.usize(..s.len() + 1);
+        match rng.usize(..6) {
             0 if !s.is_empty() => {
-                let end = (at + 1 + rng.below(12)).min(s.len());
+                let end = (at + 1 + rng.usize(..12)).min(s.len());
                 s.drain(at.min(end)..end);
             }
             1 => {
-                let f = FRAGMENTS[rng.below(FRAGMENTS.len())];
+                let f = FRAGMENTS[rng.usize(..FRAGMENTS.len())];
                 s.splice(at..at, f.chars());
             }
             2 if !s.is_empty() => {
@@ -65,17 +50,17 @@ fn mutate(rng: &mut Rng, text: &str) -> String {
             }
             3 => {
                 // Deep nesting.
-                let n = 1 + rng.below(300);
-                let open = if rng.below(2) == 0 { '[' } else { '{' };
+                let n = 1 + rng.usize(..300);
+                let open = if rng.usize(..2) == 0 { '[' } else { '{' };
                 let nested: String = std::iter::repeat_n(open, n).collect();
                 s.splice(at..at, nested.chars());
             }
             4 if !s.is_empty() => {
                 let i = at.min(s.len() - 1);
-                s[i] = char::from(32 + rng.below(95) as u8);
+                s[i] = char::from(32 + rng.usize(..95) as u8);
             }
             _ => {
-                let f = FRAGMENTS[rng.below(FRAGMENTS.len())];
+                let f = FRAGMENTS[rng.usize(..FRAGMENTS.len())];
                 s.splice(at..at, f.chars());
             }
         }
@@ -108,14 +93,14 @@ fn load_and_validate(text: &str) -> usize {
 
 #[test]
 fn thousands_of_mutated_manifests_and_policies_never_panic_the_loader() {
-    let mut rng = Rng(0x00f1_0711_1a10_ad00);
+    let mut rng = Rng::with_seed(0x00f1_0711_1a10_ad00);
     let mut panics = Vec::new();
     let mut loaded = 0;
     let cases = 3_000;
     for case in 0..cases {
-        let seed = SEEDS[rng.below(SEEDS.len())];
+        let seed = SEEDS[rng.usize(..SEEDS.len())];
         let mut text = mutate(&mut rng, seed);
-        if rng.below(4) == 0 {
+        if rng.usize(..4) == 0 {
             text = mutate(&mut rng, &text);
         }
         match catch_unwind(AssertUnwindSafe(|| load_and_validate(&text))) {

@@ -11,22 +11,13 @@ use flotilla_wasm::{
 };
 use serde_json::{Value, json};
 
-/// xorshift64*: deterministic, so a failure is reproducible from the seed.
-struct Rng(u64);
+use fastrand::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
+/// `n` random bytes.
+fn bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    rng.fill(&mut v);
+    v
 }
 
 const SEEDS: &[&[u8]] = &[
@@ -43,22 +34,22 @@ const SEEDS: &[&[u8]] = &[
 
 fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
     let mut v = seed.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(4) {
+    for _ in 0..=rng.usize(..4) {
+        match rng.usize(..4) {
             0 if !v.is_empty() => {
-                let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
+                let i = rng.usize(..v.len());
+                v[i] = rng.u64(..) as u8;
             }
             1 if !v.is_empty() => {
-                let i = rng.below(v.len());
+                let i = rng.usize(..v.len());
                 v.remove(i);
             }
             2 => {
-                let i = rng.below(v.len() + 1);
+                let i = rng.usize(..v.len() + 1);
                 const ALPHABET: &[u8] = b"{}[]\",:0123456789-e\\u";
-                v.insert(i, ALPHABET[rng.below(ALPHABET.len())]);
+                v.insert(i, ALPHABET[rng.usize(..ALPHABET.len())]);
             }
-            _ => v.truncate(rng.below(v.len() + 1)),
+            _ => v.truncate(rng.usize(..v.len() + 1)),
         }
     }
     v
@@ -184,28 +175,29 @@ fn assert_valid(req: &FuzzRequest<'_>, decoded: &FuzzDecoded) {
 
 #[test]
 fn mutated_replies_never_panic_and_whatever_is_accepted_is_valid_for_its_request() {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::with_seed(0x9E37_79B9_7F4A_7C15);
     let object = json!({"metadata": {"name": "web"}, "spec": {"replicas": 2}});
     let mut tried = [0usize; 5];
     let mut accepted = [0usize; 5];
     for _ in 0..PER_KIND * 5 {
-        let point = rng.below(5);
+        let point = rng.usize(..5);
         tried[point] += 1;
-        let n = rng.below(8);
-        let result = match rng.below(3) {
+        let n = rng.usize(..8);
+        let result = match rng.usize(..3) {
             0 => None,
             1 => {
-                let len = rng.below(32);
-                Some(rng.bytes(len))
+                let len = rng.usize(..32);
+                Some(bytes(&mut rng, len))
             }
             _ => {
-                let seed = SEEDS[rng.below(SEEDS.len())];
+                let seed = SEEDS[rng.usize(..SEEDS.len())];
                 Some(mutate(&mut rng, seed))
             }
         };
-        let rows = match rng.below(3) {
+        let rows = match rng.usize(..3) {
             0 => None,
-            1 => Some(rng.bytes(
+            1 => Some(bytes(
+                &mut rng,
                 n * if point == SCORE || point == ASSIGN {
                     8
                 } else {
@@ -213,11 +205,17 @@ fn mutated_replies_never_panic_and_whatever_is_accepted_is_valid_for_its_request
                 },
             )),
             _ => {
-                let len = rng.below(80);
-                Some(rng.bytes(len).iter().map(|b| b % 4).collect())
+                let len = rng.usize(..80);
+                Some(bytes(&mut rng, len).iter().map(|b| b % 4).collect())
             }
         };
-        let req = request(point, n, rng.below(4) as i32, rng.below(2) == 0, &object);
+        let req = request(
+            point,
+            n,
+            rng.usize(..4) as i32,
+            rng.usize(..2) == 0,
+            &object,
+        );
         if let Ok(d) = fuzz_decode(req, result.as_deref(), rows.as_deref()) {
             accepted[point] += 1;
             assert_valid(&req, &d);
@@ -232,24 +230,24 @@ fn mutated_replies_never_panic_and_whatever_is_accepted_is_valid_for_its_request
 
 /// A value for a replicas field: mostly small, sometimes at the edges of `i32`.
 fn replicas(rng: &mut Rng, want: i32) -> i32 {
-    match rng.below(8) {
+    match rng.usize(..8) {
         0 => -1,
         1 => i32::MAX,
         2 => i32::MIN,
         3 => want.saturating_add(1),
-        _ => rng.below(want.max(0) as usize + 1) as i32,
+        _ => rng.usize(..want.max(0) as usize + 1) as i32,
     }
 }
 
 #[test]
 fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
-    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut rng = Rng::with_seed(0xD1B5_4A32_D192_ED03);
     let object = manifest();
     let long = "m".repeat(128 << 10);
     let mut outcomes = [[0usize; 2]; 5];
     for point in [FILTER, SCORE, SELECT, ASSIGN] {
         for _ in 0..PER_KIND {
-            let n = rng.below(7);
+            let n = rng.usize(..7);
             let (result, rows, valid, want_replicas, divided): (
                 Option<Vec<u8>>,
                 Option<Vec<u8>>,
@@ -258,12 +256,12 @@ fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
                 bool,
             ) = match point {
                 FILTER => {
-                    let len = if rng.below(6) == 0 { n + 1 } else { n };
-                    let reasons = rng.below(3);
-                    let verdicts: Vec<u8> = (0..len).map(|_| rng.below(4) as u8).collect();
+                    let len = if rng.usize(..6) == 0 { n + 1 } else { n };
+                    let reasons = rng.usize(..3);
+                    let verdicts: Vec<u8> = (0..len).map(|_| rng.usize(..4) as u8).collect();
                     let list: Vec<String> = (0..reasons)
                         .map(|i| {
-                            if rng.below(8) == 0 {
+                            if rng.usize(..8) == 0 {
                                 long.clone()
                             } else {
                                 format!("reason {i}")
@@ -275,17 +273,17 @@ fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
                     (Some(result), Some(verdicts), valid, 0, false)
                 }
                 SCORE => {
-                    let len = if rng.below(6) == 0 {
+                    let len = if rng.usize(..6) == 0 {
                         n.saturating_sub(1)
                     } else {
                         n
                     };
                     let scores: Vec<i64> = (0..len)
-                        .map(|_| match rng.below(6) {
+                        .map(|_| match rng.usize(..6) {
                             0 => -1,
                             1 => 101,
                             2 => i64::MIN,
-                            _ => rng.below(101) as i64,
+                            _ => rng.usize(..101) as i64,
                         })
                         .collect();
                     let valid = len == n && scores.iter().all(|s| (0..=100).contains(s));
@@ -293,12 +291,12 @@ fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
                     (None, Some(rows), valid, 0, false)
                 }
                 SELECT => {
-                    if rng.below(10) == 0 {
+                    if rng.usize(..10) == 0 {
                         let r = serde_json::to_vec(&json!({"failed": long})).expect("json");
                         (Some(r), None, true, 0, false)
                     } else {
-                        let k = rng.below(n + 2);
-                        let idx: Vec<u32> = (0..k).map(|_| rng.below(n + 1) as u32).collect();
+                        let k = rng.usize(..n + 2);
+                        let idx: Vec<u32> = (0..k).map(|_| rng.usize(..n + 1) as u32).collect();
                         let mut sorted = idx.clone();
                         sorted.sort_unstable();
                         sorted.dedup();
@@ -309,15 +307,15 @@ fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
                     }
                 }
                 _ => {
-                    let want = if rng.below(10) == 0 {
+                    let want = if rng.usize(..10) == 0 {
                         i32::MAX
                     } else {
-                        rng.below(6) as i32
+                        rng.usize(..6) as i32
                     };
-                    let divided = rng.below(2) == 0;
-                    let k = rng.below(n + 2);
+                    let divided = rng.usize(..2) == 0;
+                    let k = rng.usize(..n + 2);
                     let pairs: Vec<(u32, i32)> = (0..k)
-                        .map(|_| (rng.below(n + 1) as u32, replicas(&mut rng, want)))
+                        .map(|_| (rng.usize(..n + 1) as u32, replicas(&mut rng, want)))
                         .collect();
                     let mut rows: Vec<u32> = pairs.iter().map(|p| p.0).collect();
                     rows.sort_unstable();
@@ -333,7 +331,7 @@ fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
                         .iter()
                         .flat_map(|&(r, v)| r.to_le_bytes().into_iter().chain(v.to_le_bytes()))
                         .collect();
-                    match rng.below(5) {
+                    match rng.usize(..5) {
                         0 | 1 => (Some(json), None, valid, want, divided),
                         2 | 3 => (None, Some(binary), valid, want, divided),
                         _ => (Some(json), Some(binary), false, want, divided),
@@ -361,10 +359,10 @@ fn structured_replies_are_accepted_exactly_when_valid_for_their_request() {
     // Override: random operations over the manifest's paths, copies of the whole document among
     // them; accepted patches must keep the manifest within bounds when applied.
     for _ in 0..1_000 {
-        let ops: Vec<Value> = (0..rng.below(12))
+        let ops: Vec<Value> = (0..rng.usize(..12))
             .map(|i| {
-                let j = rng.below(i + 1);
-                match rng.below(10) {
+                let j = rng.usize(..i + 1);
+                match rng.usize(..10) {
                     // Doubling the whole manifest into a new top-level member.
                     0..=3 => json!({"op": "copy", "from": "", "path": format!("/k{i}")}),
                     4 | 5 => json!({"op": "add", "path": format!("/k{i}"), "value": {"v": i}}),

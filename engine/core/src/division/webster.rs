@@ -678,26 +678,7 @@ mod tests {
         assert_eq!(prev.len(), 1000);
     }
 
-    /// SplitMix64: a small seeded generator for the property tests.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-
-        fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-            from[self.below(from.len() as u64) as usize]
-        }
-    }
+    use fastrand::Rng;
 
     /// The seats of `parties` after `n` more, by rank, from [`seat`] and from the one-at-a-time
     /// reference.
@@ -717,7 +698,7 @@ mod tests {
 
     #[test]
     fn bulk_seating_equals_seat_by_seat_on_thousands_of_random_cases_with_ties() {
-        let mut rng = Rng(0x5eed_0ff1_0711_1a00);
+        let mut rng = Rng::with_seed(0x5eed_0ff1_0711_1a00);
         let big = [
             i64::MAX,
             i64::MAX - 1,
@@ -729,33 +710,33 @@ mod tests {
         let mut cases = 0;
         let mut shortcut = 0;
         for _ in 0..6_000 {
-            let parties_n = 1 + rng.below(8) as usize;
+            let parties_n = 1 + rng.u64(..8) as usize;
             // Small vote ranges make equal priorities (ties on votes and on seats) common.
-            let style = rng.below(6);
-            let descending = rng.below(2) == 1;
+            let style = rng.u64(..6);
+            let descending = rng.u64(..2) == 1;
             let parties: Vec<Party<u32>> = (0..parties_n)
                 .map(|rank| Party {
                     // Names with repeats in value are impossible (ranks are distinct), but the
                     // order between names is random: ascending or descending.
                     name: rank as u32,
                     votes: match style {
-                        0 => rng.below(4) as i64,
-                        1 => rng.below(7) as i64 - 3,
-                        2 => -(rng.below(4) as i64),
-                        3 => rng.pick(&big),
+                        0 => rng.u64(..4) as i64,
+                        1 => rng.u64(..7) as i64 - 3,
+                        2 => -(rng.u64(..4) as i64),
+                        3 => big[rng.usize(..big.len())],
                         4 => 0,
-                        _ => 1 + rng.below(1_000) as i64,
+                        _ => 1 + rng.u64(..1_000) as i64,
                     },
-                    seats: if rng.below(2) == 0 {
+                    seats: if rng.u64(..2) == 0 {
                         0
                     } else {
-                        rng.below(6) as i32
+                        rng.u64(..6) as i32
                     },
                     descending,
                     rank,
                 })
                 .collect();
-            let n = rng.below(80) as i32 - 2;
+            let n = rng.u64(..80) as i32 - 2;
             let (fast, reference) = both(&parties, n);
             assert_eq!(fast, reference, "{parties:?} + {n}");
             cases += 1;
