@@ -13,8 +13,9 @@ fn kubectl_on_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin)
+/// `kubectl args…` against `dir/kubeconfig`.
+fn run_kubectl(bin: &Path, dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin)
         .arg("--kubeconfig")
         .arg(dir.join("kubeconfig"))
         .arg("--cache-dir")
@@ -22,7 +23,12 @@ fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> String {
         .args(args)
         .env_remove("KUBECONFIG")
         .output()
-        .expect("kubectl runs");
+        .expect("kubectl runs")
+}
+
+/// `kubectl args…`, which must succeed: its stdout.
+fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = run_kubectl(bin, dir, args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -435,32 +441,18 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
 fn kubectl_release(minor: u32) -> Option<PathBuf> {
     let name = format!("kubectl.1.{minor}");
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
-    if let Some(parent) = dirs
-        .iter()
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file())
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .and_then(|p| p.parent().map(PathBuf::from))
-    {
-        dirs.push(parent);
-    }
-    dirs.into_iter()
+    std::env::split_paths(&path)
         .map(|d| d.join(&name))
         .find(|p| p.is_file())
+        .or_else(|| {
+            let resolved = std::fs::canonicalize(kubectl_on_path()?).ok()?;
+            Some(resolved.parent()?.join(&name)).filter(|p| p.is_file())
+        })
 }
 
 /// `kubectl args…` against `dir/kubeconfig`: its exit status and output (stdout + stderr).
 fn kubectl_status(bin: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(dir.join("kubeconfig"))
-        .arg("--cache-dir")
-        .arg(dir.join("kube-cache"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("kubectl runs");
+    let out = run_kubectl(bin, dir, args);
     (
         out.status.success(),
         format!(
