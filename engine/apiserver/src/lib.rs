@@ -40,6 +40,7 @@ mod fs;
 mod jsonpath;
 mod limits;
 mod protobuf;
+pub mod proxy;
 pub mod registry;
 pub mod scale;
 pub mod selector;

@@ -22,6 +22,7 @@ use crate::error::ApiError;
 use crate::events;
 use crate::limits::{self, MAX_BODY};
 use crate::protobuf;
+use crate::proxy;
 use crate::registry::{self, Resource};
 use crate::scale;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -372,6 +373,18 @@ impl ApiServer {
         {
             return e.into_response();
         }
+        if let Some(p) = proxy::parse(req.uri().path(), ROOT_CLUSTER) {
+            return match p {
+                Ok(p) => self.proxy(p, req).await,
+                Err(e) => e.into_response(),
+            };
+        }
+        self.serve(req).await
+    }
+
+    /// Serve an authenticated request (not a cluster proxy request): route it, and encode the
+    /// answer as the client negotiated.
+    pub(crate) async fn serve(&self, req: Request<Body>) -> Response {
         // Answers in protobuf when preferred; watch events as length-prefixed frames.
         let negotiated = protobuf::Negotiated::from_headers(req.headers());
         let watch = Query::parse(req.uri().query()).flag("watch");
