@@ -3,8 +3,9 @@
 # `cargo test --workspace`. Extra arguments go to cargo test.
 #
 # Needs, besides Rust:
-# - Go >= 1.25: tests/karmada-diff, the Karmada oracle the differential tests compare with, and the
-#   Go SDK example (sdk/go).
+# - Go >= 1.25: tests/karmada-diff, the Karmada oracle the differential tests compare with,
+#   tests/karmadactl (Karmada's CLI, for engine/controller/tests/karmadactl.rs; about 3.5 minutes
+#   on 2 cores the first time, seconds after), and the Go SDK example (sdk/go).
 # - clang + wasm-ld: the C SDK example (sdk/c).
 # - node + npm: the AssemblyScript SDK example (sdk/assemblyscript).
 # - Debian's rustc-web (+ cargo-web, rust-web-src, lld-22): builds the Wasm built-ins (plugins/wasm)
@@ -47,6 +48,10 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p target
 (cd tests/karmada-diff && go build -buildvcs=false -o ../../target/karmada-diff .)
 export KARMADA_DIFF_BIN="$PWD/target/karmada-diff"
+# Karmada's CLI from Karmada's Go module; the karmadactl test fails without it.
+(cd tests/karmadactl && go build -buildvcs=false -o ../../target/karmadactl .)
+export KARMADACTL_BIN="$PWD/target/karmadactl"
+export FLOTILLA_REQUIRE_KARMADACTL=1
 # A real etcd + kube-apiserver, built once and reused; the real-engine suite fails without them.
 BASE="$PWD/target/real-apiserver" bash tests/real-apiserver.sh build
 export FLOTILLA_REAL_APISERVER_BIN="$PWD/target/real-apiserver/bin"
