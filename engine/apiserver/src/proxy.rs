@@ -850,6 +850,46 @@ mod tests {
     }
 
     #[test]
+    fn kubeconfig_client_certificates_are_used_and_a_mismatched_key_is_refused() {
+        let a = crate::tls::Credentials::generate().expect("credentials");
+        let b = crate::tls::Credentials::generate().expect("credentials");
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let kubeconfig = |key: &str| {
+            format!(
+                "clusters: [{{name: c, cluster: {{server: 'https://localhost:6443', certificate-authority-data: {}}}}}]\nusers: [{{name: u, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n",
+                b64(&a.ca_pem),
+                b64(&a.cert_pem),
+                b64(key)
+            )
+        };
+        let c = Credentials::from_secret(
+            &secret(&[("kubeconfig", &kubeconfig(&a.key_pem))]),
+            "ns/n",
+            "",
+            false,
+        )
+        .expect("credentials");
+        assert!(c.client_cert.is_some() && c.token.is_none());
+        let t = Target::new(c, "m").expect("a client certificate configuration");
+        assert!(t.authorization.is_none());
+        let (config, name) = t.tls.expect("https");
+        assert!(config.client_auth_cert_resolver.has_certs());
+        assert_eq!(name, ServerName::try_from("localhost").expect("name"));
+        let c = Credentials::from_secret(
+            &secret(&[("kubeconfig", &kubeconfig(&b.key_pem))]),
+            "ns/n",
+            "",
+            false,
+        )
+        .expect("credentials");
+        let err = Target::new(c, "m")
+            .err()
+            .expect("a mismatched key is refused");
+        assert!(err.contains("do not match"), "{err}");
+        assert!(!err.contains("PRIVATE KEY"), "{err}");
+    }
+
+    #[test]
     fn the_callers_credentials_and_hop_by_hop_headers_stay_behind() {
         for h in [
             "authorization",

@@ -211,6 +211,32 @@ async fn simulated_members_are_served_in_process_and_unknown_clusters_are_404() 
         )
         .await;
     assert_eq!(code, 404, "not in the control plane");
+    // A watch is served by the member too (it ends with its timeoutSeconds).
+    let resp = cp
+        .response(
+            "GET",
+            &format!(
+                "{PROXY}/member1/proxy/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1"
+            ),
+            Some(TOKEN),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let events = tokio::time::timeout(
+        Duration::from_secs(10),
+        axum::body::to_bytes(resp.into_body(), usize::MAX),
+    )
+    .await
+    .expect("the watch ends")
+    .expect("body");
+    let names: Vec<String> = String::from_utf8_lossy(&events)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("an event"))
+        .filter(|e| e["type"] == "ADDED")
+        .filter_map(|e| e["object"]["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(names, ["in-member1", "written"]);
     // Discovery, as karmadactl reads it through the proxy.
     let (code, api) = cp
         .send("GET", &format!("{PROXY}/member1/proxy/api"), Body::empty())
