@@ -1,7 +1,7 @@
 // Command client-go-e2e drives a Flotilla API server with client-go at its default
 // configuration: typed clients write protobuf bodies and prefer protobuf answers.
 //
-// It creates, updates, gets, lists and deletes a ConfigMap and a Deployment, creates a Secret
+// It watches ConfigMaps directly and through a SharedInformer (list, then watch), creates, updates, gets, lists and deletes a ConfigMap and a Deployment, creates a Secret
 // and a Namespace, records an events.k8s.io/v1 Event (as client-go's event recorder does), acquires a lease through leader election with a LeaseLock, and checks that
 // requests and answers were protobuf. It prints one "ok <step>" line per step and exits non-zero
 // on the first failure.
@@ -25,7 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -88,6 +90,7 @@ func main() {
 	ns := *namespace
 
 	watchConfigMaps(ctx, cs, ns)
+	informer(ctx, cs, ns)
 	configMaps(ctx, cs, ns)
 	deployments(ctx, cs, ns)
 	others(ctx, cs, ns)
@@ -128,6 +131,78 @@ func watchConfigMaps(ctx context.Context, cs *kubernetes.Clientset, ns string) {
 		fail("configmap watch: no event in 20s")
 	}
 	fmt.Println("ok configmap watch event")
+}
+
+// informer runs a SharedInformer on Deployments: its initial list must hold an object created
+// before it started, and its watch must deliver an update and a delete made after it synced.
+func informer(ctx context.Context, cs *kubernetes.Clientset, ns string) {
+	c := cs.AppsV1().Deployments(ns)
+	replicas := int32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "cg-informed", Labels: map[string]string{"app": "cg-informed"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cg-informed"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "cg-informed"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+			},
+		},
+	}
+	_, err := c.Create(ctx, d, metav1.CreateOptions{})
+	check(err, "deployment create (before the informer)")
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := factory.Apps().V1().Deployments().Informer()
+	events := make(chan string, 16)
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if d, ok := obj.(*appsv1.Deployment); ok && d.Name == "cg-informed" {
+				events <- "add"
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if d, ok := obj.(*appsv1.Deployment); ok && d.Name == "cg-informed" && *d.Spec.Replicas == 3 {
+				events <- "update"
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(*appsv1.Deployment); ok && d.Name == "cg-informed" {
+				events <- "delete"
+			}
+		},
+	})
+	check(err, "informer handler")
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	synced := factory.WaitForCacheSync(stop)
+	for typ, ok := range synced {
+		if !ok {
+			fail("informer: %v did not sync", typ)
+		}
+	}
+	fmt.Println("ok informer synced")
+	expect := func(want string) {
+		select {
+		case got := <-events:
+			if got != want {
+				fail("informer: want %s, got %s", want, got)
+			}
+		case <-time.After(20 * time.Second):
+			fail("informer: no %s event in 20s", want)
+		}
+		fmt.Println("ok informer", want)
+	}
+	expect("add")
+	cur, err := c.Get(ctx, "cg-informed", metav1.GetOptions{})
+	check(err, "deployment get (informed)")
+	three := int32(3)
+	cur.Spec.Replicas = &three
+	_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+	check(err, "deployment update (informed)")
+	expect("update")
+	check(c.Delete(ctx, "cg-informed", metav1.DeleteOptions{}), "deployment delete (informed)")
+	expect("delete")
 }
 
 func configMaps(ctx context.Context, cs *kubernetes.Clientset, ns string) {

@@ -53,6 +53,10 @@ fn client_go_default_config_does_typed_crud_and_leader_election_over_protobuf() 
     );
     for step in [
         "ok configmap watch event",
+        "ok informer synced",
+        "ok informer add",
+        "ok informer update",
+        "ok informer delete",
         "ok configmap create",
         "ok configmap update",
         "ok configmap get",
