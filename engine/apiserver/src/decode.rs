@@ -1,4 +1,5 @@
-//! Request body decoding that notices duplicate fields, for kube-apiserver's `fieldValidation`.
+//! Request body decoding that notices duplicate fields, and the `fieldValidation` directive that
+//! reports them and unknown fields ([`crate::openapi::unknown_fields`]).
 //!
 //! serde_json and serde_yaml both decode `{"a":1,"a":2}` into a map holding only the last value.
 //! kube-apiserver's decoder (sigs.k8s.io/json, `UnmarshalStrict`) also keeps the last value but
@@ -15,6 +16,7 @@ use serde::de::{self, DeserializeSeed};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::openapi::Unknown;
 
 /// The most duplicate fields reported for one body (the rest are counted).
 const MAX_REPORTED: usize = 16;
@@ -50,28 +52,54 @@ impl FieldValidation {
         }
     }
 
-    /// Apply the directive to the duplicate fields of a decoded body: push warnings, or refuse.
-    /// `context` prefixes the strict error (kube-apiserver's "X in version Y cannot be handled
-    /// as a X: " for objects; empty for patches).
+    /// Apply the directive to the duplicate and unknown fields of a decoded body: push warnings,
+    /// or refuse. `context` prefixes the strict error (kube-apiserver's "X in version Y cannot be
+    /// handled as a X: " for objects; empty for patches).
     ///
     /// # Errors
-    /// 400 BadRequest `strict decoding error: duplicate field "…"` under `Strict`.
+    /// 400 BadRequest `strict decoding error: unknown field "…", duplicate field "…"` under
+    /// `Strict`.
     pub(crate) fn check(
         self,
         decoded: &Decoded,
         context: &str,
         warnings: &mut Vec<String>,
     ) -> Result<(), ApiError> {
-        if decoded.duplicates.is_empty() {
-            return Ok(());
-        }
-        let mut messages: Vec<String> = decoded
-            .duplicates
-            .iter()
-            .map(|path| format!("duplicate field {path:?}"))
-            .collect();
+        let mut messages = unknown_messages(&decoded.unknown);
+        messages.extend(
+            decoded
+                .duplicates
+                .iter()
+                .map(|path| format!("duplicate field {path:?}")),
+        );
         if decoded.unreported > 0 {
             messages.push(format!("and {} more duplicate fields", decoded.unreported));
+        }
+        self.report(messages, context, warnings)
+    }
+
+    /// Apply the directive to the unknown fields of an object (a patched object's, found after
+    /// the patch applied), as [`FieldValidation::check`].
+    ///
+    /// # Errors
+    /// 400 BadRequest `strict decoding error: unknown field "…"` under `Strict`.
+    pub(crate) fn check_unknown(
+        self,
+        unknown: &Unknown,
+        context: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
+        self.report(unknown_messages(unknown), context, warnings)
+    }
+
+    fn report(
+        self,
+        messages: Vec<String>,
+        context: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
+        if messages.is_empty() {
+            return Ok(());
         }
         match self {
             FieldValidation::Ignore => Ok(()),
@@ -87,6 +115,18 @@ impl FieldValidation {
     }
 }
 
+fn unknown_messages(unknown: &Unknown) -> Vec<String> {
+    let mut messages: Vec<String> = unknown
+        .paths
+        .iter()
+        .map(|path| format!("unknown field {path:?}"))
+        .collect();
+    if unknown.unreported > 0 {
+        messages.push(format!("and {} more unknown fields", unknown.unreported));
+    }
+    messages
+}
+
 /// A decoded body and its duplicate fields.
 #[derive(Debug)]
 pub(crate) struct Decoded {
@@ -96,6 +136,9 @@ pub(crate) struct Decoded {
     pub(crate) duplicates: Vec<String>,
     /// Duplicates found beyond [`MAX_REPORTED`].
     pub(crate) unreported: usize,
+    /// Fields the kind's schema does not declare ([`crate::openapi::unknown_fields`]), filled
+    /// in by the caller that knows the kind.
+    pub(crate) unknown: Unknown,
 }
 
 /// Decode JSON, noting duplicate fields.
@@ -124,6 +167,7 @@ fn decode<'de, D: de::Deserializer<'de>>(de: D) -> Result<Decoded, D::Error> {
         value,
         duplicates: state.duplicates,
         unreported: state.unreported,
+        unknown: Unknown::default(),
     })
 }
 
@@ -245,6 +289,48 @@ mod tests {
         let d = json(body.as_bytes()).unwrap();
         assert_eq!(d.duplicates.len(), MAX_REPORTED);
         assert_eq!(d.unreported, 999 - MAX_REPORTED);
+    }
+
+    #[test]
+    fn unknown_fields_are_reported_with_duplicates_as_kube_apiserver_words_them() {
+        let mut d = json(br#"{"data":{"a":1,"a":2}}"#).unwrap();
+        d.unknown = Unknown {
+            paths: vec!["spec.x".into(), "spec.l[0].y".into()],
+            unreported: 3,
+        };
+        let err = FieldValidation::Strict
+            .check(
+                &d,
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: ",
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: \
+             unknown field \"spec.x\", unknown field \"spec.l[0].y\", and 3 more unknown fields, \
+             duplicate field \"data.a\""
+        );
+        let mut warnings = Vec::new();
+        FieldValidation::Warn.check(&d, "", &mut warnings).unwrap();
+        assert_eq!(warnings[0], "unknown field \"spec.x\"");
+        assert_eq!(warnings.len(), 4);
+        let mut warnings = Vec::new();
+        FieldValidation::Ignore
+            .check(&d, "", &mut warnings)
+            .unwrap();
+        FieldValidation::Ignore
+            .check_unknown(&d.unknown, "", &mut warnings)
+            .unwrap();
+        assert!(warnings.is_empty());
+        let err = FieldValidation::Strict
+            .check_unknown(&d.unknown, "", &mut warnings)
+            .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("strict decoding error: unknown field \"spec.x\"")
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Legacy discovery documents and the minimal OpenAPI v3 that kubectl's validation needs.
+//! Legacy discovery documents and the OpenAPI v2 stub (OpenAPI v3 is [`crate::openapi`]).
 
 use serde_json::{Value, json};
 
@@ -121,78 +121,6 @@ fn gv_path(group: &str, version: &str) -> String {
     } else {
         format!("apis/{group}/{version}")
     }
-}
-
-/// `/openapi/v3`: one entry per served group version.
-pub fn openapi_index() -> Value {
-    let mut paths = serde_json::Map::new();
-    let mut gvs: Vec<(&str, &str)> = Vec::new();
-    for r in registry::all() {
-        if !gvs.contains(&(r.group, r.version)) {
-            gvs.push((r.group, r.version));
-        }
-    }
-    for (g, v) in gvs {
-        let p = gv_path(g, v);
-        paths.insert(
-            p.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=flotilla1")}),
-        );
-    }
-    json!({"paths": paths})
-}
-
-/// `/openapi/v3/{api/v1 | apis/g/v}`: a PATCH operation per resource carrying the GVK and the
-/// `fieldValidation` parameter, which is what kubectl's query-param verifier looks for.
-pub fn openapi_doc(gv: &str) -> Option<Value> {
-    let (group, version) = match gv.split('/').collect::<Vec<_>>().as_slice() {
-        ["api", v] => ("", *v),
-        ["apis", g, v] => (*g, *v),
-        _ => return None,
-    };
-    let mut paths = serde_json::Map::new();
-    let mut schemas = serde_json::Map::new();
-    for r in registry::resources_of(group, version) {
-        let base = format!("/{}", gv_path(group, version));
-        let path = if r.namespaced {
-            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
-        } else {
-            format!("{base}/{}/{{name}}", r.plural)
-        };
-        let op = json!({
-            "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version, "kind": r.kind},
-            "parameters": [
-                {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
-                {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
-                {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
-            ],
-            "responses": {"200": {"description": "OK"}},
-        });
-        paths.insert(path, json!({"patch": op.clone(), "put": op}));
-        let schema_name = format!(
-            "{}.{}.{}",
-            if group.is_empty() { "core" } else { group },
-            version,
-            r.kind
-        );
-        schemas.insert(
-            schema_name,
-            json!({
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "x-kubernetes-group-version-kind": [{"group": r.group, "version": r.version, "kind": r.kind}],
-            }),
-        );
-    }
-    if paths.is_empty() {
-        return None;
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": format!("v{}.{}.0", KUBE_VERSION.0, KUBE_VERSION.1)},
-        "paths": paths,
-        "components": {"schemas": schemas},
-    }))
 }
 
 fn pb_varint(out: &mut Vec<u8>, mut v: u64) {

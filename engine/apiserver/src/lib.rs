@@ -39,6 +39,7 @@ pub mod events;
 mod fs;
 mod jsonpath;
 mod limits;
+pub mod openapi;
 mod protobuf;
 pub mod proxy;
 pub mod registry;

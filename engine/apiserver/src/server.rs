@@ -21,6 +21,7 @@ use crate::discovery;
 use crate::error::ApiError;
 use crate::events;
 use crate::limits::{self, MAX_BODY};
+use crate::openapi;
 use crate::protobuf;
 use crate::proxy;
 use crate::registry::{self, Resource};
@@ -503,10 +504,14 @@ impl ApiServer {
                     .into_response());
             }
             ["openapi", "v3"] if get => {
-                return Ok(json_response(StatusCode::OK, &discovery::openapi_index()));
+                let crds = self.crds(&cluster)?;
+                let crds: Vec<&Value> = crds.iter().map(|c| &**c).collect();
+                return Ok(json_response(StatusCode::OK, &openapi::index(&crds)));
             }
             ["openapi", "v3", rest @ ..] if get => {
-                return discovery::openapi_doc(&rest.join("/"))
+                let crds = self.crds(&cluster)?;
+                let crds: Vec<&Value> = crds.iter().map(|c| &**c).collect();
+                return openapi::document(&rest.join("/"), &crds)
                     .map(|d| json_response(StatusCode::OK, &d))
                     .ok_or_else(|| {
                         ApiError::new(
@@ -782,9 +787,40 @@ impl ApiServer {
         ))
     }
 
-    /// Decode an object body (JSON, else YAML) and apply `fieldValidation` to its duplicate
-    /// fields (`options` names the options kind in errors: `CreateOptions`, `UpdateOptions`).
+    /// The logical cluster's CustomResourceDefinitions.
+    fn crds(&self, cluster: &str) -> Result<Vec<Arc<Value>>, ApiError> {
+        let page = self
+            .store
+            .list(
+                &format!("/{cluster}/apiextensions.k8s.io/customresourcedefinitions/"),
+                None,
+                None,
+            )
+            .map_err(store_err)?;
+        Ok(page.items.into_iter().map(|(_, crd)| crd).collect())
+    }
+
+    /// The fields of `obj` the schema of the target's kind does not declare (for custom
+    /// resources, the schema of their stored CRD).
+    fn unknown_fields(&self, t: &Target, obj: &Value) -> openapi::Unknown {
+        let crd = if openapi::needs_crd(t.res) {
+            let key = format!(
+                "/{}/apiextensions.k8s.io/customresourcedefinitions/{}",
+                t.cluster,
+                t.res.qualified()
+            );
+            self.store.get(&key).ok().flatten().map(|(_, crd)| crd)
+        } else {
+            None
+        };
+        openapi::unknown_fields(t.res, obj, crd.as_ref())
+    }
+
+    /// Decode an object body (JSON, else YAML) and apply `fieldValidation` to its duplicate and
+    /// unknown fields (`options` names the options kind in errors: `CreateOptions`,
+    /// `UpdateOptions`).
     fn decode_body(
+        &self,
         t: &Target,
         q: &Query,
         options: &str,
@@ -810,6 +846,8 @@ impl ApiServer {
         let kind = t.res.kind;
         let version = t.res.version;
         let context = format!("{kind} in version {version:?} cannot be handled as a {kind}: ");
+        let mut decoded = decoded;
+        decoded.unknown = self.unknown_fields(t, &decoded.value);
         validation.check(&decoded, &context, warnings)?;
         Ok(decoded.value)
     }
@@ -953,7 +991,7 @@ impl ApiServer {
                 "the server could not find the requested resource",
             ));
         }
-        let mut obj = Self::decode_body(t, q, "CreateOptions", body, warnings)?;
+        let mut obj = self.decode_body(t, q, "CreateOptions", body, warnings)?;
         Self::check_body(t, &mut obj)?;
         self.namespace_exists(t).await?;
         let generate = meta_str(&obj, "generateName").map(str::to_owned);
@@ -1178,7 +1216,7 @@ impl ApiServer {
     ) -> Result<Response, ApiError> {
         check_sub(t)?;
         let name = t.name.clone().unwrap_or_default();
-        let mut obj = Self::decode_body(t, q, "UpdateOptions", body, warnings)?;
+        let mut obj = self.decode_body(t, q, "UpdateOptions", body, warnings)?;
         Self::check_body(t, &mut obj)?;
         match meta_str(&obj, "name") {
             Some(n) if n != name => {
@@ -1263,6 +1301,7 @@ impl ApiServer {
             ));
         }
         let force = q.flag("force");
+        let mut unknown_checked = false;
         for _ in 0..MAX_RETRIES {
             let old = match self.load(t, &name) {
                 Ok(o) => Some(o),
@@ -1273,6 +1312,10 @@ impl ApiServer {
                 // Create-on-apply.
                 let mut cfg = patch_doc.clone();
                 Self::check_body(t, &mut cfg)?;
+                if !unknown_checked {
+                    unknown_checked = true;
+                    validation.check_unknown(&self.unknown_fields(t, &cfg), "", warnings)?;
+                }
                 if meta_str(&cfg, "name").is_some_and(|n| n != name) {
                     return Err(ApiError::bad_request(
                         "the name of the object does not match the name on the URL",
@@ -1349,6 +1392,18 @@ impl ApiServer {
                 }
             };
             Self::check_body(t, &mut new)?;
+            // Unknown fields of the patched object, as kube-apiserver finds them decoding it;
+            // ones the stored object already had (written with fieldValidation=Ignore) are not
+            // the patch's.
+            if !unknown_checked {
+                unknown_checked = true;
+                let mut unknown = self.unknown_fields(t, &new);
+                if !unknown.paths.is_empty() {
+                    let before = self.unknown_fields(t, &old);
+                    unknown.paths.retain(|p| !before.paths.contains(p));
+                }
+                validation.check_unknown(&unknown, "", warnings)?;
+            }
             // A patch that sets resourceVersion is a precondition.
             if let Some(rv) = meta_str(&new, "resourceVersion")
                 && !rv.is_empty()
