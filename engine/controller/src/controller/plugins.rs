@@ -559,6 +559,9 @@ impl ScratchDir {
     /// The directory could not be created.
     pub fn new() -> std::io::Result<ScratchDir> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        if NEXT.load(Ordering::Relaxed) == 0 {
+            remove_stale_scratch_dirs(&std::env::temp_dir());
+        }
         let mut last = None;
         for _ in 0..16 {
             let nanos = std::time::SystemTime::now()
@@ -583,6 +586,32 @@ impl ScratchDir {
     /// The directory.
     pub fn path(&self) -> &std::path::Path {
         &self.0
+    }
+}
+
+/// Remove the scratch directories of processes that no longer run (a killed process cannot
+/// drop its [`ScratchDir`]). Linux only: a process is alive while `/proc/<pid>` exists; a
+/// directory whose pid has been reused by a live process is left alone.
+fn remove_stale_scratch_dirs(tmp: &std::path::Path) {
+    if !cfg!(target_os = "linux") || !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten().take(10_000) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("flotilla-modules-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -923,5 +952,29 @@ async fn patch_status(
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn scratch_dirs_of_dead_processes_are_removed_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // Beyond any pid_max: never a live process.
+        let dead = tmp.path().join("flotilla-modules-999999999-0-1f");
+        let mine = tmp
+            .path()
+            .join(format!("flotilla-modules-{}-0-2f", std::process::id()));
+        let other = tmp.path().join("flotilla-modules-notapid");
+        for d in [&dead, &mine, &other] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        std::fs::write(dead.join("module.wasm"), b"\0asm").expect("write");
+        remove_stale_scratch_dirs(tmp.path());
+        assert!(!dead.exists(), "a dead process's directory stays");
+        assert!(mine.exists() && other.exists());
     }
 }
