@@ -935,6 +935,52 @@ mod tests {
         );
     }
 
+    /// kubectl's default `--validate=strict` sends fieldValidation=Strict, so a manifest the
+    /// project ships with a field its kind's schema lacks would be refused.
+    #[test]
+    fn shipped_manifests_have_no_unknown_fields() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut dirs = vec![root.join("examples"), root.join("engine/api/tests/data")];
+        let mut files = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = entry.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(!files.is_empty());
+        let mut checked = 0;
+        let mut problems = Vec::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let Ok(obj) = <Value as serde::Deserialize>::deserialize(doc) else {
+                    continue;
+                };
+                let (Some(av), Some(kind)) = (
+                    obj.get("apiVersion").and_then(Value::as_str),
+                    obj.get("kind").and_then(Value::as_str),
+                ) else {
+                    continue;
+                };
+                let Some(r) = registry::lookup_kind(av, kind) else {
+                    continue;
+                };
+                checked += 1;
+                let u = unknown_fields(r, &obj, None);
+                if !u.paths.is_empty() {
+                    problems.push(format!("{}: {kind}: {:?}", file.display(), u.paths));
+                }
+            }
+        }
+        assert!(checked > 10, "only {checked} manifests found");
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
     #[test]
     fn documents_carry_kube_names_refs_and_gvks() {
         let doc = document("apis/apps/v1", &[]).unwrap();
