@@ -645,9 +645,73 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
     .await;
     eprintln!("policy edit (weights 3:1) propagated in {took:?}");
 
+    let deployments = dynamic(&control, "apps/v1", "Deployment", Some("default"));
+    // Push-member credentials rotated in the Secret are picked up without a restart (as
+    // Karmada v1.19 refreshes them): a wrong token stops member1's updates, the right one
+    // brings them back. The window stays well below the status controller's 30 s threshold,
+    // so member1 is not tainted meanwhile.
+    let secrets = dynamic(&control, "v1", "Secret", Some("karmada-cluster"));
+    let original = secrets.get("member1").await.expect("member1's Secret");
+    let good_token = original
+        .data
+        .pointer("/data/token")
+        .and_then(Value::as_str)
+        .expect("flotilla join stored a Karmada token Secret for a token kubeconfig")
+        .to_owned();
+    let set_token = |token: String| {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .patch(
+                    "member1",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"token": token}})),
+                )
+                .await
+                .expect("patch member1's Secret");
+        }
+    };
+    // base64 of "not-a-valid-token".
+    set_token("bm90LWEtdmFsaWQtdG9rZW4=".to_owned()).await;
+    deployments
+        .patch(
+            "nginx",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 8}})),
+        )
+        .await
+        .expect("scale to 8");
+    eventually("member2 at 2 of 8", Duration::from_secs(60), || async {
+        (member_copy(&members[1]).await?.0 == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        member_copy(&members[0]).await.map(|c| c.0),
+        Some(3),
+        "member1 must not be reachable with a wrong token"
+    );
+    set_token(good_token).await;
+    let (_, took) = eventually("copies at 6/2", Duration::from_secs(60), || {
+        copies_at(&members, (6, 2))
+    })
+    .await;
+    eprintln!("rotated credentials: member1 updated {took:?} after its Secret got a valid token");
+    deployments
+        .patch(
+            "nginx",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("scale back to 4");
+    eventually("copies at 3/1 again", Duration::from_secs(60), || {
+        copies_at(&members, (3, 1))
+    })
+    .await;
+
     // SIGKILL the leader KILLS times; each time the template is scaled right after the kill, so
     // the new leader's first decision is measured as well as its taking the Lease.
-    let deployments = dynamic(&control, "apps/v1", "Deployment", Some("default"));
     let mut to_leading = Vec::new();
     let mut to_scheduled = Vec::new();
     for i in 0..KILLS {

@@ -27,9 +27,11 @@ use std::time::{Duration, Instant};
 
 use flotilla_api::cluster::Cluster;
 use flotilla_core::quantity::{NANO_PER_MILLI, NANO_PER_UNIT, parse_nano};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt as _;
 use serde_json::{Value, json};
 
 use crate::client::{MemberError, Remote};
@@ -554,12 +556,26 @@ async fn probe_loop(ctx: Arc<Context>) {
     let events = ctx.events.subscribe(super::all_on(&[Topic::Cluster]));
     let mut namespaces_done: std::collections::HashSet<String> = std::collections::HashSet::new();
     let interval = ctx.settings.cluster_status_update_frequency;
+    // Member credentials live in Secrets of `karmada-cluster` (where `flotilla join` and
+    // karmadactl put them): a change there is a rotation to pick up now, not at the next round.
+    // A Secret elsewhere is still re-read every round.
+    let secrets: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        CLUSTER_NAMESPACE,
+        &api_resource("v1", "Secret"),
+    );
+    let mut secret_changes =
+        kube::runtime::watcher(secrets, kube::runtime::watcher::Config::default())
+            .default_backoff()
+            .boxed();
     loop {
         round(&ctx, &mut registered, &mut thresholds, &mut namespaces_done).await;
-        // Wake on the next round, or early on a Cluster change (to register new members fast).
+        // Wake on the next round, or early on a Cluster change (to register new members fast)
+        // or a credentials change.
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             _ = events.next() => tokio::time::sleep(Duration::from_millis(50)).await,
+            Some(_) = secret_changes.next() => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
 }
