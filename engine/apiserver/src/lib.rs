@@ -12,11 +12,12 @@
 //!
 //! **API.** Objects of every kind are stored unstructured (JSON). The [`registry`] lists the
 //! served kinds: the built-in kinds Karmada uses as templates and the Karmada groups. The
-//! server implements discovery, a minimal OpenAPI v3, CRUD, list with selectors and paging,
-//! watch (resume, bookmarks, in-stream 410), the status subresource, JSON/merge/strategic merge
-//! patch and server-side apply with field managers and conflicts. An optional [`Admission`]
-//! ([`admission`]) defaults and validates objects before they are stored; rejections are
-//! `422 Invalid` with the offending fields.
+//! server implements discovery, OpenAPI v3 with every served kind's schema ([`openapi`]: what
+//! `kubectl explain` reads and what `fieldValidation` checks unknown fields against), CRUD, list
+//! with selectors and paging, watch (resume, bookmarks, in-stream 410), the status subresource,
+//! JSON/merge/strategic merge patch and server-side apply with field managers and conflicts.
+//! An optional [`Admission`] ([`admission`]) defaults and validates objects before they are
+//! stored; rejections are `422 Invalid` with the offending fields.
 //!
 //! **Logical clusters.** A path prefix `/clusters/<name>/` selects a separate keyspace, so
 //! simulated member clusters share one process and one store.

@@ -11,7 +11,7 @@
 //! - Custom resources: the `openAPIV3Schema` of the stored CRD, with `metadata` pointing at
 //!   ObjectMeta as kube-apiserver publishes it.
 //!
-//! The same schemas drive [`unknown_fields`]: the paths of fields a schema does not declare,
+//! The same schemas drive `unknown_fields`: the paths of fields a schema does not declare,
 //! which kube-apiserver reports as `unknown field "spec.x"` (dropped by its decoder for built-in
 //! kinds, pruned for custom resources) and `fieldValidation` turns into a warning or a 400.
 
