@@ -940,7 +940,11 @@ mod tests {
     #[test]
     fn shipped_manifests_have_no_unknown_fields() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut dirs = vec![root.join("examples"), root.join("engine/api/tests/data")];
+        let mut dirs = vec![
+            root.join("examples"),
+            root.join("engine/api/tests/data"),
+            root.join("deploy/crds"),
+        ];
         let mut files = Vec::new();
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
