@@ -83,11 +83,18 @@ fn flotilla(args: &[&str], paths: &[(&str, &Path)]) -> std::process::Output {
 }
 
 async fn control(up: &Up) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(up.kubeconfig()).expect("kubeconfig");
-    let config =
+    client_for(&up.kubeconfig(), true).await
+}
+
+/// A client for `kubeconfig`; `retry`: kube-rs's default retries of 429, 503 and 504 (with
+/// backoff, for minutes).
+async fn client_for(kubeconfig: &Path, retry: bool) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let mut config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
             .await
             .expect("config");
+    config.default_retry = retry;
     kube::Client::try_from(config).expect("client")
 }
 
@@ -104,6 +111,22 @@ fn api(
         Some(ns) => Api::namespaced_with(client.clone(), ns, &r),
         None => Api::all_with(client.clone(), &r),
     }
+}
+
+/// `GET <path>/<name>` on member `cluster` through Karmada's cluster proxy on the control plane.
+async fn proxied(
+    client: &kube::Client,
+    cluster: &str,
+    path: &str,
+    name: &str,
+) -> Result<Value, kube::Error> {
+    let req = kube::core::Request::new(format!(
+        "/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy{path}"
+    ))
+    .get(name, &kube::api::GetParams::default())
+    .expect("request");
+    let text = client.request_text(req).await?;
+    Ok(serde_json::from_str(&text).expect("JSON"))
 }
 
 async fn ready_status(clusters: &Api<DynamicObject>, name: &str) -> Option<String> {
@@ -200,6 +223,40 @@ async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cl
         c.data["status"]
     );
 
+    // Karmada's cluster proxy reaches the member at its endpoint, over TLS with the Secret's
+    // token and CA: what is read through it is the member's own.
+    let member_client = client_for(&member, true).await;
+    // The proxy's 503 for a Pull cluster is final: no retries.
+    let proxy_client = client_for(&up.kubeconfig(), false).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "only-in-edge", "namespace": "default"}});
+    api(
+        &member_client,
+        "",
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        Some("default"),
+    )
+    .create(
+        &kube::api::PostParams::default(),
+        &serde_json::from_value(cm).expect("ConfigMap"),
+    )
+    .await
+    .expect("create in the member");
+    let got = proxied(
+        &proxy_client,
+        "edge",
+        "/api/v1/namespaces/default/configmaps",
+        "only-in-edge",
+    )
+    .await
+    .expect("the member's ConfigMap through the proxy");
+    assert_eq!(got["metadata"]["name"], json!("only-in-edge"));
+    match proxied(&proxy_client, "edge", "/api/v1/namespaces", "absent").await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 404, "{s:?}"),
+        other => panic!("expected the member's 404: {other:?}"),
+    }
+
     // Joining again, or under a bad name, is refused with a clear message.
     let again = flotilla(
         &["join", "edge"],
@@ -273,6 +330,14 @@ async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cl
         "leases",
         Some("karmada-cluster"),
     );
+    // A Pull cluster is not reachable from the control plane: the proxy says so.
+    match proxied(&proxy_client, "pulled", "/api/v1/namespaces", "default").await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (503, "ServiceUnavailable"));
+            assert!(s.message.contains("Pull mode"), "{}", s.message);
+        }
+        other => panic!("expected 503 for a Pull cluster: {other:?}"),
+    }
     let lease = leases.get("pulled").await.expect("the agent's Lease");
     assert_eq!(
         lease.data["spec"]["holderIdentity"],
