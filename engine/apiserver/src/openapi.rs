@@ -193,6 +193,9 @@ const MAX_PATH: usize = 256;
 const MAX_NODES: usize = 1 << 20;
 /// The deepest a walk goes (request bodies are depth-checked well below this).
 const MAX_DEPTH: usize = 128;
+/// The most JSON of CRD schemas one document carries (each CRD is at most 3 MiB; a group
+/// version with more schemas than this serves the rest as open stubs).
+const MAX_CUSTOM_SCHEMAS: usize = 32 << 20;
 /// The most `$ref`/`allOf` hops resolving one schema.
 const MAX_HOPS: usize = 32;
 
@@ -450,6 +453,7 @@ pub fn document(gv: &str, crds: &[&Value]) -> Option<Value> {
         .cloned()
         .unwrap_or_default();
     let mut custom: HashMap<String, String> = HashMap::new();
+    let mut budget = MAX_CUSTOM_SCHEMAS;
     for crd in crds {
         if crd.pointer("/spec/group").and_then(Value::as_str) != Some(group) {
             continue;
@@ -458,6 +462,12 @@ pub fn document(gv: &str, crds: &[&Value]) -> Option<Value> {
             if v != version || b.kinds.contains_key(&(group.into(), v, kind.clone())) {
                 continue;
             }
+            let (size, _) = crate::limits::measure(&schema, budget);
+            if size > budget {
+                // Past the document's bound: the kind keeps the open stub schema below.
+                continue;
+            }
+            budget -= size;
             if !schemas.contains_key(OBJECT_META) {
                 schemas.extend(b.object_meta.clone());
             }
