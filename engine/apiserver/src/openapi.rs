@@ -832,6 +832,14 @@ mod tests {
             unknown_fields(res("", "v1", "Pod"), &pod, None).paths,
             ["spec.containers[0].env[0].valu"]
         );
+        // RawExtension (ControllerRevision.data) and FieldsV1 hold any JSON.
+        let cr = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "r"},
+                        "revision": 1, "data": {"spec": {"template": {"anything": [1, {"x": 2}]}}}});
+        assert!(
+            unknown_fields(res("apps", "v1", "ControllerRevision"), &cr, None)
+                .paths
+                .is_empty()
+        );
     }
 
     fn crd(schema: Value) -> Value {
