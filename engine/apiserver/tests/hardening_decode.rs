@@ -1,7 +1,7 @@
-//! Request bodies: duplicate fields follow kube-apiserver's `fieldValidation` (`Strict` refuses,
-//! `Warn` — the default — warns, `Ignore` accepts), and a seeded fuzz run of mutated bodies of
-//! every kind (JSON, YAML, each patch type) never panics, never hangs, and answers every failure
-//! with a well-formed `Status`.
+//! Request bodies: duplicate and unknown fields follow kube-apiserver's `fieldValidation`
+//! (`Strict` refuses, `Warn` — the default — warns, `Ignore` accepts), and a seeded fuzz run of
+//! mutated bodies of every kind (JSON, YAML, each patch type) never panics, never hangs, and
+//! answers every failure with a well-formed `Status`.
 
 use std::time::{Duration, Instant};
 
@@ -209,6 +209,88 @@ async fn every_patch_type_applies_field_validation_to_duplicates() {
             "{ct}"
         );
     }
+}
+
+#[tokio::test]
+async fn unknown_fields_follow_field_validation_on_creates_and_every_patch_type() {
+    let s = Server::new();
+    let typo = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolcy": "Always"}]}}}});
+    let field = "spec.template.spec.containers[0].imagePullPolcy";
+    let got = s
+        .send(
+            "POST",
+            &format!("{DEPLOYS}?fieldValidation=Strict"),
+            "application/json",
+            typo.to_string().into(),
+        )
+        .await;
+    assert_eq!(got.code, 400, "{}", got.json());
+    assert_eq!(got.json()["reason"], "BadRequest");
+    assert_eq!(
+        got.json()["message"],
+        format!(
+            "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"{field}\""
+        )
+    );
+    let got = s
+        .send("POST", DEPLOYS, "application/json", typo.to_string().into())
+        .await;
+    assert_eq!(got.code, 201, "{}", got.json());
+    assert_eq!(
+        got.warnings,
+        [format!("299 - \"unknown field \\\"{field}\\\"\"")]
+    );
+    let cases = [
+        (
+            "application/merge-patch+json",
+            r#"{"spec":{"bogus0":1}}"#,
+            "spec.bogus0",
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"c","bogus1":1}]}}}}"#,
+            "spec.template.spec.containers[0].bogus1",
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"add","path":"/spec/bogus2","value":2}]"#,
+            "spec.bogus2",
+        ),
+        (
+            "application/apply-patch+yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  bogus3: 3\n",
+            "spec.bogus3",
+        ),
+    ];
+    for (ct, patch, field) in cases {
+        let uri = format!("{DEPLOYS}/d?fieldManager=t&fieldValidation=Strict");
+        let got = s.send("PATCH", &uri, ct, patch.into()).await;
+        assert_eq!(got.code, 400, "{ct}: {}", got.json());
+        assert_eq!(
+            got.json()["message"],
+            format!("strict decoding error: unknown field \"{field}\""),
+            "{ct}"
+        );
+        let uri = format!("{DEPLOYS}/d?fieldManager=t&fieldValidation=Ignore");
+        let got = s.send("PATCH", &uri, ct, patch.into()).await;
+        assert_eq!(got.code, 200, "{ct}: {}", got.json());
+        assert!(got.warnings.is_empty(), "{ct}: {:?}", got.warnings);
+    }
+    // Unknown fields the stored object already has are not a later patch's.
+    let uri = format!("{DEPLOYS}/d?fieldValidation=Strict");
+    let got = s
+        .send(
+            "PATCH",
+            &uri,
+            "application/merge-patch+json",
+            br#"{"spec":{"replicas":3}}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(got.code, 200, "{}", got.json());
+    assert!(got.warnings.is_empty(), "{:?}", got.warnings);
 }
 
 #[tokio::test]
