@@ -432,6 +432,17 @@ pub fn index(crds: &[&Value]) -> Value {
     json!({"paths": paths})
 }
 
+/// The hash the index gives the document at `gv` (`api/v1`, `apis/g/v`): clients fetch
+/// `?hash=` URLs and may cache what they get for as long as the hash stays in the index.
+pub fn hash(gv: &str, crds: &[&Value]) -> Option<String> {
+    let (group, version) = match gv.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", v] => ("", *v),
+        ["apis", g, v] => (*g, *v),
+        _ => return None,
+    };
+    Some(format!("{:016X}", doc_hash(group, version, crds)))
+}
+
 /// `/openapi/v3/{api/v1 | apis/g/v}`: the schemas of the group version's kinds (built in, and
 /// from `crds`, the logical cluster's CustomResourceDefinitions) and a PUT/PATCH operation per
 /// resource carrying the GVK and the `fieldValidation` parameter, which kubectl's query-param
@@ -1037,6 +1048,10 @@ mod tests {
     fn the_index_hash_changes_with_the_crds() {
         let crd = crd(json!({"type": "object"}));
         let before = index(&[]);
+        let url = before["paths"]["apis/apps/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap();
+        assert!(url.ends_with(&hash("apis/apps/v1", &[]).unwrap()), "{url}");
         let after = index(&[&crd]);
         assert_eq!(
             before["paths"]["apis/apps/v1"],

@@ -511,15 +511,32 @@ impl ApiServer {
             ["openapi", "v3", rest @ ..] if get => {
                 let crds = self.crds(&cluster)?;
                 let crds: Vec<&Value> = crds.iter().map(|c| &**c).collect();
-                return openapi::document(&rest.join("/"), &crds)
-                    .map(|d| json_response(StatusCode::OK, &d))
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            404,
-                            "NotFound",
-                            "the server could not find the requested resource",
-                        )
-                    });
+                let gv = rest.join("/");
+                let doc = openapi::document(&gv, &crds).ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "NotFound",
+                        "the server could not find the requested resource",
+                    )
+                })?;
+                let mut resp = json_response(StatusCode::OK, &doc);
+                // As kube-apiserver: a URL carrying the current hash never changes, so
+                // kubectl's disk cache keeps it; any other request revalidates.
+                let current = openapi::hash(&gv, &crds).unwrap_or_default();
+                let cache = if query.get("hash") == Some(current.as_str()) {
+                    "public, immutable, max-age=31536000"
+                } else {
+                    "no-cache, private"
+                };
+                let h = resp.headers_mut();
+                h.insert(
+                    header::CACHE_CONTROL,
+                    header::HeaderValue::from_static(cache),
+                );
+                if let Ok(etag) = header::HeaderValue::from_str(&format!("\"{current}\"")) {
+                    h.insert(header::ETAG, etag);
+                }
+                return Ok(resp);
             }
             _ => {}
         }

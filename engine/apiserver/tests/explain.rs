@@ -260,6 +260,24 @@ fn custom_resources_are_explained_and_validated_from_their_crd() {
         explained.contains("How many sprockets the widget has."),
         "{explained}"
     );
+    // The document at the index's URL is immutable (kubectl's disk cache keeps it); the hash
+    // of example.com/v1 is in the index now.
+    let (index, _) = ok(&bin, &server, &["get", "--raw", "/openapi/v3"]);
+    let index: serde_json::Value = serde_json::from_str(&index).expect("index is JSON");
+    let url = index["paths"]["apis/example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("example.com/v1 in the index")
+        .to_owned();
+    let (doc, headers) = ok(&bin, &server, &["-v=8", "get", "--raw", &url]);
+    assert!(
+        headers.contains("Cache-Control: public, immutable"),
+        "{headers}"
+    );
+    assert!(
+        doc.contains("\"com.example.v1.Widget\""),
+        "{}",
+        &doc[..doc.len().min(400)]
+    );
     let widget = dir.join("w.yaml");
     std::fs::write(
         &widget,
