@@ -7,8 +7,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -31,38 +30,10 @@ fn kubectls() -> Vec<PathBuf> {
     found
 }
 
-fn run(bin: &PathBuf, server: &TestServer, args: &[&str]) -> std::process::Output {
-    Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(&server.kubeconfig_path)
-        .arg("--cache-dir")
-        .arg(server.dir.path().join(format!(
-            "kube-cache-{}",
-            bin.file_name().unwrap().to_string_lossy()
-        )))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("kubectl runs")
-}
-
-/// Run kubectl; stdout, or a panic with stderr.
-fn ok(bin: &PathBuf, server: &TestServer, args: &[&str]) -> String {
-    let out = run(bin, server, args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-        bin.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn apply(bin: &PathBuf, server: &TestServer, name: &str, yaml: &str) {
+fn apply(bin: &Path, server: &TestServer, name: &str, yaml: &str) {
     let file = server.dir.path().join(name);
     std::fs::write(&file, yaml).expect("write manifest");
-    ok(
+    common::kubectl_ok(
         bin,
         server,
         &["apply", "-f", file.to_str().expect("utf-8 path")],
@@ -295,16 +266,16 @@ fn kubectl_scale_changes_spec_replicas() {
     for bin in kubectls() {
         let server = TestServer::start();
         apply(&bin, &server, "nginx.yaml", NGINX);
-        let out = ok(&bin, &server, &["scale", "deploy", "nginx", "--replicas=3"]);
+        let out = common::kubectl_ok(&bin, &server, &["scale", "deploy", "nginx", "--replicas=3"]);
         assert!(out.contains("deployment.apps/nginx scaled"), "{out}");
-        let replicas = ok(
+        let replicas = common::kubectl_ok(
             &bin,
             &server,
             &["get", "deploy", "nginx", "-o", "jsonpath={.spec.replicas}"],
         );
         assert_eq!(replicas.trim(), "3", "{}", bin.display());
         // --current-replicas is a precondition kubectl checks against the Scale.
-        let refused = run(
+        let refused = common::run_kubectl(
             &bin,
             &server,
             &[
@@ -316,7 +287,7 @@ fn kubectl_scale_changes_spec_replicas() {
             ],
         );
         assert!(!refused.status.success(), "{}", bin.display());
-        let out = ok(
+        let out = common::kubectl_ok(
             &bin,
             &server,
             &[
@@ -327,7 +298,7 @@ fn kubectl_scale_changes_spec_replicas() {
             ],
         );
         assert!(out.contains("scaled"), "{out}");
-        let replicas = ok(
+        let replicas = common::kubectl_ok(
             &bin,
             &server,
             &["get", "deploy", "nginx", "-o", "jsonpath={.spec.replicas}"],
@@ -439,7 +410,7 @@ fn kubectl_tables_show_ages_and_crd_printer_columns() {
     for bin in kubectls() {
         let server = TestServer::start();
         let crds = crds_dir();
-        ok(
+        common::kubectl_ok(
             &bin,
             &server,
             &["apply", "-f", crds.to_str().expect("utf-8")],
@@ -451,13 +422,13 @@ fn kubectl_tables_show_ages_and_crd_printer_columns() {
         apply(&bin, &server, "widget.yaml", WIDGET);
 
         // Built-in kinds: AGE is an age, not a timestamp.
-        let out = ok(&bin, &server, &["get", "deploy", "nginx"]);
+        let out = common::kubectl_ok(&bin, &server, &["get", "deploy", "nginx"]);
         let (header, row) = table_row(&out, "nginx");
         assert_eq!(header.last().map(String::as_str), Some("AGE"), "{out}");
         assert!(is_fresh_age(row.last().unwrap()), "{out}");
 
         // Karmada's Work CRD columns.
-        let out = ok(&bin, &server, &["get", "work", "-A"]);
+        let out = common::kubectl_ok(&bin, &server, &["get", "work", "-A"]);
         let (header, row) = table_row(&out, "nginx-work");
         assert_eq!(
             header,
@@ -470,7 +441,7 @@ fn kubectl_tables_show_ages_and_crd_printer_columns() {
         assert!(is_fresh_age(&row[4]), "{out}");
 
         // Karmada's Cluster CRD columns, also in -o wide.
-        let out = ok(&bin, &server, &["get", "clusters", "-o", "wide"]);
+        let out = common::kubectl_ok(&bin, &server, &["get", "clusters", "-o", "wide"]);
         let (header, row) = table_row(&out, "member1");
         assert_eq!(header, ["NAME", "VERSION", "MODE", "READY", "AGE"], "{out}");
         assert_eq!(row[1], "", "no status yet: {out}");
@@ -478,13 +449,13 @@ fn kubectl_tables_show_ages_and_crd_printer_columns() {
         assert!(is_fresh_age(&row[4]), "{out}");
 
         // priority 1 columns only in -o wide; date columns are ages too.
-        let out = ok(&bin, &server, &["get", "widgets"]);
+        let out = common::kubectl_ok(&bin, &server, &["get", "widgets"]);
         let (header, row) = table_row(&out, "w1");
         assert_eq!(header, ["NAME", "SIZE", "BORN"], "{out}");
         assert_eq!(row[1], "3");
         let born = &row[2];
         assert!(born.contains('y'), "2020 is years ago: {out}");
-        let out = ok(&bin, &server, &["get", "widgets", "-o", "wide"]);
+        let out = common::kubectl_ok(&bin, &server, &["get", "widgets", "-o", "wide"]);
         let (header, row) = table_row(&out, "w1");
         assert_eq!(header, ["NAME", "SIZE", "BORN", "COLOR"], "{out}");
         assert_eq!(row[3], "blue");
@@ -495,7 +466,7 @@ fn kubectl_tables_show_ages_and_crd_printer_columns() {
 fn kubectl_auth_whoami_and_can_i_answer_for_the_token_holder() {
     for bin in kubectls() {
         let server = TestServer::start();
-        let out = ok(&bin, &server, &["auth", "whoami", "-o", "json"]);
+        let out = common::kubectl_ok(&bin, &server, &["auth", "whoami", "-o", "json"]);
         let review: Value = serde_json::from_str(&out).expect("json");
         assert_eq!(review["kind"], "SelfSubjectReview", "{out}");
         assert_eq!(review["status"]["userInfo"]["username"], "flotilla-admin");
@@ -503,17 +474,17 @@ fn kubectl_auth_whoami_and_can_i_answer_for_the_token_holder() {
             review["status"]["userInfo"]["groups"],
             json!(["system:masters", "system:authenticated"])
         );
-        let out = ok(&bin, &server, &["auth", "whoami"]);
+        let out = common::kubectl_ok(&bin, &server, &["auth", "whoami"]);
         assert!(out.contains("flotilla-admin"), "{out}");
-        let out = ok(&bin, &server, &["auth", "can-i", "create", "deployments"]);
+        let out = common::kubectl_ok(&bin, &server, &["auth", "can-i", "create", "deployments"]);
         assert_eq!(out.trim(), "yes");
-        let out = ok(&bin, &server, &["auth", "can-i", "get", "/healthz"]);
+        let out = common::kubectl_ok(&bin, &server, &["auth", "can-i", "get", "/healthz"]);
         assert_eq!(out.trim(), "yes");
-        let out = ok(&bin, &server, &["auth", "can-i", "--list"]);
+        let out = common::kubectl_ok(&bin, &server, &["auth", "can-i", "--list"]);
         assert!(out.contains("*.*"), "{out}");
 
         // A wrong token is a kube-shaped 401, which kubectl reports as such.
-        let refused = run(
+        let refused = common::run_kubectl(
             &bin,
             &server,
             &["auth", "whoami", "--token", "not-the-token"],
@@ -524,7 +495,7 @@ fn kubectl_auth_whoami_and_can_i_answer_for_the_token_holder() {
             stderr.contains("You must be logged in to the server"),
             "{stderr}"
         );
-        let refused = run(
+        let refused = common::run_kubectl(
             &bin,
             &server,
             &["auth", "can-i", "get", "pods", "--token", "not-the-token"],

@@ -7,21 +7,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{TestServer, kubectl_release};
-
-fn run(bin: &Path, server: &TestServer, args: &[&str]) -> Output {
-    Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(&server.kubeconfig_path)
-        .arg("--cache-dir")
-        .arg(server.dir.path().join("kube-cache"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("kubectl runs")
-}
 
 fn text(out: &Output) -> (String, String) {
     (
@@ -31,7 +19,7 @@ fn text(out: &Output) -> (String, String) {
 }
 
 fn ok(bin: &Path, server: &TestServer, args: &[&str]) -> (String, String) {
-    let out = run(bin, server, args);
+    let out = common::run_kubectl(bin, server, args);
     let (stdout, stderr) = text(&out);
     assert!(
         out.status.success(),
@@ -137,7 +125,7 @@ fn explain_and_validate(minor: u32) {
         &["apply", "-f", typo][..],
         &["create", "-f", typo][..],
     ] {
-        let out = run(&bin, &server, args);
+        let out = common::run_kubectl(&bin, &server, args);
         let (stdout, stderr) = text(&out);
         assert!(
             !out.status.success(),
@@ -148,7 +136,7 @@ fn explain_and_validate(minor: u32) {
             "kubectl 1.{minor} {args:?}: {stderr}"
         );
     }
-    let missing = run(&bin, &server, &["get", "deployment", "web"]);
+    let missing = common::run_kubectl(&bin, &server, &["get", "deployment", "web"]);
     assert!(
         !missing.status.success(),
         "the refused Deployment was stored"
@@ -166,7 +154,7 @@ fn explain_and_validate(minor: u32) {
     let (stdout, stderr) = ok(&bin, &server, &["apply", "--validate=strict", "-f", good]);
     assert!(stdout.contains("deployment.apps/web created"), "{stdout}");
     assert!(!stderr.contains("Warning"), "{stderr}");
-    let out = run(&bin, &server, &["apply", "--validate=strict", "-f", typo]);
+    let out = common::run_kubectl(&bin, &server, &["apply", "--validate=strict", "-f", typo]);
     let (_, stderr) = text(&out);
     assert!(!out.status.success(), "kubectl 1.{minor} patched in a typo");
     assert!(stderr.contains(TYPO), "kubectl 1.{minor} patch: {stderr}");
@@ -181,7 +169,7 @@ fn explain_and_validate(minor: u32) {
         "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: p\nspec:\n  resourceSelectors:\n  - apiVersion: apps/v1\n    kind: Deployment\n    nmae: web\n",
     )
     .expect("write");
-    let out = run(
+    let out = common::run_kubectl(
         &bin,
         &server,
         &["apply", "-f", policy.to_str().expect("utf-8")],
@@ -249,7 +237,7 @@ fn custom_resources_are_explained_and_validated_from_their_crd() {
     // The openapi index hash moved, so kubectl sees the new schema despite its cache.
     let mut explained = String::new();
     for _ in 0..50 {
-        let out = run(&bin, &server, &["explain", "widget.spec"]);
+        let out = common::run_kubectl(&bin, &server, &["explain", "widget.spec"]);
         explained = text(&out).0;
         if out.status.success() {
             break;
@@ -284,7 +272,7 @@ fn custom_resources_are_explained_and_validated_from_their_crd() {
         "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 1\n  extra: {any: thing}\n  colour: red\n",
     )
     .expect("write");
-    let out = run(
+    let out = common::run_kubectl(
         &bin,
         &server,
         &["apply", "-f", widget.to_str().expect("utf-8")],

@@ -81,26 +81,6 @@ fn client_go_default_config_does_typed_crud_and_leader_election_over_protobuf() 
     }
 }
 
-fn kubectl(bin: &Path, server: &TestServer, args: &[&str]) -> String {
-    let out = Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(&server.kubeconfig_path)
-        .arg("--cache-dir")
-        .arg(server.dir.path().join("kube-cache"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("kubectl runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-        bin.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn kubectl_imperative_create_works_with_protobuf_bodies() {
     for minor in [33, 27] {
@@ -110,7 +90,7 @@ fn kubectl_imperative_create_works_with_protobuf_bodies() {
         };
         let bin = bin.as_path();
         let server = TestServer::start();
-        let k = |args: &[&str]| kubectl(bin, &server, args);
+        let k = |args: &[&str]| common::kubectl_ok(bin, &server, args);
         assert_eq!(
             k(&["create", "configmap", "x", "--from-literal=a=b"]).trim(),
             "configmap/x created"

@@ -98,3 +98,37 @@ pub fn kubectl_release(minor: u32) -> Option<PathBuf> {
         .map(|d| d.join(&name))
         .find(|p| p.is_file())
 }
+
+/// `bin` (a kubectl) with `args` against `server`, with a discovery cache of its own per kubectl
+/// release.
+pub fn run_kubectl(
+    bin: &std::path::Path,
+    server: &TestServer,
+    args: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig_path)
+        .arg("--cache-dir")
+        .arg(server.dir.path().join(format!(
+            "kube-cache-{}",
+            bin.file_name().unwrap_or_default().to_string_lossy()
+        )))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl runs")
+}
+
+/// [`run_kubectl`], which must succeed: its stdout.
+pub fn kubectl_ok(bin: &std::path::Path, server: &TestServer, args: &[&str]) -> String {
+    let out = run_kubectl(bin, server, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
