@@ -22,8 +22,11 @@
 //! **Logical clusters.** A path prefix `/clusters/<name>/` selects a separate keyspace, so
 //! simulated member clusters share one process and one store.
 //!
-//! **Security.** [`tls::Credentials`] generates a CA, a server certificate and a bearer token;
-//! anonymous access is opt-in and only ever served on loopback. Browser requests from other
+//! **Security.** [`tls::Credentials`] generates a CA, a server certificate and a bearer token,
+//! the administrator's (`system:masters`); a static token file ([`Config::token_auth_file`],
+//! [`auth::TokenFile`]) adds users, whom RBAC over the stored Roles, ClusterRoles and bindings
+//! restricts ([`authz`]: 403 Forbidden as kube-apiserver words it). Anonymous access is opt-in,
+//! allows everything and is only ever served on loopback. Browser requests from other
 //! origins are refused (403) and object bodies must be JSON, YAML or Kubernetes protobuf (415), so
 //! a web page cannot write through a loopback server without a CORS preflight; bodies, patches
 //! and stored objects are bounded in size and nesting as kube-apiserver bounds them.
@@ -31,6 +34,7 @@
 pub mod admission;
 pub mod apply;
 pub mod auth;
+pub mod authz;
 mod decode;
 pub mod defaults;
 pub mod discovery;
@@ -86,6 +90,10 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// The static token file could not be read or is not valid (the message names the file
+    /// and line, never a token).
+    #[error("{0}")]
+    TokenFile(String),
     /// Anonymous access was requested on a non-loopback address.
     #[error("anonymous access is only allowed on a loopback address, not {addr}")]
     AnonymousNotLoopback {
@@ -105,6 +113,9 @@ pub struct Config {
     pub tls: bool,
     /// Also accept requests without a token (loopback only).
     pub anonymous: bool,
+    /// kube-apiserver's static token file (`token,user,uid,"group1,group2"`): more users, whom
+    /// RBAC restricts ([`auth::TokenFile`], [`authz`]).
+    pub token_auth_file: Option<PathBuf>,
     /// Revisions kept in the log for watch resumption.
     pub retain_revisions: u64,
     /// How often compaction runs.
@@ -128,6 +139,7 @@ impl Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: true,
             anonymous: false,
+            token_auth_file: None,
             retain_revisions: 100_000,
             compact_interval: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(30),
@@ -164,6 +176,10 @@ pub async fn start(
     if config.anonymous && !config.addr.ip().is_loopback() {
         return Err(StartError::AnonymousNotLoopback { addr: config.addr });
     }
+    let token_file = match &config.token_auth_file {
+        Some(path) => auth::TokenFile::load(path).map_err(StartError::TokenFile)?,
+        None => auth::TokenFile::default(),
+    };
     // Owner-only, as the store and credentials inside are.
     fs::private_dir(&config.data_dir)
         .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
@@ -178,6 +194,7 @@ pub async fn start(
     let options = ServerOptions {
         token: creds.as_ref().map(|c| c.token.clone()),
         anonymous: config.anonymous || creds.is_none(),
+        token_file,
         bookmark_interval: config.bookmark_interval,
         admission: config.admission.clone(),
         watch_stall_timeout: config.watch_stall_timeout,

@@ -214,7 +214,12 @@ impl ApiServer {
             Ok(uri) => parts.uri = uri,
             Err(_) => return ApiError::bad_request("invalid proxy path").into_response(),
         }
-        self.serve(Request::from_parts(parts, body)).await
+        let req = Request::from_parts(parts, body);
+        // The proxied request is authorized too, as a request to the member itself.
+        if let Err(e) = self.authorize(&req) {
+            return e.into_response();
+        }
+        self.serve(req).await
     }
 
     /// Where and how to reach Push member `p.cluster`: from its `spec` and its Secret.

@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 
 use crate::admission::{Admission, Operation};
 use crate::apply::{self, ApplyRequest};
-use crate::auth;
+use crate::auth::{self, UserInfo};
+use crate::authz::{self, Authorizer, RequestInfo};
 use crate::decode::{self, FieldValidation};
 use crate::defaults;
 use crate::discovery;
@@ -57,6 +58,9 @@ pub struct ServerOptions {
     pub token: Option<String>,
     /// Accept requests without a token.
     pub anonymous: bool,
+    /// More users, each with its token (kube-apiserver's `--token-auth-file`); RBAC decides
+    /// what they may do ([`crate::authz`]).
+    pub token_file: auth::TokenFile,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK.
     pub bookmark_interval: Duration,
     /// Defaults and validation run before objects are stored ([`crate::admission`]); none by default.
@@ -74,6 +78,7 @@ impl Default for ServerOptions {
         ServerOptions {
             token: None,
             anonymous: true,
+            token_file: auth::TokenFile::default(),
             bookmark_interval: Duration::from_secs(30),
             admission: None,
             watch_stall_timeout: WATCH_STALL_TIMEOUT,
@@ -102,10 +107,10 @@ struct Target {
 
 /// Query parameters, percent-decoded.
 #[derive(Debug, Default)]
-struct Query(Vec<(String, String)>);
+pub(crate) struct Query(Vec<(String, String)>);
 
 impl Query {
-    fn parse(q: Option<&str>) -> Self {
+    pub(crate) fn parse(q: Option<&str>) -> Self {
         let mut out = Vec::new();
         for pair in q.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -113,13 +118,13 @@ impl Query {
         }
         Query(out)
     }
-    fn get(&self, k: &str) -> Option<&str> {
+    pub(crate) fn get(&self, k: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(kk, _)| kk == k)
             .map(|(_, v)| v.as_str())
     }
-    fn flag(&self, k: &str) -> bool {
+    pub(crate) fn flag(&self, k: &str) -> bool {
         matches!(self.get(k), Some("true" | "1"))
     }
 }
@@ -368,10 +373,15 @@ impl ApiServer {
         })
     }
 
-    async fn dispatch(self: Arc<Self>, req: Request<Body>) -> Response {
-        if let Err(e) =
-            check_origin(req.headers(), req.uri()).and_then(|()| self.authenticate(req.headers()))
+    async fn dispatch(self: Arc<Self>, mut req: Request<Body>) -> Response {
+        let user = match check_origin(req.headers(), req.uri())
+            .and_then(|()| self.authenticate(req.headers()))
         {
+            Ok(user) => user,
+            Err(e) => return e.into_response(),
+        };
+        req.extensions_mut().insert(user);
+        if let Err(e) = self.authorize(&req) {
             return e.into_response();
         }
         if let Some(p) = proxy::parse(req.uri().path(), ROOT_CLUSTER) {
@@ -401,16 +411,55 @@ impl ApiServer {
         }
     }
 
-    fn authenticate(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    /// Who sent the request: the holder of the generated token, a user of the token file, or
+    /// (anonymous access only) `system:anonymous`; anything else is kube-apiserver's 401.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        match (presented, &self.options.token) {
-            (Some(p), Some(t)) if constant_time_eq(p.as_bytes(), t.as_bytes()) => Ok(()),
-            (None, _) if self.options.anonymous => Ok(()),
-            _ => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+        let unauthorized = || ApiError::new(401, "Unauthorized", "Unauthorized");
+        let Some(presented) = presented else {
+            return if self.options.anonymous {
+                Ok(UserInfo::anonymous())
+            } else {
+                Err(unauthorized())
+            };
+        };
+        // Both checked whatever the first answers: the time taken does not tell which matched.
+        let admin = self
+            .options
+            .token
+            .as_ref()
+            .is_some_and(|t| constant_time_eq(presented.as_bytes(), t.as_bytes()));
+        let listed = self.options.token_file.authenticate(presented);
+        match (admin, listed) {
+            (true, _) => Ok(UserInfo::admin()),
+            (false, Some(user)) => Ok(user.clone()),
+            (false, None) => Err(unauthorized()),
+        }
+    }
+
+    /// The RBAC authorizer over this server's store.
+    pub(crate) fn authorizer(&self) -> Authorizer<'_> {
+        Authorizer::new(&self.store, self.options.anonymous)
+    }
+
+    /// Authorize `req` for the user authentication put in its extensions (none: anonymous):
+    /// kube-apiserver's 403 when RBAC does not allow it. Attributes as [`RequestInfo::parse`].
+    pub(crate) fn authorize(&self, req: &Request<Body>) -> Result<(), ApiError> {
+        let anonymous = UserInfo::anonymous();
+        let user = req.extensions().get::<UserInfo>().unwrap_or(&anonymous);
+        let authorizer = self.authorizer();
+        if authorizer.unrestricted(user) {
+            return Ok(());
+        }
+        let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+        if authorizer.authorize(user, &info)?.allowed {
+            Ok(())
+        } else {
+            Err(authz::forbidden(&user.name, &info))
         }
     }
 
@@ -545,7 +594,16 @@ impl ApiServer {
             .await
             .map_err(|_| limits::too_large(MAX_BODY))?;
         if auth::is_review(target.res) {
-            let (code, review) = auth::review(target.res, &parts.method, &parts.headers, &body)?;
+            let anonymous = UserInfo::anonymous();
+            let user = parts.extensions.get::<UserInfo>().unwrap_or(&anonymous);
+            let (code, review) = auth::review(
+                target.res,
+                &parts.method,
+                &parts.headers,
+                &body,
+                user,
+                &self.authorizer(),
+            )?;
             return Ok(json_response(code, &review));
         }
         // Like kube-apiserver, a body without a Content-Type is JSON.
@@ -2155,7 +2213,7 @@ fn check_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<(), ApiErr
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -584,3 +584,42 @@ fn profiles_change_the_plugin_set_and_bad_profiles_are_rejected() {
         stderr(&o)
     );
 }
+
+#[test]
+fn up_refuses_a_bad_token_file_naming_file_and_line_but_not_the_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "s3cret-token,alice,1001\ns3cret-token-2,,1002\n").expect("write");
+    let (data, kubeconfig) = (dir.path().join("data"), dir.path().join("kubeconfig"));
+    let out = run(&[
+        "up",
+        "--port",
+        "0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--token-auth-file",
+        tokens.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("tokens.csv:2: the user name is empty"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+    // Tokens are never sent over plain HTTP.
+    let out = run(&[
+        "up",
+        "--insecure-loopback-anonymous",
+        "--token-auth-file",
+        tokens.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+}

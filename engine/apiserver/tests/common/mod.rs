@@ -19,9 +19,16 @@ pub struct TestServer {
 impl TestServer {
     /// Start a TLS + token server on 127.0.0.1:0 with a fresh data dir.
     pub fn start() -> Self {
+        Self::start_with(|_, _| {})
+    }
+
+    /// [`TestServer::start`], with `configure` changing the configuration first (it gets the
+    /// test's directory too, e.g. for a token file).
+    pub fn start_with(configure: impl FnOnce(&mut Config, &std::path::Path)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config::new(dir.path().join("data"));
         config.bookmark_interval = std::time::Duration::from_secs(1);
+        configure(&mut config, dir.path());
         let (tx, rx) = mpsc::channel::<Running>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

@@ -25,6 +25,16 @@ pub struct Args {
     /// Serve plain HTTP without authentication. Only allowed on a loopback address.
     #[arg(long)]
     pub insecure_loopback_anonymous: bool,
+    /// More users, as kube-apiserver's static token file: one per line,
+    /// `token,user,uid,"group1,group2"`. They authenticate with `Authorization: Bearer <token>`
+    /// and may do what RBAC (Roles, ClusterRoles and their bindings) grants them; the generated
+    /// admin token (group `system:masters`) keeps every permission.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "insecure_loopback_anonymous"
+    )]
+    pub token_auth_file: Option<PathBuf>,
     /// Revisions kept in the watch log (older watches get 410 Gone and relist).
     #[arg(long, default_value_t = 100_000)]
     pub retain_revisions: u64,
@@ -88,6 +98,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.addr = addr;
     config.tls = !args.insecure_loopback_anonymous;
     config.anonymous = args.insecure_loopback_anonymous;
+    config.token_auth_file = args.token_auth_file;
     config.retain_revisions = args.retain_revisions;
     config.admission = Some(super::admission::admission());
     let capacity = flotilla_controller::members::Capacity {

@@ -1,0 +1,221 @@
+//! Several identities and RBAC, through kubectl 1.27 and 1.33: a user of the static token file,
+//! bound by a RoleBinding to a Role that may read ConfigMaps in one namespace, against the admin.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::TestServer;
+use serde_json::Value;
+
+const ALICE_TOKEN: &str = "alice-0123456789abcdef";
+
+fn kubectls() -> Vec<PathBuf> {
+    let found: Vec<PathBuf> = [27, 33]
+        .into_iter()
+        .filter_map(common::kubectl_release)
+        .collect();
+    if found.is_empty() {
+        eprintln!("skipping: neither kubectl.1.27 nor kubectl.1.33 exists on this machine");
+    }
+    found
+}
+
+fn server() -> TestServer {
+    TestServer::start_with(|config, dir| {
+        let file = dir.join("tokens.csv");
+        std::fs::write(
+            &file,
+            format!("{ALICE_TOKEN},alice,1001,\"team-a-devs,qa\"\nbob-token,bob,1002\n"),
+        )
+        .expect("write token file");
+        config.token_auth_file = Some(file);
+    })
+}
+
+const POLICY: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-reader, namespace: team-a}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-reads-cm, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-reader}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: team-a}
+data: {color: blue}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: secret-settings, namespace: default}
+data: {color: red}
+"#;
+
+#[test]
+fn a_token_file_user_may_do_what_its_role_binding_grants_and_nothing_else() {
+    for bin in kubectls() {
+        let server = server();
+        let policy = server.dir.path().join("policy.yaml");
+        std::fs::write(&policy, POLICY).expect("write policy");
+        common::kubectl_ok(&bin, &server, &["apply", "-f", policy.to_str().unwrap()]);
+
+        let alice = |args: &[&str]| {
+            let mut all = args.to_vec();
+            all.extend(["--token", ALICE_TOKEN]);
+            common::run_kubectl(&bin, &server, &all)
+        };
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+
+        let out = alice(&["auth", "whoami", "-o", "json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let review: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let info = &review["status"]["userInfo"];
+        assert_eq!(info["username"], "alice");
+        assert_eq!(info["uid"], "1001");
+        assert_eq!(
+            info["groups"],
+            serde_json::json!(["team-a-devs", "qa", "system:authenticated"])
+        );
+        let out = alice(&["auth", "whoami"]);
+        let table = text(&out.stdout);
+        assert!(
+            table.contains("alice") && table.contains("team-a-devs"),
+            "{table}"
+        );
+
+        for (args, want) in [
+            (&["list", "configmaps", "-n", "team-a"][..], "yes"),
+            (&["get", "configmaps/settings", "-n", "team-a"], "yes"),
+            (&["create", "deployments", "-n", "team-a"], "no"),
+            (&["list", "configmaps", "-n", "default"], "no"),
+            (&["delete", "configmaps", "-n", "team-a"], "no"),
+            (&["get", "/version"], "yes"),
+        ] {
+            let mut all = vec!["auth", "can-i"];
+            all.extend_from_slice(args);
+            let out = alice(&all);
+            assert_eq!(text(&out.stdout).trim(), want, "can-i {args:?}");
+            assert_eq!(out.status.success(), want == "yes", "can-i {args:?}");
+        }
+        let out = alice(&["auth", "can-i", "--list", "-n", "team-a"]);
+        let rules = text(&out.stdout);
+        assert!(
+            rules
+                .lines()
+                .any(|l| l.starts_with("configmaps ") && l.contains("[get list]")),
+            "{rules}"
+        );
+        assert!(!rules.contains("*.*"), "{rules}");
+
+        let out = alice(&["get", "cm", "-n", "team-a", "-o", "name"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("configmap/settings"));
+        let out = alice(&[
+            "get",
+            "cm",
+            "settings",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.color}",
+        ]);
+        assert_eq!(text(&out.stdout), "blue", "{}", text(&out.stderr));
+
+        let out = alice(&["get", "cm", "-n", "default"]);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(
+                "Error from server (Forbidden): configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+            ),
+            "{stderr}"
+        );
+        let out = alice(&["create", "configmap", "mine", "-n", "team-a"]);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("User \"alice\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"team-a\""),
+            "{stderr}"
+        );
+        let out = alice(&["get", "cm", "secret-settings", "-n", "default"]);
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(
+                "configmaps \"secret-settings\" is forbidden: User \"alice\" cannot get resource"
+            ),
+            "{stderr}"
+        );
+
+        // Another user of the file, bound to nothing: discovery and the self-reviews only.
+        let bob = |args: &[&str]| {
+            let mut all = args.to_vec();
+            all.extend(["--token", "bob-token"]);
+            common::run_kubectl(&bin, &server, &all)
+        };
+        let out = bob(&["auth", "can-i", "list", "configmaps", "-n", "team-a"]);
+        assert_eq!(text(&out.stdout).trim(), "no");
+        let out = bob(&["api-resources", "-o", "name"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+
+        // The admin keeps every permission.
+        let out = common::kubectl_ok(&bin, &server, &["get", "cm", "-n", "default", "-o", "name"]);
+        assert!(out.contains("configmap/secret-settings"), "{out}");
+        let out = common::kubectl_ok(
+            &bin,
+            &server,
+            &["auth", "can-i", "create", "deployments", "-n", "team-a"],
+        );
+        assert_eq!(out.trim(), "yes");
+        let out = common::kubectl_ok(&bin, &server, &["auth", "whoami", "-o", "json"]);
+        assert!(out.contains("flotilla-admin"), "{out}");
+
+        // A revoked binding applies to the next request.
+        common::kubectl_ok(
+            &bin,
+            &server,
+            &["delete", "rolebinding", "alice-reads-cm", "-n", "team-a"],
+        );
+        let out = alice(&["get", "cm", "-n", "team-a"]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("(Forbidden)"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_bad_token_file_stops_the_server_naming_file_and_line_but_not_the_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, "tok-1,alice,1\ntok-1,bob,2\n").expect("write");
+    let mut config = flotilla_apiserver::Config::new(dir.path().join("data"));
+    config.token_auth_file = Some(file);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let err = rt
+        .block_on(flotilla_apiserver::start(config, std::future::pending()))
+        .expect_err("a duplicate token is refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("tokens.csv:2: the token of line 1 again"),
+        "{msg}"
+    );
+    assert!(!msg.contains("tok-1"), "{msg}");
+}
