@@ -19,10 +19,13 @@
 //! one process run by one operator, so one policy for all of them is the simple, predictable
 //! choice; per-member policy would need per-member bindings that nothing creates today.
 //!
+//! **Impersonation.** `Impersonate-User` / `-Group` / `-Uid` / `-Extra-*` (`kubectl --as`)
+//! switch to the named user when the caller may `impersonate` it ([`Authorizer::impersonate`]).
+//!
 //! **Evaluation.** Bindings and roles are read from the store at request time (no cache, so a
 //! change applies to the next request). Only callers outside `system:masters` pay for it.
 
-use axum::http::Method;
+use axum::http::{HeaderMap, HeaderValue, Method};
 use serde_json::{Value, json};
 
 use crate::auth::UserInfo;
@@ -353,6 +356,96 @@ impl<'a> Authorizer<'a> {
         Ok(Decision {
             allowed: reason.is_some(),
             reason: reason.unwrap_or_default(),
+        })
+    }
+
+    /// The user to act as: the one the `Impersonate-User` / `-Group` / `-Uid` / `-Extra-*`
+    /// headers name (`kubectl --as`, `--as-group`), when `user` may `impersonate` each of them
+    /// (resources `users`, `groups`, `serviceaccounts` in the core group; `uids` and
+    /// `userextras/<key>` in `authentication.k8s.io`), else `user` itself. As kube-apiserver:
+    /// an impersonated user other than `system:anonymous` is in `system:authenticated`, a
+    /// ServiceAccount also in `system:serviceaccounts` and `system:serviceaccounts:<ns>`; extra
+    /// fields are checked and then dropped (this server keeps none).
+    ///
+    /// # Errors
+    /// 403 (kube-apiserver's wording) when an impersonation is not allowed; 400 for groups, uid
+    /// or extras without a user, or header values that are not text.
+    pub fn impersonate(&self, user: UserInfo, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+        let text = |v: &HeaderValue| {
+            v.to_str()
+                .map(str::to_owned)
+                .map_err(|_| ApiError::bad_request("an Impersonate-* header is not valid text"))
+        };
+        let name = headers.get("impersonate-user").map(text).transpose()?;
+        let groups = headers
+            .get_all("impersonate-group")
+            .iter()
+            .map(text)
+            .collect::<Result<Vec<_>, _>>()?;
+        let uid = headers.get("impersonate-uid").map(text).transpose()?;
+        let mut extras = Vec::new();
+        for (k, v) in headers {
+            if let Some(key) = k.as_str().strip_prefix("impersonate-extra-") {
+                extras.push((crate::server::percent_decode(key), text(v)?));
+            }
+        }
+        let Some(name) = name else {
+            if groups.is_empty() && uid.is_none() && extras.is_empty() {
+                return Ok(user);
+            }
+            return Err(ApiError::bad_request(
+                "impersonating groups, a uid or extra fields requires impersonating a user (Impersonate-User)",
+            ));
+        };
+        let check =
+            |group: &str, resource: &str, sub: &str, namespace: &str, name: &str| RequestInfo {
+                resource_request: true,
+                verb: "impersonate".into(),
+                group: group.into(),
+                resource: resource.into(),
+                subresource: sub.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                ..RequestInfo::default()
+            };
+        let service_account = name
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|sa| sa.split_once(':'));
+        let mut checks = vec![match service_account {
+            Some((ns, sa)) => check("", "serviceaccounts", "", ns, sa),
+            None => check("", "users", "", "", &name),
+        }];
+        checks.extend(groups.iter().map(|g| check("", "groups", "", "", g)));
+        if let Some(uid) = &uid {
+            checks.push(check("authentication.k8s.io", "uids", "", "", uid));
+        }
+        for (key, value) in &extras {
+            checks.push(check("authentication.k8s.io", "userextras", key, "", value));
+        }
+        for c in &checks {
+            if !self.authorize(&user, c)?.allowed {
+                return Err(forbidden(&user.name, c));
+            }
+        }
+        let mut out_groups = groups;
+        let mut add = |g: String| {
+            if !out_groups.contains(&g) {
+                out_groups.push(g);
+            }
+        };
+        if let Some((ns, _)) = service_account {
+            add("system:serviceaccounts".into());
+            add(format!("system:serviceaccounts:{ns}"));
+        }
+        if name == crate::auth::ANONYMOUS_USER {
+            add("system:unauthenticated".into());
+        } else {
+            add("system:authenticated".into());
+        }
+        Ok(UserInfo {
+            name,
+            uid: uid.unwrap_or_default(),
+            groups: out_groups,
         })
     }
 
@@ -1005,6 +1098,96 @@ mod tests {
                     .unwrap()
                     .contains(&json!("/version")))
         );
+    }
+
+    #[tokio::test]
+    async fn impersonation_needs_the_impersonate_verb_on_each_thing_impersonated() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, "clusterroles/as-bots", json!({"kind": "ClusterRole", "metadata": {"name": "as-bots"},
+            "rules": [{"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users"], "resourceNames": ["bot"]},
+                      {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["groups"], "resourceNames": ["bots"]},
+                      {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["serviceaccounts"]}]})).await;
+        put(
+            &store,
+            "clusterrolebindings/ops",
+            json!({"kind": "ClusterRoleBinding", "metadata": {"name": "ops"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "as-bots"},
+            "subjects": [{"kind": "User", "name": "ops"}]}),
+        )
+        .await;
+        let authz = Authorizer::new(&store, false);
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(*k, v.parse().unwrap());
+            }
+            h
+        };
+        let ops = user("ops", &["system:authenticated"]);
+        assert_eq!(
+            authz.impersonate(ops.clone(), &HeaderMap::new()).unwrap(),
+            ops
+        );
+        let bot = authz
+            .impersonate(
+                ops.clone(),
+                &headers(&[("impersonate-user", "bot"), ("impersonate-group", "bots")]),
+            )
+            .unwrap();
+        assert_eq!(bot, user("bot", &["bots", "system:authenticated"]));
+        let sa = authz
+            .impersonate(
+                ops.clone(),
+                &headers(&[("impersonate-user", "system:serviceaccount:ci:builder")]),
+            )
+            .unwrap();
+        assert_eq!(
+            sa.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:ci",
+                "system:authenticated"
+            ]
+        );
+        let e = authz
+            .impersonate(
+                ops.clone(),
+                &headers(&[("impersonate-user", "flotilla-admin")]),
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "users \"flotilla-admin\" is forbidden: User \"ops\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        );
+        let e = authz
+            .impersonate(
+                ops.clone(),
+                &headers(&[
+                    ("impersonate-user", "bot"),
+                    ("impersonate-group", "system:masters"),
+                ]),
+            )
+            .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("groups \"system:masters\" is forbidden"),
+            "{}",
+            e.message
+        );
+        let e = authz
+            .impersonate(ops.clone(), &headers(&[("impersonate-group", "bots")]))
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        // Masters may impersonate anyone.
+        let alice = authz
+            .impersonate(
+                UserInfo::admin(),
+                &headers(&[("impersonate-user", "alice")]),
+            )
+            .unwrap();
+        assert_eq!(alice, user("alice", &["system:authenticated"]));
     }
 
     #[test]

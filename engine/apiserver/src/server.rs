@@ -380,6 +380,10 @@ impl ApiServer {
             Ok(user) => user,
             Err(e) => return e.into_response(),
         };
+        let user = match self.authorizer().impersonate(user, req.headers()) {
+            Ok(user) => user,
+            Err(e) => return e.into_response(),
+        };
         req.extensions_mut().insert(user);
         if let Err(e) = self.authorize(&req) {
             return e.into_response();

@@ -53,7 +53,10 @@ impl ControlPlane {
             .method(method)
             .uri(path)
             .header("content-type", "application/json")
-            .header("impersonate-user", "system:admin");
+            // Impersonation is honoured here (the admin may act as anyone), and the headers
+            // must not reach a member; as a master the impersonated caller may do everything.
+            .header("impersonate-user", "system:admin")
+            .header("impersonate-group", "system:masters");
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
         }

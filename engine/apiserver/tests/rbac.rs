@@ -182,6 +182,61 @@ fn a_token_file_user_may_do_what_its_role_binding_grants_and_nothing_else() {
         let out = common::kubectl_ok(&bin, &server, &["auth", "whoami", "-o", "json"]);
         assert!(out.contains("flotilla-admin"), "{out}");
 
+        // The admin may act as alice (`--as`); alice may not act as anyone.
+        let out = common::kubectl_ok(
+            &bin,
+            &server,
+            &[
+                "auth",
+                "can-i",
+                "list",
+                "configmaps",
+                "-n",
+                "team-a",
+                "--as",
+                "alice",
+            ],
+        );
+        assert_eq!(out.trim(), "yes");
+        let out = common::run_kubectl(
+            &bin,
+            &server,
+            &["get", "cm", "-n", "default", "--as", "alice"],
+        );
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("configmaps is forbidden: User \"alice\" cannot list"),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = common::kubectl_ok(
+            &bin,
+            &server,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "json",
+                "--as",
+                "carol",
+                "--as-group",
+                "auditors",
+            ],
+        );
+        let review: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(review["status"]["userInfo"]["username"], "carol");
+        assert_eq!(
+            review["status"]["userInfo"]["groups"],
+            serde_json::json!(["auditors", "system:authenticated"])
+        );
+        let out = alice(&["get", "cm", "-n", "default", "--as", "flotilla-admin"]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("users \"flotilla-admin\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"),
+            "{}",
+            text(&out.stderr)
+        );
+
         // A revoked binding applies to the next request.
         common::kubectl_ok(
             &bin,
