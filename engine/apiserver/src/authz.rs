@@ -19,6 +19,10 @@
 //! one process run by one operator, so one policy for all of them is the simple, predictable
 //! choice; per-member policy would need per-member bindings that nothing creates today.
 //!
+//! **Aggregation.** No aggregation controller runs, so an aggregated ClusterRole
+//! (`aggregationRule`, as kube's `view`/`edit`/`admin`) has, when evaluated, the rules of the
+//! ClusterRoles its selectors match, one level deep.
+//!
 //! **Impersonation.** `Impersonate-User` / `-Group` / `-Uid` / `-Extra-*` (`kubectl --as`)
 //! switch to the named user when the caller may `impersonate` it ([`Authorizer::impersonate`]).
 //!
@@ -546,13 +550,41 @@ impl<'a> Authorizer<'a> {
                 "{binding_name} of {role_kind} {role_name:?} to {}",
                 describe_subject(subject, bns)
             );
-            for rule in role["rules"].as_array().into_iter().flatten() {
-                if !f(&source, &Rule::from_json(rule)) {
+            for rule in self.role_rules(&role)? {
+                if !f(&source, &Rule::from_json(&rule)) {
                     return Ok(());
                 }
             }
         }
         Ok(())
+    }
+
+    /// A role's rules. An aggregated ClusterRole's (`aggregationRule`) are those of the
+    /// ClusterRoles its selectors match, computed here as kube-controller-manager's aggregation
+    /// controller would write them (one level: an aggregated role's own aggregation is not
+    /// followed).
+    fn role_rules(&self, role: &Value) -> Result<Vec<Value>, ApiError> {
+        let own = || -> Vec<Value> { role["rules"].as_array().cloned().unwrap_or_default() };
+        let Some(selectors) = role["aggregationRule"]["clusterRoleSelectors"].as_array() else {
+            return Ok(own());
+        };
+        let name = &role["metadata"]["name"];
+        let mut out: Vec<Value> = Vec::new();
+        for other in self.list(&format!("/{ROOT}/{RBAC}/clusterroles/"))? {
+            if other["metadata"]["name"] == *name
+                || !selectors
+                    .iter()
+                    .any(|s| label_selector_matches(s, &other["metadata"]["labels"]))
+            {
+                continue;
+            }
+            for rule in other["rules"].as_array().into_iter().flatten() {
+                if !out.contains(rule) {
+                    out.push(rule.clone());
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<std::sync::Arc<Value>>, ApiError> {
@@ -562,6 +594,41 @@ impl<'a> Authorizer<'a> {
             .map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(page.items.into_iter().map(|(_, v)| v).collect())
     }
+}
+
+/// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions` with `In`, `NotIn`,
+/// `Exists`, `DoesNotExist`) matches `labels`; an empty selector matches everything, an unknown
+/// operator nothing.
+fn label_selector_matches(selector: &Value, labels: &Value) -> bool {
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let match_labels = selector["matchLabels"].as_object();
+    if match_labels
+        .into_iter()
+        .flatten()
+        .any(|(k, v)| label(k) != v.as_str())
+    {
+        return false;
+    }
+    selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap_or("");
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match e["operator"].as_str().unwrap_or("") {
+                "In" => label(key).is_some_and(|v| values.contains(&v)),
+                "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
+                "Exists" => label(key).is_some(),
+                "DoesNotExist" => label(key).is_none(),
+                _ => false,
+            }
+        })
 }
 
 /// Whether binding subject `s` names `user`; `namespace` is the RoleBinding's (`""` for a
@@ -1188,6 +1255,75 @@ mod tests {
             )
             .unwrap();
         assert_eq!(alice, user("alice", &["system:authenticated"]));
+    }
+
+    #[tokio::test]
+    async fn aggregated_cluster_roles_have_the_rules_of_the_roles_they_select() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(
+            &store,
+            "clusterroles/view",
+            json!({"kind": "ClusterRole", "metadata": {"name": "view"},
+            "aggregationRule": {"clusterRoleSelectors": [
+                {"matchLabels": {"rbac.example.com/aggregate-to-view": "true"}},
+                {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["read"]}]}]},
+            "rules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]}),
+        )
+        .await;
+        put(&store, "clusterroles/view-cm", json!({"kind": "ClusterRole",
+            "metadata": {"name": "view-cm", "labels": {"rbac.example.com/aggregate-to-view": "true"}},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}]})).await;
+        put(
+            &store,
+            "clusterroles/view-deploy",
+            json!({"kind": "ClusterRole",
+            "metadata": {"name": "view-deploy", "labels": {"tier": "read"}},
+            "rules": [{"verbs": ["list"], "apiGroups": ["apps"], "resources": ["deployments"]}]}),
+        )
+        .await;
+        put(
+            &store,
+            "clusterroles/edit-secrets",
+            json!({"kind": "ClusterRole",
+            "metadata": {"name": "edit-secrets", "labels": {"tier": "write"}},
+            "rules": [{"verbs": ["*"], "apiGroups": [""], "resources": ["secrets"]}]}),
+        )
+        .await;
+        put(
+            &store,
+            "rolebindings/a/view",
+            json!({"kind": "RoleBinding", "metadata": {"name": "view", "namespace": "a"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "alice"}]}),
+        )
+        .await;
+        let authz = Authorizer::new(&store, false);
+        let alice = user("alice", &["system:authenticated"]);
+        let may = |m: Method, p: &str| authz.authorize(&alice, &info(m, p)).unwrap().allowed;
+        assert!(may(Method::GET, "/api/v1/namespaces/a/configmaps/x"));
+        assert!(may(Method::GET, "/apis/apps/v1/namespaces/a/deployments"));
+        // Not the aggregated role's own (stale) rules, nor an unselected role's.
+        assert!(!may(Method::GET, "/api/v1/namespaces/a/secrets/x"));
+        assert!(!may(Method::DELETE, "/api/v1/namespaces/a/configmaps/x"));
+        let selects = |sel: Value, labels: Value| label_selector_matches(&sel, &labels);
+        assert!(selects(json!({}), json!(null)));
+        assert!(selects(
+            json!({"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["x"]}]}),
+            json!({})
+        ));
+        assert!(!selects(
+            json!({"matchExpressions": [{"key": "t", "operator": "Exists"}]}),
+            json!({})
+        ));
+        assert!(selects(
+            json!({"matchExpressions": [{"key": "t", "operator": "DoesNotExist"}]}),
+            json!({"u": "1"})
+        ));
+        assert!(!selects(
+            json!({"matchExpressions": [{"key": "t", "operator": "Gt", "values": ["1"]}]}),
+            json!({"t": "2"})
+        ));
     }
 
     #[test]
