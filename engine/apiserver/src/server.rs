@@ -483,6 +483,19 @@ impl ApiServer {
             cluster = name.to_owned();
             segs.drain(..2);
         }
+        // Only callers outside RBAC (the admin) bring a logical cluster into being; others get
+        // 404 for one that does not exist yet, so they cannot make the server write keyspaces.
+        if cluster != ROOT_CLUSTER {
+            let anonymous = UserInfo::anonymous();
+            let user = parts.extensions.get::<UserInfo>().unwrap_or(&anonymous);
+            if !self.authorizer().unrestricted(user) && !self.cluster_exists(&cluster)? {
+                return Err(ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                ));
+            }
+        }
         self.ensure_cluster(&cluster).await?;
         if events::is_view(&segs) {
             // events.k8s.io/v1 is a view of the core/v1 Events ([`crate::events`]).
@@ -671,6 +684,19 @@ impl ApiServer {
             _ => Err(ApiError::method_not_allowed()),
         };
         Ok(with_warnings(result, &warnings))
+    }
+
+    /// Whether logical cluster `cluster` was brought into being ([`Self::ensure_cluster`]).
+    fn cluster_exists(&self, cluster: &str) -> Result<bool, ApiError> {
+        if self
+            .ready_clusters
+            .lock()
+            .is_ok_and(|s| s.contains(cluster))
+        {
+            return Ok(true);
+        }
+        let key = format!("/{cluster}/core/namespaces/{}", BOOTSTRAP_NAMESPACES[0]);
+        Ok(self.store.get(&key).map_err(store_err)?.is_some())
     }
 
     async fn ensure_cluster(&self, cluster: &str) -> Result<(), ApiError> {

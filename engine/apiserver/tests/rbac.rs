@@ -237,6 +237,47 @@ fn a_token_file_user_may_do_what_its_role_binding_grants_and_nothing_else() {
             text(&out.stderr)
         );
 
+        // Simulated members (`/clusters/<name>`) are authorized as the same requests; only the
+        // admin brings a member into being.
+        let ghost = format!("{}/clusters/ghost", server.url);
+        let out = alice(&["get", "cm", "-n", "team-a", "--server", &ghost]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("(NotFound)"),
+            "{}",
+            text(&out.stderr)
+        );
+        let member = format!("{}/clusters/member1", server.url);
+        common::kubectl_ok(
+            &bin,
+            &server,
+            &["create", "namespace", "team-a", "--server", &member],
+        );
+        common::kubectl_ok(
+            &bin,
+            &server,
+            &[
+                "create",
+                "configmap",
+                "in-member",
+                "-n",
+                "team-a",
+                "--server",
+                &member,
+            ],
+        );
+        let out = alice(&[
+            "get", "cm", "-n", "team-a", "-o", "name", "--server", &member,
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("configmap/in-member"));
+        let out = alice(&["get", "cm", "-n", "default", "--server", &member]);
+        assert!(
+            text(&out.stderr).contains("configmaps is forbidden: User \"alice\""),
+            "{}",
+            text(&out.stderr)
+        );
+
         // A revoked binding applies to the next request.
         common::kubectl_ok(
             &bin,
