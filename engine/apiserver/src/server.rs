@@ -359,6 +359,11 @@ impl ApiServer {
         }
     }
 
+    /// How many users the token file names ([`ServerOptions::token_file`]).
+    pub fn token_file_users(&self) -> usize {
+        self.options.token_file.len()
+    }
+
     /// The underlying store.
     pub fn store(&self) -> &Store {
         &self.store

@@ -98,7 +98,8 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.addr = addr;
     config.tls = !args.insecure_loopback_anonymous;
     config.anonymous = args.insecure_loopback_anonymous;
-    config.token_auth_file = args.token_auth_file;
+    let token_auth_file = args.token_auth_file;
+    config.token_auth_file.clone_from(&token_auth_file);
     config.retain_revisions = args.retain_revisions;
     config.admission = Some(super::admission::admission());
     let capacity = flotilla_controller::members::Capacity {
@@ -158,6 +159,13 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             )
         };
         println!("flotilla API server listening on {}", running.url);
+        if let Some(file) = &token_auth_file {
+            println!(
+                "token file {}: {} users, authorized by RBAC",
+                file.display(),
+                running.server.token_file_users()
+            );
+        }
         if members > 0 {
             println!(
                 "simulated members: {}",
