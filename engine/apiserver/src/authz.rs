@@ -62,6 +62,12 @@ pub struct RequestInfo {
     pub namespace: String,
     /// The object's name (`""` for collections, unless a `metadata.name` field selector names one).
     pub name: String,
+    /// The resource was named under `namespaces/<ns>/` (`namespace` is then its scope; for
+    /// `namespaces/<ns>` itself, as kube, `namespace` is set without this).
+    pub(crate) scoped: bool,
+    /// Path segments from the resource on (`resource/name/subresource` is 3; the server serves
+    /// no more).
+    pub(crate) parts: usize,
 }
 
 impl RequestInfo {
@@ -78,15 +84,23 @@ impl RequestInfo {
         if segs.first() == Some(&"clusters") && segs.len() >= 2 {
             segs.drain(..2);
         }
+        let mut info = Self::from_segments(method, &segs, query);
+        if path.ends_with('/') && !segs.is_empty() {
+            info.path.push('/');
+        }
+        info
+    }
+
+    /// [`RequestInfo::parse`] of a path's non-empty segments, without a logical-cluster prefix.
+    /// The server routes by this too ([`crate::server`]), so what is authorized is what is
+    /// served.
+    pub(crate) fn from_segments(method: &Method, segs: &[&str], query: Option<&str>) -> Self {
         let mut info = RequestInfo {
             path: format!("/{}", segs.join("/")),
             verb: method.as_str().to_ascii_lowercase(),
             ..RequestInfo::default()
         };
-        if path.ends_with('/') && !segs.is_empty() {
-            info.path.push('/');
-        }
-        let rest: &[&str] = match segs.as_slice() {
+        let rest: &[&str] = match segs {
             ["api", version, rest @ ..] if !rest.is_empty() => {
                 info.version = (*version).to_owned();
                 rest
@@ -113,11 +127,15 @@ impl RequestInfo {
                 info.namespace = (*ns).to_owned();
                 match more.first() {
                     Some(&("status" | "finalize")) | None => rest,
-                    Some(_) => more,
+                    Some(_) => {
+                        info.scoped = true;
+                        more
+                    }
                 }
             }
             _ => rest,
         };
+        info.parts = parts.len();
         info.resource = parts.first().copied().unwrap_or_default().to_owned();
         info.name = parts.get(1).copied().unwrap_or_default().to_owned();
         info.subresource = parts.get(2).copied().unwrap_or_default().to_owned();
@@ -150,7 +168,7 @@ impl RequestInfo {
                 subresource: text(ra, "subresource"),
                 namespace: text(ra, "namespace"),
                 name: text(ra, "name"),
-                path: String::new(),
+                ..RequestInfo::default()
             });
         }
         let nra = spec

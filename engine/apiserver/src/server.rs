@@ -2252,6 +2252,8 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Where the request for path segments `segs` (without a logical-cluster prefix) goes: read by
+/// [`RequestInfo`], as authorization reads it, so the two cannot disagree.
 fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
     let not_found = || {
         ApiError::new(
@@ -2260,35 +2262,25 @@ fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
             "the server could not find the requested resource",
         )
     };
-    let (group, version, rest) = match segs {
-        ["api", v, rest @ ..] => ("", *v, rest),
-        ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return Err(not_found()),
-    };
-    let (namespace, rest): (Option<String>, &[&str]) = match rest {
-        ["namespaces", ns, plural, more @ ..]
-            if !matches!(*plural, "status" | "finalize") || !more.is_empty() =>
-        {
-            (Some((*ns).to_owned()), &rest[2..])
-        }
-        _ => (None, rest),
-    };
-    let (plural, name, sub) = match rest {
-        [p] => (*p, None, None),
-        [p, n] => (*p, Some((*n).to_owned()), None),
-        [p, n, s] => (*p, Some((*n).to_owned()), Some((*s).to_owned())),
-        _ => return Err(not_found()),
-    };
-    let res = registry::lookup(group, version, plural).ok_or_else(not_found)?;
-    if !res.namespaced && namespace.is_some() {
+    let info = RequestInfo::from_segments(&Method::GET, segs, None);
+    if !info.resource_request || info.parts > 3 {
         return Err(not_found());
     }
+    let res = registry::lookup(&info.group, &info.version, &info.resource).ok_or_else(not_found)?;
+    if !res.namespaced && info.scoped {
+        return Err(not_found());
+    }
+    let some = |s: String| (!s.is_empty()).then_some(s);
     Ok(Target {
         cluster: cluster.to_owned(),
         res,
-        namespace,
-        name,
-        sub,
+        namespace: if info.scoped {
+            some(info.namespace)
+        } else {
+            None
+        },
+        name: some(info.name),
+        sub: some(info.subresource),
     })
 }
 
