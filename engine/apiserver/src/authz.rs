@@ -8,9 +8,11 @@
 //!
 //! **Default grants.** kube-apiserver bootstraps the ClusterRoles `system:discovery` and
 //! `system:basic-user`, bound to `system:authenticated` (and `system:public-info-viewer`, whose
-//! paths `system:discovery` covers, for unauthenticated callers too). They are hard-coded here ([`DEFAULT_GRANTS`]) rather than stored: every authenticated user may read
-//! discovery (`/api`, `/apis`, …), `/version`, the health endpoints and `/openapi`, and may create
-//! the self-reviews (`kubectl auth whoami` / `can-i`).
+//! paths `system:discovery` covers, for unauthenticated callers too). They are hard-coded here
+//! ([`DEFAULT_GRANTS`]) rather than stored: every authenticated user may read discovery (`/api`,
+//! `/apis`, …), `/version`, the health endpoints and `/openapi`, and may create the self-reviews
+//! (`kubectl auth whoami` / `can-i`). Unauthenticated callers get none of them: outside anonymous
+//! mode there are none, and in it they may do everything.
 //!
 //! **Logical clusters.** A request under `/clusters/<name>/` (a simulated member) is authorized
 //! as the same request without the prefix, against the Roles and bindings of the root keyspace:
@@ -37,7 +39,7 @@ use crate::error::ApiError;
 use crate::store::Store;
 
 /// The keyspace whose RBAC objects are evaluated (the root logical cluster).
-const ROOT: &str = "@";
+const ROOT: &str = crate::server::ROOT_CLUSTER;
 const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// The attributes of a request that authorization looks at.

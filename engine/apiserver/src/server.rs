@@ -34,7 +34,7 @@ use crate::table;
 use crate::time::now_rfc3339;
 
 /// The root logical cluster's key segment.
-const ROOT_CLUSTER: &str = "@";
+pub(crate) const ROOT_CLUSTER: &str = "@";
 /// Namespaces every logical cluster starts with.
 const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 /// The media types of object bodies (create, update, delete options). Anything else — the
