@@ -240,6 +240,14 @@ async fn a_standby_replica_takes_over_after_the_leader_is_killed_and_propagation
         "standby metrics answer at once"
     );
 
+    // Apply → copies in both members through the embedded server (real_engine.rs measures the
+    // same through kube-apiserver).
+    let samples = common::apply_to_copies(&control, &members, &["member1", "member2"], 50).await;
+    eprintln!(
+        "apply → copy in both members (embedded server, simulated members): {}",
+        common::percentiles(&samples)
+    );
+
     // SIGKILL the leader: no release, so the standby waits out the lease.
     let killed_at = Instant::now();
     let i = replicas

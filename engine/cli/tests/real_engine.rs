@@ -671,8 +671,26 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
                 .expect("patch member1's Secret");
         }
     };
+    // The leader logs each (re)registration of a member's client.
+    let (leader, _) = eventually("a lease holder", Duration::from_secs(60), || async {
+        holder(&control).await
+    })
+    .await;
+    let registrations = || {
+        log(&dir, &leader)
+            .matches("member registered cluster=member1")
+            .count()
+    };
+    let before = registrations();
     // base64 of "not-a-valid-token".
     set_token("bm90LWEtdmFsaWQtdG9rZW4=".to_owned()).await;
+    let (_, took) = eventually(
+        "member1's client rebuilt from the changed Secret",
+        Duration::from_secs(10),
+        || async { (registrations() > before).then_some(()) },
+    )
+    .await;
+    eprintln!("rotated credentials: member1's client rebuilt {took:?} after its Secret changed");
     deployments
         .patch(
             "nginx",
@@ -709,6 +727,14 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
         copies_at(&members, (3, 1))
     })
     .await;
+
+    // Apply → copies in both members through kube-apiserver (controllers.rs measures the same
+    // against the embedded server).
+    let samples = common::apply_to_copies(&control, &members, &["member1", "member2"], 50).await;
+    eprintln!(
+        "apply → copy in both members (kube-apiserver, Push + Pull): {}",
+        common::percentiles(&samples)
+    );
 
     // SIGKILL the leader KILLS times; each time the template is scaled right after the kill, so
     // the new leader's first decision is measured as well as its taking the Lease.

@@ -50,3 +50,114 @@ pub fn up(dir: &Path, args: &[&str], quiet: bool) -> (Proc, PathBuf) {
         .expect("flotilla up became ready");
     (proc, kubeconfig)
 }
+
+/// Apply → copy latency, the same way on every control plane: a Duplicated PropagationPolicy
+/// `bulk` selects Deployments labelled `bulk=true` for `member_names`; `n` such Deployments are
+/// created one after another, and each sample is the time from its create returning to its copy
+/// existing in every member (polled every 20 ms). The Deployments and the policy are deleted
+/// afterwards.
+pub async fn apply_to_copies(
+    control: &kube::Client,
+    members: &[kube::Client],
+    member_names: &[&str],
+    n: usize,
+) -> Vec<Duration> {
+    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+    let api = |c: &kube::Client, api_version: &str, kind: &str| -> Api<DynamicObject> {
+        Api::namespaced_with(
+            c.clone(),
+            "default",
+            &flotilla_controller::api_resource(api_version, kind),
+        )
+    };
+    let policies = api(control, "policy.karmada.io/v1alpha1", "PropagationPolicy");
+    let policy: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "bulk", "namespace": "default"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                "labelSelector": {"matchLabels": {"bulk": "true"}}}],
+            "placement": {
+                "clusterAffinity": {"clusterNames": member_names},
+                "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+            },
+        },
+    }))
+    .expect("policy");
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create policy bulk");
+    let templates = api(control, "apps/v1", "Deployment");
+    let copies: Vec<Api<DynamicObject>> = members
+        .iter()
+        .map(|m| api(m, "apps/v1", "Deployment"))
+        .collect();
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let name = format!("bulk-{i}");
+        let d: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default", "labels": {"bulk": "true"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
+                },
+            },
+        }))
+        .expect("deployment");
+        templates
+            .create(&PostParams::default(), &d)
+            .await
+            .expect("create a bulk Deployment");
+        let created = std::time::Instant::now();
+        loop {
+            let mut all = true;
+            for c in &copies {
+                if !matches!(c.get_opt(&name).await, Ok(Some(_))) {
+                    all = false;
+                    break;
+                }
+            }
+            if all {
+                break;
+            }
+            assert!(
+                created.elapsed() < Duration::from_secs(60),
+                "{name} reached no member copy in 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        samples.push(created.elapsed());
+    }
+    for i in 0..n {
+        let _ = templates
+            .delete(&format!("bulk-{i}"), &DeleteParams::default())
+            .await;
+    }
+    let _ = policies.delete("bulk", &DeleteParams::default()).await;
+    samples
+}
+
+/// `p50 / p90 / p99 / max` of `samples`.
+pub fn percentiles(samples: &[Duration]) -> String {
+    let mut s: Vec<Duration> = samples.to_vec();
+    s.sort();
+    let at = |q: f64| {
+        let i = ((s.len() as f64 * q).ceil() as usize).clamp(1, s.len()) - 1;
+        format!("{:.0?}", s[i])
+    };
+    format!(
+        "p50 {} / p90 {} / p99 {} / max {} ({} samples)",
+        at(0.50),
+        at(0.90),
+        at(0.99),
+        at(1.0),
+        s.len()
+    )
+}
