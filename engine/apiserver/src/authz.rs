@@ -247,6 +247,93 @@ impl Rule {
         out
     }
 
+    /// This rule split into rules of one verb and one group and resource (names kept together)
+    /// or one verb and one path.
+    fn breakdown(&self) -> Vec<Rule> {
+        let mut out = Vec::new();
+        for verb in &self.verbs {
+            for group in &self.api_groups {
+                for resource in &self.resources {
+                    out.push(Rule {
+                        verbs: vec![verb.clone()],
+                        api_groups: vec![group.clone()],
+                        resources: vec![resource.clone()],
+                        resource_names: self.resource_names.clone(),
+                        non_resource_urls: Vec::new(),
+                    });
+                }
+            }
+            for url in &self.non_resource_urls {
+                out.push(Rule {
+                    verbs: vec![verb.clone()],
+                    non_resource_urls: vec![url.clone()],
+                    ..Rule::default()
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether this rule grants everything the simple rule `s` ([`Rule::breakdown`]) does.
+    fn covers(&self, s: &Rule) -> bool {
+        let all_in = |set: &[String], wanted: &[String]| {
+            set.iter().any(|x| x == "*") || wanted.iter().all(|w| set.contains(w))
+        };
+        if !all_in(&self.verbs, &s.verbs) {
+            return false;
+        }
+        if !s.non_resource_urls.is_empty() {
+            return s.non_resource_urls.iter().all(|u| {
+                self.non_resource_urls.iter().any(|h| {
+                    h == "*" || h == u || h.strip_suffix('*').is_some_and(|p| u.starts_with(p))
+                })
+            });
+        }
+        if !all_in(&self.api_groups, &s.api_groups) {
+            return false;
+        }
+        let resources = self.resources.iter().any(|r| r == "*")
+            || s.resources.iter().all(|r| {
+                self.resources.contains(r)
+                    || r.split_once('/')
+                        .is_some_and(|(_, sub)| self.resources.contains(&format!("*/{sub}")))
+            });
+        resources
+            && (self.resource_names.is_empty()
+                || (!s.resource_names.is_empty()
+                    && s.resource_names
+                        .iter()
+                        .all(|n| self.resource_names.contains(n))))
+    }
+
+    /// Go's `%q` lists, as kube-apiserver prints a rule not held.
+    fn compact(&self) -> String {
+        let q = |v: &[String]| {
+            v.iter()
+                .map(|x| format!("{x:?}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if !self.non_resource_urls.is_empty() {
+            return format!(
+                "{{NonResourceURLs:[{}], Verbs:[{}]}}",
+                q(&self.non_resource_urls),
+                q(&self.verbs)
+            );
+        }
+        let names = if self.resource_names.is_empty() {
+            String::new()
+        } else {
+            format!(", ResourceNames:[{}]", q(&self.resource_names))
+        };
+        format!(
+            "{{APIGroups:[{}], Resources:[{}]{names}, Verbs:[{}]}}",
+            q(&self.api_groups),
+            q(&self.resources),
+            q(&self.verbs)
+        )
+    }
+
     /// Whether this rule allows the request `a`.
     pub fn allows(&self, a: &RequestInfo) -> bool {
         let has = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
@@ -601,6 +688,139 @@ impl<'a> Authorizer<'a> {
             for rule in other["rules"].as_array().into_iter().flatten() {
                 if !out.contains(rule) {
                     out.push(rule.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// kube-apiserver's RBAC escalation check, for `user` writing `obj` (a Role, ClusterRole,
+    /// RoleBinding or ClusterRoleBinding: `plural`) in `namespace`: a role may only hold rules
+    /// the writer holds (in that namespace; cluster-wide for a ClusterRole) unless the writer may
+    /// `escalate` it, and a binding may only grant a role whose rules the writer holds (in the
+    /// binding's namespace) unless the writer may `bind` it. An aggregated ClusterRole needs
+    /// every permission. Only the rules count, never who the writer is.
+    ///
+    /// # Errors
+    /// 403 naming the permissions not held, as kube-apiserver words it.
+    pub fn check_escalation(
+        &self,
+        user: &UserInfo,
+        plural: &str,
+        obj: &Value,
+        namespace: &str,
+    ) -> Result<(), ApiError> {
+        if self.unrestricted(user) {
+            return Ok(());
+        }
+        let name = obj["metadata"]["name"].as_str().unwrap_or("");
+        let attrs = |verb: &str, resource: &str, namespace: &str, name: &str| RequestInfo {
+            resource_request: true,
+            verb: verb.into(),
+            group: RBAC.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            ..RequestInfo::default()
+        };
+        let forbidden = |why: String| {
+            ApiError::new(
+                403,
+                "Forbidden",
+                format!("{plural}.{RBAC} {name:?} is forbidden: {why}"),
+            )
+            .with_details(json!({"group": RBAC, "kind": plural, "name": name}))
+        };
+        let (scope, wanted): (&str, Vec<Value>) = match plural {
+            "roles" | "clusterroles" => {
+                let scope = if plural == "roles" { namespace } else { "" };
+                if self
+                    .authorize(user, &attrs("escalate", plural, scope, name))?
+                    .allowed
+                {
+                    return Ok(());
+                }
+                if plural == "clusterroles" && !obj["aggregationRule"].is_null() {
+                    let all = [
+                        json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+                        json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+                    ];
+                    if !self.missing(user, "", &all)?.is_empty() {
+                        return Err(forbidden(
+                            "must have cluster-admin privileges to use the aggregationRule".into(),
+                        ));
+                    }
+                    return Ok(());
+                }
+                (scope, obj["rules"].as_array().cloned().unwrap_or_default())
+            }
+            "rolebindings" | "clusterrolebindings" => {
+                let scope = if plural == "rolebindings" {
+                    namespace
+                } else {
+                    ""
+                };
+                let kind = obj["roleRef"]["kind"].as_str().unwrap_or("");
+                let role = obj["roleRef"]["name"].as_str().unwrap_or("");
+                let (role_plural, key) = match kind {
+                    "ClusterRole" => (
+                        "clusterroles",
+                        format!("/{ROOT}/{RBAC}/clusterroles/{role}"),
+                    ),
+                    "Role" if plural == "rolebindings" => {
+                        ("roles", format!("/{ROOT}/{RBAC}/roles/{namespace}/{role}"))
+                    }
+                    _ => return Ok(()), // refused by validation, or grants nothing
+                };
+                if self
+                    .authorize(user, &attrs("bind", role_plural, scope, role))?
+                    .allowed
+                {
+                    return Ok(());
+                }
+                let Some((_, role_obj)) = self
+                    .store
+                    .get(&key)
+                    .map_err(|e| ApiError::internal(e.to_string()))?
+                else {
+                    return Err(forbidden(format!(
+                        "{role_plural}.{RBAC} {role:?} not found"
+                    )));
+                };
+                (scope, self.role_rules(&role_obj)?)
+            }
+            _ => return Ok(()),
+        };
+        let missing = self.missing(user, scope, &wanted)?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let groups: Vec<String> = user.groups.iter().map(|g| format!("{g:?}")).collect();
+        Err(forbidden(format!(
+            "user {:?} (groups=[{}]) is attempting to grant RBAC permissions not currently held:\n{}",
+            user.name,
+            groups.join(" "),
+            missing.join("\n")
+        )))
+    }
+
+    /// The parts of `wanted` (rules, as JSON) that `user`'s rules in `namespace` do not cover,
+    /// one line per uncovered verb and resource (or path), as kube-apiserver lists them.
+    fn missing(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        wanted: &[Value],
+    ) -> Result<Vec<String>, ApiError> {
+        let held = self.rules(user, namespace)?;
+        let mut out = Vec::new();
+        for rule in wanted.iter().map(Rule::from_json) {
+            for simple in rule.breakdown() {
+                if !held.iter().any(|h| h.covers(&simple)) {
+                    let line = simple.compact();
+                    if !out.contains(&line) {
+                        out.push(line);
+                    }
                 }
             }
         }
@@ -1344,6 +1564,211 @@ mod tests {
             json!({"matchExpressions": [{"key": "t", "operator": "Gt", "values": ["1"]}]}),
             json!({"t": "2"})
         ));
+    }
+
+    #[test]
+    fn coverage_is_checked_per_verb_and_resource() {
+        let held = |r: Value| Rule::from_json(&r);
+        let wanted = |r: Value| Rule::from_json(&r).breakdown();
+        let covered = |h: &Rule, w: Value| wanted(w).iter().all(|s| h.covers(s));
+        let cm =
+            held(json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"]}));
+        assert!(covered(
+            &cm,
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]})
+        ));
+        assert!(covered(
+            &cm,
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["x"]})
+        ));
+        assert!(!covered(
+            &cm,
+            json!({"verbs": ["get", "delete"], "apiGroups": [""], "resources": ["configmaps"]})
+        ));
+        assert!(!covered(
+            &cm,
+            json!({"verbs": ["*"], "apiGroups": [""], "resources": ["configmaps"]})
+        ));
+        assert!(!covered(
+            &cm,
+            json!({"verbs": ["get"], "apiGroups": ["*"], "resources": ["configmaps"]})
+        ));
+        assert!(!covered(
+            &cm,
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps/status"]})
+        ));
+        let subs = held(json!({"verbs": ["*"], "apiGroups": ["apps"], "resources": ["*/scale"]}));
+        assert!(covered(
+            &subs,
+            json!({"verbs": ["patch"], "apiGroups": ["apps"], "resources": ["deployments/scale"]})
+        ));
+        assert!(!covered(
+            &subs,
+            json!({"verbs": ["patch"], "apiGroups": ["apps"], "resources": ["deployments"]})
+        ));
+        let named = held(
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a", "b"]}),
+        );
+        assert!(covered(
+            &named,
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a"]})
+        ));
+        assert!(!covered(
+            &named,
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]})
+        ));
+        assert!(!covered(
+            &named,
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["c"]})
+        ));
+        let paths = held(json!({"verbs": ["get"], "nonResourceURLs": ["/logs/*"]}));
+        assert!(covered(
+            &paths,
+            json!({"verbs": ["get"], "nonResourceURLs": ["/logs/a", "/logs/*"]})
+        ));
+        assert!(!covered(
+            &paths,
+            json!({"verbs": ["get"], "nonResourceURLs": ["/metrics"]})
+        ));
+        assert_eq!(
+            wanted(json!({"verbs": ["get"], "apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["d"]}))[0].compact(),
+            "{APIGroups:[\"apps\"], Resources:[\"deployments\"], ResourceNames:[\"d\"], Verbs:[\"get\"]}"
+        );
+    }
+
+    #[tokio::test]
+    async fn rbac_writers_cannot_grant_more_than_they_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, "roles/a/rbac-editor", json!({"kind": "Role", "metadata": {"name": "rbac-editor", "namespace": "a"},
+            "rules": [{"verbs": ["create", "update"], "apiGroups": [RBAC], "resources": ["roles", "rolebindings"]},
+                      {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"]}]})).await;
+        put(
+            &store,
+            "rolebindings/a/alice",
+            json!({"kind": "RoleBinding", "metadata": {"name": "alice", "namespace": "a"},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "rbac-editor"},
+            "subjects": [{"kind": "User", "name": "alice"}]}),
+        )
+        .await;
+        put(
+            &store,
+            "roles/a/cm-reader",
+            json!({"kind": "Role", "metadata": {"name": "cm-reader", "namespace": "a"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}]}),
+        )
+        .await;
+        put(
+            &store,
+            "clusterroles/everything",
+            json!({"kind": "ClusterRole", "metadata": {"name": "everything"},
+            "rules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]}),
+        )
+        .await;
+        let authz = Authorizer::new(&store, false);
+        let alice = user("alice", &["devs", "system:authenticated"]);
+        let role = |rules: Value| json!({"metadata": {"name": "r"}, "rules": rules});
+        let binding = |kind: &str, name: &str| json!({"metadata": {"name": "b"}, "roleRef": {"apiGroup": RBAC, "kind": kind, "name": name}});
+
+        authz
+            .check_escalation(
+                &alice,
+                "roles",
+                &role(json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["configmaps"]}])),
+                "a",
+            )
+            .unwrap();
+        let e = authz
+            .check_escalation(&alice, "roles", &role(json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets", "configmaps"]}])), "a")
+            .unwrap_err();
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "roles.rbac.authorization.k8s.io \"r\" is forbidden: user \"alice\" (groups=[\"devs\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
+        );
+        // What alice holds in `a` she does not hold in `b`.
+        assert!(
+            authz
+                .check_escalation(
+                    &alice,
+                    "roles",
+                    &role(
+                        json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["configmaps"]}])
+                    ),
+                    "b"
+                )
+                .is_err()
+        );
+        authz
+            .check_escalation(&alice, "rolebindings", &binding("Role", "cm-reader"), "a")
+            .unwrap();
+        let e = authz
+            .check_escalation(
+                &alice,
+                "rolebindings",
+                &binding("ClusterRole", "everything"),
+                "a",
+            )
+            .unwrap_err();
+        assert!(
+            e.message
+                .contains("attempting to grant RBAC permissions not currently held"),
+            "{}",
+            e.message
+        );
+        let e = authz
+            .check_escalation(&alice, "rolebindings", &binding("Role", "missing"), "a")
+            .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("roles.rbac.authorization.k8s.io \"missing\" not found"),
+            "{}",
+            e.message
+        );
+        let e = authz
+            .check_escalation(&alice, "clusterroles", &json!({"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [{}]}}), "")
+            .unwrap_err();
+        assert!(
+            e.message
+                .contains("must have cluster-admin privileges to use the aggregationRule")
+        );
+
+        // `bind` and `escalate` lift the checks, as in kube-apiserver.
+        put(&store, "roles/a/binder", json!({"kind": "Role", "metadata": {"name": "binder", "namespace": "a"},
+            "rules": [{"verbs": ["bind"], "apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["everything"]},
+                      {"verbs": ["escalate"], "apiGroups": [RBAC], "resources": ["roles"]}]})).await;
+        put(
+            &store,
+            "rolebindings/a/alice-binder",
+            json!({"kind": "RoleBinding", "metadata": {"name": "alice-binder", "namespace": "a"},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "binder"},
+            "subjects": [{"kind": "Group", "name": "devs"}]}),
+        )
+        .await;
+        authz
+            .check_escalation(
+                &alice,
+                "rolebindings",
+                &binding("ClusterRole", "everything"),
+                "a",
+            )
+            .unwrap();
+        authz
+            .check_escalation(
+                &alice,
+                "roles",
+                &role(json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}])),
+                "a",
+            )
+            .unwrap();
+        authz
+            .check_escalation(
+                &UserInfo::admin(),
+                "clusterrolebindings",
+                &binding("ClusterRole", "everything"),
+                "",
+            )
+            .unwrap();
     }
 
     #[test]

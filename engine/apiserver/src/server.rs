@@ -103,6 +103,9 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     sub: Option<String>,
+    /// The caller, when RBAC restricts it (`None`: the admin, anonymous mode, or the server
+    /// itself): its writes of RBAC objects are checked for escalation.
+    restricted: Option<UserInfo>,
 }
 
 /// Query parameters, percent-decoded.
@@ -611,7 +614,12 @@ impl ApiServer {
             }
             _ => {}
         }
-        let target = parse_target(&cluster, &segs)?;
+        let mut target = parse_target(&cluster, &segs)?;
+        if let Some(user) = parts.extensions.get::<UserInfo>()
+            && !self.authorizer().unrestricted(user)
+        {
+            target.restricted = Some(user.clone());
+        }
         let body = axum::body::to_bytes(body, MAX_BODY)
             .await
             .map_err(|_| limits::too_large(MAX_BODY))?;
@@ -796,9 +804,24 @@ impl ApiServer {
     }
 
     /// kube-apiserver's own validation ([`crate::validation`]) of `obj` about to be stored.
-    fn validate(t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(&self, t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         crate::validation::validate(t.res, obj, old)
-            .map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
+            .map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))?;
+        if t.res.group == "rbac.authorization.k8s.io" {
+            rbac_checks(t, obj, old)?;
+            // RBAC objects of a simulated member grant nothing ([`crate::authz`]).
+            if let Some(user) = &t.restricted
+                && t.cluster == ROOT_CLUSTER
+            {
+                self.authorizer().check_escalation(
+                    user,
+                    t.res.plural,
+                    obj,
+                    t.namespace.as_deref().unwrap_or(""),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// Run the registered admission on `obj` (the main resource only; status writes are not admitted).
@@ -1125,7 +1148,7 @@ impl ApiServer {
             if attempt == 0 {
                 self.admit(t, Operation::Create, &mut obj, None)?;
                 normalize(&mut obj);
-                Self::validate(t, &obj, None)?;
+                self.validate(t, &obj, None)?;
                 limits::check_object(&obj)?;
             }
             if dry_run {
@@ -1261,7 +1284,7 @@ impl ApiServer {
             normalize(&mut new);
         }
         if !status_sub {
-            Self::validate(t, &new, Some(old))?;
+            self.validate(t, &new, Some(old))?;
         }
         if spec_differs(old, &new, t.res.has_status) {
             if t.res.kind == "CustomResourceDefinition" && t.res.group == "apiextensions.k8s.io" {
@@ -1450,7 +1473,7 @@ impl ApiServer {
                 Self::prepare_create(t, &mut obj)?;
                 self.admit(t, Operation::Create, &mut obj, None)?;
                 normalize(&mut obj);
-                Self::validate(t, &obj, None)?;
+                self.validate(t, &obj, None)?;
                 limits::check_object(&obj)?;
                 if dry_run {
                     return Ok(json_response(
@@ -1734,6 +1757,7 @@ impl ApiServer {
                 namespace: Some(ns.to_owned()),
                 name: None,
                 sub: None,
+                restricted: None,
             };
             let page = self
                 .store
@@ -1781,6 +1805,7 @@ impl ApiServer {
                 namespace: ns,
                 name: Some(name),
                 sub: None,
+                restricted: t.restricted.clone(),
             };
             if let Ok(resp) = Box::pin(self.delete(&one, q, &Bytes::new(), &HeaderMap::new())).await
             {
@@ -2252,6 +2277,54 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// kube-apiserver's validation of RBAC objects that authorization relies on: a binding's
+/// `roleRef` cannot change (re-pointing a binding would silently change what its subjects may
+/// do), and a RoleBinding or ClusterRoleBinding names a Role or ClusterRole it may refer to.
+fn rbac_checks(t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    if !matches!(t.res.plural, "rolebindings" | "clusterrolebindings") {
+        return Ok(());
+    }
+    let name = meta_str(obj, "name").unwrap_or_default();
+    let invalid = |field: &str, value: &Value, detail: &str| {
+        let value = value.to_string();
+        ApiError::invalid(format!(
+            "{}.{} {name:?} is invalid: {field}: Invalid value: {value}: {detail}",
+            t.res.kind, t.res.group
+        ))
+        .with_details(json!({"name": name, "group": t.res.group, "kind": t.res.kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": format!("Invalid value: {value}: {detail}"), "field": field}]}))
+    };
+    let role_ref = &obj["roleRef"];
+    if let Some(old) = old
+        && old["roleRef"] != *role_ref
+    {
+        return Err(invalid("roleRef", role_ref, "cannot change roleRef"));
+    }
+    let kinds: &[&str] = if t.res.plural == "rolebindings" {
+        &["Role", "ClusterRole"]
+    } else {
+        &["ClusterRole"]
+    };
+    if !role_ref["kind"]
+        .as_str()
+        .is_some_and(|k| kinds.contains(&k))
+    {
+        return Err(invalid(
+            "roleRef.kind",
+            &role_ref["kind"],
+            &format!("supported values: {}", kinds.join(", ")),
+        ));
+    }
+    if role_ref["name"].as_str().is_none_or(str::is_empty) {
+        return Err(invalid(
+            "roleRef.name",
+            &role_ref["name"],
+            "name is required",
+        ));
+    }
+    Ok(())
+}
+
 /// Where the request for path segments `segs` (without a logical-cluster prefix) goes: read by
 /// [`RequestInfo`], as authorization reads it, so the two cannot disagree.
 fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
@@ -2281,6 +2354,7 @@ fn parse_target(cluster: &str, segs: &[&str]) -> Result<Target, ApiError> {
         },
         name: some(info.name),
         sub: some(info.subresource),
+        restricted: None,
     })
 }
 

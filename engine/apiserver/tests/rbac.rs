@@ -64,6 +64,31 @@ metadata: {name: secret-settings, namespace: default}
 data: {color: red}
 "#;
 
+const RBAC_EDITOR: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: rbac-editor, namespace: team-a}
+rules:
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [create, get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-edits-rbac, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: rbac-editor}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: cluster-wide-all}
+rules:
+- apiGroups: ["*"]
+  resources: ["*"]
+  verbs: ["*"]
+"#;
+
 #[test]
 fn a_token_file_user_may_do_what_its_role_binding_grants_and_nothing_else() {
     for bin in kubectls() {
@@ -274,6 +299,85 @@ fn a_token_file_user_may_do_what_its_role_binding_grants_and_nothing_else() {
         let out = alice(&["get", "cm", "-n", "default", "--server", &member]);
         assert!(
             text(&out.stderr).contains("configmaps is forbidden: User \"alice\""),
+            "{}",
+            text(&out.stderr)
+        );
+
+        // RBAC writers cannot grant what they do not hold (escalation check), and a binding's
+        // roleRef cannot change.
+        let editor = server.dir.path().join("editor.yaml");
+        std::fs::write(&editor, RBAC_EDITOR).expect("write");
+        common::kubectl_ok(&bin, &server, &["apply", "-f", editor.to_str().unwrap()]);
+        let out = alice(&[
+            "create",
+            "role",
+            "sneaky",
+            "--verb=get",
+            "--resource=secrets",
+            "-n",
+            "team-a",
+        ]);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(
+                "roles.rbac.authorization.k8s.io \"sneaky\" is forbidden: user \"alice\""
+            ) && stderr.contains("is attempting to grant RBAC permissions not currently held")
+                && stderr.contains("Resources:[\"secrets\"]"),
+            "{stderr}"
+        );
+        let out = alice(&[
+            "create",
+            "role",
+            "cm-getter",
+            "--verb=get",
+            "--resource=configmaps",
+            "-n",
+            "team-a",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let out = alice(&[
+            "create",
+            "rolebinding",
+            "all",
+            "--clusterrole=cluster-wide-all",
+            "--user=alice",
+            "-n",
+            "team-a",
+        ]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("not currently held"),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = alice(&[
+            "create",
+            "rolebinding",
+            "qa-reads",
+            "--role=cm-getter",
+            "--group=qa",
+            "-n",
+            "team-a",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let out = common::run_kubectl(
+            &bin,
+            &server,
+            &[
+                "patch",
+                "rolebinding",
+                "qa-reads",
+                "-n",
+                "team-a",
+                "--type=merge",
+                "-p",
+                r#"{"roleRef":{"name":"cm-reader"}}"#,
+            ],
+        );
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("cannot change roleRef"),
             "{}",
             text(&out.stderr)
         );
