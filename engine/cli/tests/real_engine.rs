@@ -418,6 +418,195 @@ fn distribution(xs: &[Duration]) -> String {
     )
 }
 
+/// Templates in the apply storm.
+const STORM: usize = 1_000;
+
+/// How many of `names` exist as Deployments labelled `storm=true` in `c` (`None` on error).
+async fn storm_copies(c: &Client) -> Option<usize> {
+    let list = dynamic(c, "apps/v1", "Deployment", Some("default"))
+        .list(&kube::api::ListParams::default().labels("storm=true"))
+        .await
+        .ok()?;
+    Some(list.items.len())
+}
+
+/// The Works in `cluster`'s execution namespace whose name starts with `storm-`.
+async fn storm_works(control: &Client, cluster: &str) -> Option<usize> {
+    let ns = format!("karmada-es-{cluster}");
+    let list = dynamic(control, "work.karmada.io/v1alpha1", "Work", Some(&ns))
+        .list(&kube::api::ListParams::default())
+        .await
+        .ok()?;
+    Some(
+        list.items
+            .iter()
+            .filter(|w| {
+                w.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("storm-"))
+            })
+            .count(),
+    )
+}
+
+/// Create [`STORM`] templates (16 in flight) under a Duplicated policy, SIGKILL the leader once a
+/// third of them are created, then check the end state and clean up.
+async fn storm(
+    control: &Client,
+    members: &[Client; 2],
+    dir: &Path,
+    control_kc: &Path,
+    replicas: &mut Vec<(String, Proc)>,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let started = Instant::now();
+    let policies = dynamic(
+        control,
+        "policy.karmada.io/v1alpha1",
+        "PropagationPolicy",
+        Some("default"),
+    );
+    let policy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "storm", "namespace": "default"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                "labelSelector": {"matchLabels": {"storm": "true"}}}],
+            "placement": {
+                "clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+            },
+        },
+    }))
+    .expect("policy");
+    policies
+        .create(&Default::default(), &policy)
+        .await
+        .expect("create policy storm");
+    let created = Arc::new(AtomicUsize::new(0));
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..16 {
+        let api = dynamic(control, "apps/v1", "Deployment", Some("default"));
+        let created = created.clone();
+        writers.spawn(async move {
+            for i in (w..STORM).step_by(16) {
+                let name = format!("storm-{i}");
+                let d: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": "default", "labels": {"storm": "true"}},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": name}},
+                        "template": {
+                            "metadata": {"labels": {"app": name}},
+                            "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
+                        },
+                    },
+                }))
+                .expect("deployment");
+                api.create(&Default::default(), &d)
+                    .await
+                    .expect("create a storm Deployment");
+                created.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    eventually(
+        "a third of the storm created",
+        Duration::from_secs(300),
+        || async { (created.load(Ordering::Relaxed) >= STORM / 3).then_some(()) },
+    )
+    .await;
+    let (leader, _) = eventually("a lease holder", Duration::from_secs(60), || async {
+        holder(control).await
+    })
+    .await;
+    let at = replicas
+        .iter()
+        .position(|(id, _)| *id == leader)
+        .expect("the holder is one of ours");
+    let standby = replicas[1 - at].0.clone();
+    let killed_at = Instant::now();
+    drop(replicas.remove(at));
+    // The writers go on meanwhile.
+    eventually("the standby leading", Duration::from_secs(45), || async {
+        leads(dir, &standby).then_some(())
+    })
+    .await;
+    let leading = killed_at.elapsed();
+    while let Some(r) = writers.join_next().await {
+        r.expect("a storm writer");
+    }
+    let all_created = started.elapsed();
+    replicas.push(("storm".to_owned(), replica(dir, control_kc, "storm")));
+    let (_, _) = eventually(
+        "every storm template with one Work and one copy per member",
+        Duration::from_secs(900),
+        || async {
+            let counts = [
+                storm_copies(&members[0]).await?,
+                storm_copies(&members[1]).await?,
+                storm_works(control, "member1").await?,
+                storm_works(control, "member2").await?,
+            ];
+            counts.iter().all(|&n| n >= STORM).then_some(counts)
+        },
+    )
+    .await;
+    let converged = started.elapsed();
+    // Exactly, not at least: nothing duplicated (a Work or a copy per template and member).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (what, n) in [
+        ("member1 copies", storm_copies(&members[0]).await),
+        ("member2 copies", storm_copies(&members[1]).await),
+        ("member1 Works", storm_works(control, "member1").await),
+        ("member2 Works", storm_works(control, "member2").await),
+    ] {
+        assert_eq!(n, Some(STORM), "{what}");
+    }
+    eprintln!(
+        "apply storm: {STORM} templates created in {all_created:.2?}; leader killed after          {}, {standby} leading {leading:.2?} later; all {} Works and member copies in place          {converged:.2?} after the storm began",
+        STORM / 3,
+        2 * STORM
+    );
+    // Deleting them leaves no orphan.
+    let templates = dynamic(control, "apps/v1", "Deployment", Some("default"));
+    let deleting = Instant::now();
+    templates
+        .delete_collection(
+            &Default::default(),
+            &kube::api::ListParams::default().labels("storm=true"),
+        )
+        .await
+        .expect("delete the storm");
+    policies
+        .delete("storm", &Default::default())
+        .await
+        .expect("delete policy storm");
+    let (_, _) = eventually(
+        "no storm Work or copy left",
+        Duration::from_secs(900),
+        || async {
+            let counts = [
+                storm_copies(&members[0]).await?,
+                storm_copies(&members[1]).await?,
+                storm_works(control, "member1").await?,
+                storm_works(control, "member2").await?,
+            ];
+            counts.iter().all(|&n| n == 0).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "apply storm: every Work and member copy gone {:.2?} after the deletecollection request",
+        deleting.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and_fails_over() {
     let Some(bin) = binaries() else { return };
@@ -808,6 +997,11 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
         // client-go's semantics: 13-17 s with a 15 s lease and 2 s retries; slack for a busy host.
         assert!(*t <= Duration::from_secs(22), "takeover took {t:?}");
     }
+
+    // kill -9 the leader during a 1,000-template apply storm: the standby finishes the job, and
+    // every template ends with exactly one Work and one copy per member (none lost, none
+    // duplicated); deleting them leaves no orphan.
+    storm(&control, &members, &dir, &control_kc, &mut replicas).await;
 
     // Deleting the template removes the member copies and the binding.
     kubectl_ok(
