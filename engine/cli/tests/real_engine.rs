@@ -450,6 +450,16 @@ async fn storm_works(control: &Client, cluster: &str) -> Option<usize> {
     )
 }
 
+/// Storm copies in member1 and member2, then storm Works for member1 and member2.
+async fn storm_counts(control: &Client, members: &[Client; 2]) -> Option<[usize; 4]> {
+    Some([
+        storm_copies(&members[0]).await?,
+        storm_copies(&members[1]).await?,
+        storm_works(control, "member1").await?,
+        storm_works(control, "member2").await?,
+    ])
+}
+
 /// Create [`STORM`] templates (16 in flight) under a Duplicated policy, SIGKILL the leader once a
 /// third of them are created, then check the end state and clean up.
 async fn storm(
@@ -468,20 +478,7 @@ async fn storm(
         "PropagationPolicy",
         Some("default"),
     );
-    let policy: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "storm", "namespace": "default"},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                "labelSelector": {"matchLabels": {"storm": "true"}}}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": ["member1", "member2"]},
-                "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
-            },
-        },
-    }))
-    .expect("policy");
+    let policy = common::duplicated_policy("storm", "storm", &["member1", "member2"]);
     policies
         .create(&Default::default(), &policy)
         .await
@@ -494,20 +491,7 @@ async fn storm(
         writers.spawn(async move {
             for i in (w..STORM).step_by(16) {
                 let name = format!("storm-{i}");
-                let d: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "metadata": {"name": name, "namespace": "default", "labels": {"storm": "true"}},
-                    "spec": {
-                        "replicas": 1,
-                        "selector": {"matchLabels": {"app": name}},
-                        "template": {
-                            "metadata": {"labels": {"app": name}},
-                            "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
-                        },
-                    },
-                }))
-                .expect("deployment");
+                let d = common::labelled_deployment(&name, "storm");
                 api.create(&Default::default(), &d)
                     .await
                     .expect("create a storm Deployment");
@@ -547,12 +531,7 @@ async fn storm(
         "every storm template with one Work and one copy per member",
         Duration::from_secs(900),
         || async {
-            let counts = [
-                storm_copies(&members[0]).await?,
-                storm_copies(&members[1]).await?,
-                storm_works(control, "member1").await?,
-                storm_works(control, "member2").await?,
-            ];
+            let counts = storm_counts(control, members).await?;
             counts.iter().all(|&n| n >= STORM).then_some(counts)
         },
     )
@@ -599,12 +578,7 @@ async fn storm(
         "no storm Work or copy left",
         Duration::from_secs(900),
         || async {
-            let counts = [
-                storm_copies(&members[0]).await?,
-                storm_copies(&members[1]).await?,
-                storm_works(control, "member1").await?,
-                storm_works(control, "member2").await?,
-            ];
+            let counts = storm_counts(control, members).await?;
             counts.iter().all(|&n| n == 0).then_some(())
         },
     )

@@ -51,6 +51,47 @@ pub fn up(dir: &Path, args: &[&str], quiet: bool) -> (Proc, PathBuf) {
     (proc, kubeconfig)
 }
 
+/// A PropagationPolicy `name` in `default` placing Deployments labelled `<label>=true` on
+/// `member_names`, Duplicated.
+pub fn duplicated_policy(
+    name: &str,
+    label: &str,
+    member_names: &[&str],
+) -> kube::api::DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                "labelSelector": {"matchLabels": {label: "true"}}}],
+            "placement": {
+                "clusterAffinity": {"clusterNames": member_names},
+                "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+            },
+        },
+    }))
+    .expect("policy")
+}
+
+/// A one-replica Deployment `name` in `default` labelled `<label>=true`.
+pub fn labelled_deployment(name: &str, label: &str) -> kube::api::DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "labels": {label: "true"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
+            },
+        },
+    }))
+    .expect("deployment")
+}
+
 /// Apply → copy latency, the same way on every control plane: a Duplicated PropagationPolicy
 /// `bulk` selects Deployments labelled `bulk=true` for `member_names`; `n` such Deployments are
 /// created one after another, and each sample is the time from its create returning to its copy
@@ -71,20 +112,7 @@ pub async fn apply_to_copies(
         )
     };
     let policies = api(control, "policy.karmada.io/v1alpha1", "PropagationPolicy");
-    let policy: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "policy.karmada.io/v1alpha1",
-        "kind": "PropagationPolicy",
-        "metadata": {"name": "bulk", "namespace": "default"},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                "labelSelector": {"matchLabels": {"bulk": "true"}}}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": member_names},
-                "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
-            },
-        },
-    }))
-    .expect("policy");
+    let policy = duplicated_policy("bulk", "bulk", member_names);
     policies
         .create(&PostParams::default(), &policy)
         .await
@@ -97,20 +125,7 @@ pub async fn apply_to_copies(
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
         let name = format!("bulk-{i}");
-        let d: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": "default", "labels": {"bulk": "true"}},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
-                },
-            },
-        }))
-        .expect("deployment");
+        let d = labelled_deployment(&name, "bulk");
         templates
             .create(&PostParams::default(), &d)
             .await
