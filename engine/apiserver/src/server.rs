@@ -742,15 +742,7 @@ impl ApiServer {
                 Err(e) => return Err(store_err(e)),
             }
         }
-        let crds = self
-            .store
-            .list(
-                &format!("/{cluster}/apiextensions.k8s.io/customresourcedefinitions/"),
-                None,
-                None,
-            )
-            .map_err(store_err)?;
-        for (_, crd) in crds.items {
+        for crd in self.crds(cluster)? {
             let _ = registry::register_crd(&crd);
         }
         if let Ok(mut s) = self.ready_clusters.lock() {
