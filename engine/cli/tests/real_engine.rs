@@ -418,6 +418,18 @@ fn distribution(xs: &[Duration]) -> String {
     )
 }
 
+/// Scale the nginx template to `replicas` through a merge patch.
+async fn scale_nginx(deployments: &Api<DynamicObject>, replicas: i64) {
+    deployments
+        .patch(
+            "nginx",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale nginx");
+}
+
 /// Templates in the apply storm.
 const STORM: usize = 1_000;
 
@@ -862,14 +874,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
     )
     .await;
     eprintln!("rotated credentials: member1's client rebuilt {took:?} after its Secret changed");
-    deployments
-        .patch(
-            "nginx",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 8}})),
-        )
-        .await
-        .expect("scale to 8");
+    scale_nginx(&deployments, 8).await;
     eventually("member2 at 2 of 8", Duration::from_secs(60), || async {
         (member_copy(&members[1]).await?.0 == 2).then_some(())
     })
@@ -886,14 +891,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
     })
     .await;
     eprintln!("rotated credentials: member1 updated {took:?} after its Secret got a valid token");
-    deployments
-        .patch(
-            "nginx",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 4}})),
-        )
-        .await
-        .expect("scale back to 4");
+    scale_nginx(&deployments, 4).await;
     eventually("copies at 3/1 again", Duration::from_secs(60), || {
         copies_at(&members, (3, 1))
     })
@@ -928,14 +926,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
         let target = if i % 2 == 0 { 8 } else { 4 };
         let killed_at = Instant::now();
         drop(replicas.remove(at));
-        deployments
-            .patch(
-                "nginx",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": target}})),
-            )
-            .await
-            .expect("scale");
+        scale_nginx(&deployments, target).await;
         let wait = Duration::from_secs(45);
         eventually("the standby leading", wait, || async {
             leads(&dir, &standby).then_some(())
