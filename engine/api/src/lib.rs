@@ -13,6 +13,7 @@
 #![allow(missing_docs)] // field-level docs live in Karmada's API reference; types are documented.
 
 pub mod cluster;
+pub mod interpreter;
 pub mod json_size;
 pub mod labels;
 pub mod meta;

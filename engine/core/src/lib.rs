@@ -10,6 +10,7 @@
 //! - [`overrides`]: Karmada's OverridePolicy engine lowered to JSON patch.
 //! - [`render`]: ResourceBinding + schedule result → one Work per cluster.
 //! - [`failover`]: NoExecute taint eviction.
+//! - [`interpreter`]: the resource interpreter slot (replicas, status, health, dependencies).
 //!
 //! This crate never depends on tokio, a Kubernetes client, wasmtime or CEL: those backends implement
 //! the traits in [`framework`] from their own crates.
@@ -21,6 +22,7 @@ pub mod estimator;
 pub mod expression;
 pub mod failover;
 pub mod framework;
+pub mod interpreter;
 pub mod manifest;
 pub mod overrides;
 pub mod pipeline;
