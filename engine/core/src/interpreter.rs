@@ -14,7 +14,10 @@
 
 use std::sync::Arc;
 
-use flotilla_api::interpreter::{Component, DependentObjectReference};
+use flotilla_api::interpreter::{
+    Component, CustomizationRule, CustomizationRules, CustomizationTarget,
+    DependentObjectReference, ResourceInterpreterCustomization,
+};
 use flotilla_api::work::{AggregatedStatusItem, ReplicaRequirements};
 use serde_json::Value;
 
@@ -290,6 +293,187 @@ impl Interpreters {
     }
 }
 
+/// A program backend for customization rules (`lua`, `cel`, `wasm`): compiles the rule of one
+/// operation into an interpreter that answers that operation for the customization's target.
+pub trait RuleBackend: Send + Sync + 'static {
+    /// The rule field this backend serves: `"lua"` (`luaScript`), `"cel"` or `"wasm"`.
+    fn field(&self) -> &'static str;
+
+    /// Compile `rule`'s program for `op`. `name` is the customization's name (for errors).
+    ///
+    /// # Errors
+    /// A message naming what is wrong (for Lua: the script's line), shown on admission and in
+    /// the customization's status.
+    fn compile(
+        &self,
+        name: &str,
+        target: &CustomizationTarget,
+        op: Operation,
+        rule: &CustomizationRule,
+    ) -> Result<Arc<dyn ResourceInterpreter>, String>;
+}
+
+/// Which program field of a rule is set, as the name of the backend that serves it.
+///
+/// # Errors
+/// None or more than one of `luaScript`, `cel`, `wasm` is set.
+pub fn rule_field(rule: &CustomizationRule) -> Result<&'static str, String> {
+    let set: Vec<&'static str> = [
+        ("lua", rule.lua_script.is_some()),
+        ("cel", rule.cel.is_some()),
+        ("wasm", rule.wasm.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, on)| on.then_some(f))
+    .collect();
+    match set.as_slice() {
+        [one] => Ok(one),
+        [] => Err("one of luaScript, cel, wasm is required".into()),
+        _ => Err("only one of luaScript, cel, wasm may be set".into()),
+    }
+}
+
+/// The rule of `rules` for `op` and its field name in `spec.customizations`.
+pub fn rule_for(
+    rules: &CustomizationRules,
+    op: Operation,
+) -> (&'static str, Option<&CustomizationRule>) {
+    match op {
+        Operation::InterpretReplica => ("replicaResource", rules.replica_resource.as_ref()),
+        Operation::InterpretComponent => ("componentResource", rules.component_resource.as_ref()),
+        Operation::ReviseReplica => ("replicaRevision", rules.replica_revision.as_ref()),
+        Operation::Retain => ("retention", rules.retention.as_ref()),
+        Operation::AggregateStatus => ("statusAggregation", rules.status_aggregation.as_ref()),
+        Operation::InterpretStatus => ("statusReflection", rules.status_reflection.as_ref()),
+        Operation::InterpretHealth => {
+            ("healthInterpretation", rules.health_interpretation.as_ref())
+        }
+        Operation::InterpretDependency => (
+            "dependencyInterpretation",
+            rules.dependency_interpretation.as_ref(),
+        ),
+    }
+}
+
+/// A compiled `ResourceInterpreterCustomization`: one interpreter per operation it customizes,
+/// each from the backend its rule names; answers only for its target kind.
+pub struct Customization {
+    name: String,
+    target: CustomizationTarget,
+    ops: std::collections::BTreeMap<Operation, Arc<dyn ResourceInterpreter>>,
+}
+
+impl std::fmt::Debug for Customization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Customization")
+            .field("name", &self.name)
+            .field("target", &self.target)
+            .field("operations", &self.ops.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Customization {
+    /// Compile every rule of `ric` with the backend its field names.
+    ///
+    /// # Errors
+    /// `spec.customizations.<rule>: <message>` for the first rule that does not compile or names
+    /// a backend not in `backends`.
+    pub fn compile(
+        ric: &ResourceInterpreterCustomization,
+        backends: &[&dyn RuleBackend],
+    ) -> Result<Customization, String> {
+        let target = &ric.spec.target;
+        if target.api_version.is_empty() || target.kind.is_empty() {
+            return Err("spec.target: apiVersion and kind are required".into());
+        }
+        let name = ric.metadata.name.as_deref().unwrap_or_default();
+        let mut ops = std::collections::BTreeMap::new();
+        for op in Operation::ALL {
+            let (field, Some(rule)) = rule_for(&ric.spec.customizations, op) else {
+                continue;
+            };
+            let at = |m: String| format!("spec.customizations.{field}: {m}");
+            let backend_field = rule_field(rule).map_err(at)?;
+            let backend = backends
+                .iter()
+                .find(|b| b.field() == backend_field)
+                .ok_or_else(|| at(format!("{backend_field} rules are not supported here")))?;
+            ops.insert(op, backend.compile(name, target, op, rule).map_err(at)?);
+        }
+        Ok(Customization {
+            name: name.to_owned(),
+            target: target.clone(),
+            ops,
+        })
+    }
+
+    /// The kind this customization applies to.
+    pub fn target(&self) -> &CustomizationTarget {
+        &self.target
+    }
+
+    /// The operations it customizes.
+    pub fn operations(&self) -> impl Iterator<Item = Operation> + '_ {
+        self.ops.keys().copied()
+    }
+
+    fn op(&self, op: Operation) -> Result<&dyn ResourceInterpreter, PluginError> {
+        self.ops
+            .get(&op)
+            .map(AsRef::as_ref)
+            .ok_or_else(|| self.unsupported(op))
+    }
+}
+
+impl ResourceInterpreter for Customization {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn hook_enabled(&self, api_version: &str, kind: &str, op: Operation) -> bool {
+        self.target.api_version == api_version
+            && self.target.kind == kind
+            && self.ops.contains_key(&op)
+    }
+    fn get_replicas(&self, object: &Value) -> Result<Replicas, PluginError> {
+        self.op(Operation::InterpretReplica)?.get_replicas(object)
+    }
+    fn get_components(&self, object: &Value) -> Result<Vec<Component>, PluginError> {
+        self.op(Operation::InterpretComponent)?
+            .get_components(object)
+    }
+    fn revise_replica(&self, object: &Value, replicas: i64) -> Result<Value, PluginError> {
+        self.op(Operation::ReviseReplica)?
+            .revise_replica(object, replicas)
+    }
+    fn retain(&self, desired: &Value, observed: &Value) -> Result<Value, PluginError> {
+        self.op(Operation::Retain)?.retain(desired, observed)
+    }
+    fn aggregate_status(
+        &self,
+        object: &Value,
+        items: &[AggregatedStatusItem],
+    ) -> Result<Value, PluginError> {
+        self.op(Operation::AggregateStatus)?
+            .aggregate_status(object, items)
+    }
+    fn reflect_status(&self, observed: &Value) -> Result<Option<Value>, PluginError> {
+        self.op(Operation::InterpretStatus)?
+            .reflect_status(observed)
+    }
+    fn interpret_health(&self, observed: &Value) -> Result<bool, PluginError> {
+        self.op(Operation::InterpretHealth)?
+            .interpret_health(observed)
+    }
+    fn get_dependencies(
+        &self,
+        object: &Value,
+    ) -> Result<Vec<DependentObjectReference>, PluginError> {
+        self.op(Operation::InterpretDependency)?
+            .get_dependencies(object)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +518,51 @@ mod tests {
         assert_eq!(chain.interpret_health(&other).unwrap(), None);
         assert_eq!(chain.retain(&other, &thing).unwrap(), other);
         assert!(chain.get_dependencies(&other).unwrap().is_empty());
+    }
+
+    struct Const;
+    impl RuleBackend for Const {
+        fn field(&self) -> &'static str {
+            "cel"
+        }
+        fn compile(
+            &self,
+            _: &str,
+            _: &CustomizationTarget,
+            op: Operation,
+            _: &CustomizationRule,
+        ) -> Result<Arc<dyn ResourceInterpreter>, String> {
+            assert_eq!(op, Operation::InterpretReplica);
+            Ok(Arc::new(Fixed("rule", 4)))
+        }
+    }
+
+    #[test]
+    fn customization_dispatches_per_operation_and_names_bad_rules() {
+        let mut ric: ResourceInterpreterCustomization = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "things"},
+            "spec": {"target": {"apiVersion": "x/v1", "kind": "Thing"},
+                     "customizations": {"replicaResource": {"cel": {"replicas": "1"}}}}
+        }))
+        .unwrap();
+        let c = Customization::compile(&ric, &[&Const]).unwrap();
+        assert!(c.hook_enabled("x/v1", "Thing", Operation::InterpretReplica));
+        assert!(!c.hook_enabled("x/v1", "Thing", Operation::Retain));
+        assert!(!c.hook_enabled("x/v2", "Thing", Operation::InterpretReplica));
+        assert_eq!(c.get_replicas(&Value::Null).unwrap().replicas, 4);
+        ric.spec.customizations.retention = Some(CustomizationRule {
+            lua_script: Some("x".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            Customization::compile(&ric, &[&Const]).unwrap_err(),
+            "spec.customizations.retention: lua rules are not supported here"
+        );
+        ric.spec.customizations.retention = Some(CustomizationRule::default());
+        assert_eq!(
+            Customization::compile(&ric, &[&Const]).unwrap_err(),
+            "spec.customizations.retention: one of luaScript, cel, wasm is required"
+        );
     }
 
     #[test]
