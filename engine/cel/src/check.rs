@@ -324,6 +324,31 @@ pub fn check(expr: &Expression, offset: &dyn Fn(u64) -> Option<u32>) -> Result<I
     walk(expr, &mut scope, offset)
 }
 
+/// Type-check `expr` and bound its cost with `vars` in scope instead of the placement variables
+/// (the resource interpreter's `object`, `observedObject`, `desiredReplicas`, …). A `dyn` or
+/// collection variable is sized as an input; a scalar one as a scalar.
+///
+/// # Errors
+/// The first ill-typed node (an unknown variable is `undeclared reference to 'x'`).
+pub(crate) fn check_with(
+    expr: &Expression,
+    offset: &dyn Fn(u64) -> Option<u32>,
+    vars: &[(&str, Ty)],
+) -> Result<Info, CheckError> {
+    let mut scope = Scope(
+        vars.iter()
+            .map(|(name, ty)| {
+                let size = match ty {
+                    Ty::Bool | Ty::Int | Ty::Uint | Ty::Double | Ty::Null => Size::scalar(),
+                    _ => Size::input(),
+                };
+                ((*name).to_owned(), ty.clone(), size)
+            })
+            .collect(),
+    );
+    walk(expr, &mut scope, offset)
+}
+
 fn err(e: &Expression, offset: &dyn Fn(u64) -> Option<u32>, message: String) -> CheckError {
     CheckError {
         offset: offset(e.id),

@@ -49,6 +49,11 @@ impl Program {
     pub fn estimated_cost(&self, sizes: Sizes) -> f64 {
         self.cost.eval(sizes)
     }
+
+    /// The static type of the program's result.
+    pub(crate) fn ty(&self) -> &Ty {
+        &self.ty
+    }
 }
 
 /// A FIFO-evicting map: bounded, and cheap to hit.
@@ -221,14 +226,84 @@ impl Engine {
         {
             return Ok(p);
         }
-        let program = Arc::new(self.compile_uncached(source)?);
+        let program = Arc::new(self.compile_uncached(source, None)?);
         if let Ok(mut cache) = self.programs.lock() {
             cache.insert(source.to_owned(), Arc::clone(&program));
         }
         Ok(program)
     }
 
-    fn compile_uncached(&self, source: &str) -> Result<Program, ExpressionError> {
+    /// Compile `source` with `vars` in scope instead of the placement variables (see
+    /// [`check::check_with`]), cached apart from placement programs under `scope`, a name for
+    /// that set of variables.
+    pub(crate) fn compile_in(
+        &self,
+        scope: &str,
+        vars: &[(&str, Ty)],
+        source: &str,
+    ) -> Result<Arc<Program>, ExpressionError> {
+        // A NUL never parses, so these keys never collide with a placement expression's text.
+        let key = format!("\0{scope}\0{source}");
+        stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, || {
+            if let Some(p) = self.programs.lock().ok().and_then(|m| m.get(&key)) {
+                return Ok(p);
+            }
+            let program = Arc::new(self.compile_uncached(source, Some(vars))?);
+            if let Ok(mut cache) = self.programs.lock() {
+                cache.insert(key.clone(), Arc::clone(&program));
+            }
+            Ok(program)
+        })
+    }
+
+    /// Convert an input value for [`Engine::execute`], with its sizes.
+    ///
+    /// # Errors
+    /// The value exceeds the input bounds.
+    pub(crate) fn convert_input(
+        &self,
+        v: &Value,
+    ) -> Result<(Box<dyn Val + 'static>, Sizes), ExpressionError> {
+        self.convert(v).map(|c| (c.value, c.sizes))
+    }
+
+    /// Evaluate `program` with `vars` bound, inputs of `sizes`: the runtime cost check first,
+    /// then the evaluation on a stack with room for it, the result converted to JSON.
+    ///
+    /// # Errors
+    /// Over the runtime cost limit ([`ExpressionErrorKind::Limit`]), or a runtime error.
+    pub(crate) fn execute(
+        &self,
+        program: &Program,
+        vars: &dyn VariableResolver,
+        sizes: Sizes,
+    ) -> Result<Value, ExpressionError> {
+        let estimate = program.cost.eval(sizes);
+        if estimate > self.limits.runtime_cost {
+            return Err(error(
+                ExpressionErrorKind::Limit,
+                format!(
+                    "estimated cost {estimate:.0} for this input (lists of {}, strings of {} bytes, {} values) exceeds the runtime limit of {}",
+                    sizes.list, sizes.string, sizes.nodes, self.limits.runtime_cost
+                ),
+            ));
+        }
+        let mut ctx = Context::with_env(Arc::clone(&self.env));
+        ctx.set_variable_resolver(vars);
+        stacker::maybe_grow(EVAL_RED_ZONE, EVAL_STACK, || {
+            let value = program
+                .program
+                .execute(&ctx)
+                .map_err(|e| error(ExpressionErrorKind::Runtime, e.to_string()))?;
+            convert::to_json(&value).map_err(|e| error(ExpressionErrorKind::Runtime, e))
+        })
+    }
+
+    fn compile_uncached(
+        &self,
+        source: &str,
+        vars: Option<&[(&str, Ty)]>,
+    ) -> Result<Program, ExpressionError> {
         let limits = &self.limits;
         if source.len() > limits.max_expression_bytes {
             return Err(error(
@@ -253,9 +328,11 @@ impl Engine {
                 ),
                 None => error(ExpressionErrorKind::Syntax, "syntax error"),
             })?;
-        let info = check::check(program.expression(), &|id| {
-            program.source_info().offset_for(id).map(|(start, _)| start)
-        })
+        let offset = |id| program.source_info().offset_for(id).map(|(start, _)| start);
+        let info = match vars {
+            None => check::check(program.expression(), &offset),
+            Some(vars) => check::check_with(program.expression(), &offset, vars),
+        }
         .map_err(|e| match e.offset {
             Some(o) => at(
                 ExpressionErrorKind::Type,

@@ -36,6 +36,7 @@
 mod check;
 mod convert;
 mod engine;
+pub mod interpreter;
 mod library;
 mod limits;
 mod plugin;
@@ -47,5 +48,6 @@ pub use engine::{Engine, Program};
 pub use flotilla_core::expression::{
     ExpressionEngine, ExpressionError, ExpressionErrorKind, ExpressionKind,
 };
+pub use interpreter::CelRuleBackend;
 pub use limits::Limits;
 pub use plugin::{CelFactory, CelFilter, CelOverride, CelScore};
