@@ -15,6 +15,7 @@
 //! This crate never depends on tokio, a Kubernetes client, wasmtime or CEL: those backends implement
 //! the traits in [`framework`] from their own crates.
 
+pub mod autoscaling;
 pub mod detector;
 pub mod division;
 pub mod error;
