@@ -624,6 +624,18 @@ pub static RESOURCES: &[Resource] = &[
         false,
     ),
     r(
+        "config.karmada.io",
+        "v1alpha1",
+        "ResourceInterpreterWebhookConfiguration",
+        "resourceinterpreterwebhookconfigurations",
+        "resourceinterpreterwebhookconfiguration",
+        false,
+        false,
+        NONE,
+        KARMADA,
+        false,
+    ),
+    r(
         "flotilla.dev",
         "v1alpha1",
         "WasmPlugin",

@@ -24,6 +24,7 @@ pub mod expression;
 pub mod failover;
 pub mod framework;
 pub mod interpreter;
+pub mod interpreter_webhook;
 pub mod manifest;
 pub mod overrides;
 pub mod pipeline;

@@ -65,9 +65,26 @@ impl Admission for Policies {
             ("cluster.karmada.io", "Cluster") => cluster(object),
             ("flotilla.dev", "SchedulerProfile") => self.scheduler_profile(object),
             ("flotilla.dev", "WasmPlugin") => wasm_plugin(object),
+            ("config.karmada.io", "ResourceInterpreterWebhookConfiguration") => {
+                interpreter_webhook_configuration(object)
+            }
             _ => Ok(()),
         }
     }
+}
+
+/// Karmada's validating webhook for `ResourceInterpreterWebhookConfiguration`.
+fn interpreter_webhook_configuration(object: &Value) -> Result<(), AdmissionError> {
+    // Server-set metadata is none of the checks' business.
+    let view = serde_json::json!({
+        "metadata": {"name": object.pointer("/metadata/name")},
+        "webhooks": object.get("webhooks").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+    });
+    let config = serde_path_to_error::deserialize(view)
+        .map_err(|e| AdmissionError::field(e.path().to_string(), e.into_inner().to_string()))?;
+    result(from_core(flotilla_core::interpreter_webhook::validate(
+        &config,
+    )))
 }
 
 fn fe(field: impl Into<String>, message: impl Into<String>) -> FieldError {
