@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use flotilla_api::autoscaling;
 use flotilla_api::cluster::{ClusterSpec, ClusterStatus};
 use flotilla_api::policy::{OverrideSpec, PropagationSpec};
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus, WorkSpec};
@@ -264,6 +265,30 @@ fn propagation_spec() -> Value {
     s
 }
 
+/// CronFederatedHPA rules: the bounds and defaults Karmada's CRD declares.
+fn cron_federated_hpa_spec() -> Value {
+    let mut s = schema::<autoscaling::CronFederatedHPASpec>();
+    let rule = s
+        .pointer_mut("/properties/rules/items")
+        .expect("spec.rules items");
+    default_at(rule, &["suspend"], json!(false));
+    default_at(rule, &["successfulHistoryLimit"], json!(3));
+    default_at(rule, &["failedHistoryLimit"], json!(3));
+    let bounds = |v: &mut Value, k: &str, min: i64, max: i64| {
+        let p = v
+            .pointer_mut(&format!("/properties/{k}"))
+            .unwrap_or_else(|| panic!("no property {k}"));
+        p["minimum"] = json!(min);
+        p["maximum"] = json!(max);
+    };
+    bounds(rule, "successfulHistoryLimit", 1, 32);
+    bounds(rule, "failedHistoryLimit", 0, 32);
+    let name = rule.pointer_mut("/properties/name").expect("rule name");
+    name["minLength"] = json!(1);
+    name["maxLength"] = json!(32);
+    s
+}
+
 /// Work manifests are whole objects, embedded as Karmada's CRD declares them.
 fn work_spec() -> Value {
     let mut s = schema::<WorkSpec>();
@@ -481,6 +506,43 @@ fn kinds() -> Vec<Kind> {
             spec: schema::<ClusterSpec>(),
             status: Some(schema::<ClusterStatus>()),
             description: "Cluster represents the desired state and status of a member cluster.",
+        },
+        Kind {
+            group: autoscaling::GROUP,
+            version: "v1alpha1",
+            kind: autoscaling::FEDERATED_HPA,
+            plural: "federatedhpas",
+            namespaced: true,
+            short_names: &["fhpa"],
+            categories: KARMADA,
+            columns: vec![
+                column("REFERENCE-KIND", "string", ".spec.scaleTargetRef.kind"),
+                column("REFERENCE-NAME", "string", ".spec.scaleTargetRef.name"),
+                column("MINPODS", "integer", ".spec.minReplicas"),
+                column("MAXPODS", "integer", ".spec.maxReplicas"),
+                column("REPLICAS", "integer", ".status.currentReplicas"),
+                age(),
+            ],
+            spec: schema::<autoscaling::FederatedHPASpec>(),
+            status: Some(schema::<autoscaling::HorizontalPodAutoscalerStatus>()),
+            description: "FederatedHPA is centralized HPA that can aggregate the metrics in multiple clusters. When the system load increases, it will query the metrics from multiple clusters and scales up the replicas. When the system load decreases, it will query the metrics from multiple clusters and scales down the replicas. After the replicas are scaled up/down, karmada-scheduler will schedule the replicas based on the policy.",
+        },
+        Kind {
+            group: autoscaling::GROUP,
+            version: "v1alpha1",
+            kind: autoscaling::CRON_FEDERATED_HPA,
+            plural: "cronfederatedhpas",
+            namespaced: true,
+            short_names: &["cronfhpa"],
+            categories: KARMADA,
+            columns: vec![
+                column("REFERENCE-KIND", "string", ".spec.scaleTargetRef.kind"),
+                column("REFERENCE-NAME", "string", ".spec.scaleTargetRef.name"),
+                age(),
+            ],
+            spec: cron_federated_hpa_spec(),
+            status: Some(schema::<autoscaling::CronFederatedHPAStatus>()),
+            description: "CronFederatedHPA represents a collection of repeating schedule to scale replica number of a specific workload. It can scale any resource implementing the scale subresource as well as FederatedHPA.",
         },
         Kind {
             group: "flotilla.dev",

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 #![allow(missing_docs)] // field-level docs live in Karmada's API reference; types are documented.
 
+pub mod autoscaling;
 pub mod cluster;
 pub mod interpreter;
 pub mod json_size;

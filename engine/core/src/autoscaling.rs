@@ -22,6 +22,9 @@
 //! Quantities are integers in milli-units (a CPU usage of `250m` is 250, a memory usage of
 //! `1Ki` is 1 024 000), as kube's metrics client reads them.
 
+pub mod cron;
+pub mod spec;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How far from 1 the usage ratio must be before the replica count changes (kube's

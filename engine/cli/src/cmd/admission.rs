@@ -17,6 +17,9 @@
 
 use std::sync::Arc;
 
+#[path = "autoscaling_admission.rs"]
+mod autoscaling;
+
 use base64::Engine as _;
 use flotilla_api::policy::{OverridePolicy, PropagationPolicy};
 use flotilla_apiserver::admission::{Admission, AdmissionError, FieldError, Operation};
@@ -67,6 +70,10 @@ impl Admission for Policies {
             ("flotilla.dev", "WasmPlugin") => wasm_plugin(object),
             ("config.karmada.io", "ResourceInterpreterWebhookConfiguration") => {
                 interpreter_webhook_configuration(object)
+            }
+            ("autoscaling.karmada.io", "FederatedHPA") => autoscaling::federated_hpa(object),
+            ("autoscaling.karmada.io", "CronFederatedHPA") => {
+                autoscaling::cron_federated_hpa(object)
             }
             _ => Ok(()),
         }
