@@ -27,6 +27,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Validate policies and clusters without scheduling.
     Validate(cmd::validate::Args),
+    /// Check a ResourceInterpreterCustomization or run one of its rules locally (karmadactl interpret).
+    Interpret(cmd::interpret::Args),
     /// Test, inspect or scaffold Wasm plugins.
     Plugin(cmd::plugin::Args),
     /// Run the embedded control plane (API server + store) and write a kubeconfig.
@@ -52,6 +54,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan(args) => cmd::plan::main(args),
         Command::Explain(args) => cmd::explain::main(args),
         Command::Validate(args) => cmd::validate::main(args),
+        Command::Interpret(args) => cmd::interpret::main(args),
         Command::Up(args) => cmd::up::main(args),
         Command::Join(args) => cmd::join::main(args),
         Command::Agent(args) => cmd::agent::main(args),

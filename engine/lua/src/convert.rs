@@ -342,7 +342,10 @@ mod tests {
     fn tables_encode_as_gopher_json_does() {
         let lua = Lua::new();
         assert_eq!(roundtrip(&lua, "{}").unwrap(), json!([]));
-        assert_eq!(roundtrip(&lua, "{1, 2.5, 'x'}").unwrap(), json!([1, 2.5, "x"]));
+        assert_eq!(
+            roundtrip(&lua, "{1, 2.5, 'x'}").unwrap(),
+            json!([1, 2.5, "x"])
+        );
         assert_eq!(
             roundtrip(&lua, "{b = 1, a = {c = true}}").unwrap(),
             json!({"a": {"c": true}, "b": 1})
@@ -360,7 +363,11 @@ mod tests {
     #[test]
     fn numbers_are_doubles_and_integral_ones_come_back_as_integers() {
         let lua = Lua::new();
-        let v = to_lua(&lua, &json!({"n": 3, "f": 0.5, "nul": null, "a": [1, null, 2]})).unwrap();
+        let v = to_lua(
+            &lua,
+            &json!({"n": 3, "f": 0.5, "nul": null, "a": [1, null, 2]}),
+        )
+        .unwrap();
         lua.globals().set("v", v).unwrap();
         let (n, f, nul, len): (f64, f64, bool, i64) = lua
             .load("return v.n, v.f, v.nul == nil, #v.a")
@@ -384,7 +391,10 @@ mod tests {
         let none = EmptyFields::of(&[]);
         assert_eq!(none.fix(json!([]), true), json!({}));
         assert_eq!(none.fix(json!([]), false), json!([]));
-        assert_eq!(none.fix(json!({"a": [], "b": [[], 1]}), true), json!({"b": [1]}));
+        assert_eq!(
+            none.fix(json!({"a": [], "b": [[], 1]}), true),
+            json!({"b": [1]})
+        );
     }
 
     #[test]

@@ -92,7 +92,9 @@ fn pod_template(v: &LuaValue, n: usize, f: &str) -> mlua::Result<Value> {
     };
     let encoded = Encoder::new(MAX_POD_TEMPLATE_BYTES)
         .encode(v)
-        .map_err(|e| mlua::Error::runtime(format!("fail to convert lua value to PodTemplateSpec: {e}")))?;
+        .map_err(|e| {
+            mlua::Error::runtime(format!("fail to convert lua value to PodTemplateSpec: {e}"))
+        })?;
     let t = EmptyFields::of(&[]).fix(encoded, true);
     if !t.is_object() {
         return Err(mlua::Error::runtime(
@@ -280,7 +282,9 @@ pub(crate) fn replica_requirements(spec: &Value) -> Result<Option<Value>, String
     for c in array(spec, "initContainers")? {
         total.set_max(&effective_requests(c)?);
     }
-    total.add(&resource_list(spec.get("overhead").filter(|v| !v.is_null()))?);
+    total.add(&resource_list(
+        spec.get("overhead").filter(|v| !v.is_null()),
+    )?);
     let request = total.list();
     if claim.is_empty() && request.is_empty() {
         return Ok(None);
@@ -316,8 +320,18 @@ pub(crate) fn pod_dependencies(spec: &Value, namespace: &str) -> Vec<Value> {
         secrets.extend(name_at(s, "/name"));
     }
     for key in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec.get(key).and_then(Value::as_array).into_iter().flatten() {
-            for e in c.get("envFrom").and_then(Value::as_array).into_iter().flatten() {
+        for c in spec
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for e in c
+                .get("envFrom")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 config_maps.extend(name_at(e, "/configMapRef/name"));
                 secrets.extend(name_at(e, "/secretRef/name"));
             }
@@ -327,7 +341,12 @@ pub(crate) fn pod_dependencies(spec: &Value, namespace: &str) -> Vec<Value> {
             }
         }
     }
-    for v in spec.get("volumes").and_then(Value::as_array).into_iter().flatten() {
+    for v in spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let has = |k: &str| v.get(k).is_some_and(|x| !x.is_null());
         // The first source present decides, in Kubernetes' order.
         if has("azureFile") {
@@ -402,7 +421,10 @@ mod tests {
             json!({"nodeClaim": {"nodeSelector": {"zone": "a"}},
                    "resourceRequest": {"cpu": "2100m", "memory": "1536Mi", "example.com/gpu": "1"}})
         );
-        assert_eq!(replica_requirements(&json!({"containers": [{}]})).unwrap(), None);
+        assert_eq!(
+            replica_requirements(&json!({"containers": [{}]})).unwrap(),
+            None
+        );
         assert!(replica_requirements(&json!({"containers": {}})).is_err());
     }
 
@@ -419,7 +441,13 @@ mod tests {
         });
         let names: Vec<String> = pod_dependencies(&spec, "ns")
             .iter()
-            .map(|d| format!("{}/{}", d["kind"].as_str().unwrap(), d["name"].as_str().unwrap()))
+            .map(|d| {
+                format!(
+                    "{}/{}",
+                    d["kind"].as_str().unwrap(),
+                    d["name"].as_str().unwrap()
+                )
+            })
             .collect();
         assert_eq!(
             names,

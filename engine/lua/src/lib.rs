@@ -160,7 +160,9 @@ impl LuaRule {
         let f = function_name(self.op);
         match lua.globals().get::<LuaValue>(f)? {
             LuaValue::Function(func) => Ok(func),
-            LuaValue::Nil => Err(Fault::Script(format!("{}: not found function {f}", self.chunk)).into()),
+            LuaValue::Nil => {
+                Err(Fault::Script(format!("{}: not found function {f}", self.chunk)).into())
+            }
             other => Err(Fault::Script(format!(
                 "{}: {f} is not a function: {}",
                 self.chunk,
@@ -209,6 +211,36 @@ impl LuaRule {
     }
 }
 
+impl LuaRule {
+    /// AggregateStatus with Karmada's distinction between no list (`nil` in Lua: no member has
+    /// reported) and an empty one (an empty table), which `karmadactl interpret` makes with a
+    /// `--status-file` holding no items.
+    ///
+    /// # Errors
+    /// As [`ResourceInterpreter::aggregate_status`].
+    pub fn aggregate_status_items(
+        &self,
+        object: &Value,
+        items: Option<&[AggregatedStatusItem]>,
+    ) -> Result<Value, PluginError> {
+        self.call(
+            |lua| {
+                let items = match items {
+                    None => LuaValue::Nil,
+                    Some(items) => {
+                        let v = serde_json::to_value(items)
+                            .map_err(|e| invalid(format!("status items: {e}")))?;
+                        LuaRule::arg(lua, &v)?
+                    }
+                };
+                Ok(vec![LuaRule::arg(lua, object)?, items])
+            },
+            1,
+            |out, rets| unstructured(out.table(&rets[0], "requires", true, &[])?),
+        )
+    }
+}
+
 /// Converts results within the output budget.
 struct Output {
     encoder: Encoder,
@@ -242,10 +274,16 @@ impl Output {
 /// An `*unstructured.Unstructured` result: an object with a kind.
 fn unstructured(v: Value) -> Result<Value, RunError> {
     match &v {
-        Value::Object(m) if m.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty()) => {
+        Value::Object(m)
+            if m.get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| !k.is_empty()) =>
+        {
             Ok(v)
         }
-        Value::Object(_) => Err(Fault::Invalid("Object 'Kind' is missing in the result".into()).into()),
+        Value::Object(_) => {
+            Err(Fault::Invalid("Object 'Kind' is missing in the result".into()).into())
+        }
         _ => Err(Fault::Invalid(
             "json unmarshal obj failed: cannot unmarshal array into an object".into(),
         )
@@ -286,7 +324,12 @@ fn json_kind(v: &Value) -> &'static str {
 fn requirements(v: &Value) -> Result<ReplicaRequirements, RunError> {
     let mut m = known_fields(
         v,
-        &["nodeClaim", "resourceRequest", "namespace", "priorityClassName"],
+        &[
+            "nodeClaim",
+            "resourceRequest",
+            "namespace",
+            "priorityClassName",
+        ],
         "ReplicaRequirements",
     )?;
     if let Some(claim) = m.get_mut("nodeClaim") {
@@ -320,7 +363,11 @@ fn requirements(v: &Value) -> Result<ReplicaRequirements, RunError> {
 fn int32(v: &Value, field: &str) -> Result<i32, RunError> {
     v.as_i64()
         .and_then(|i| i32::try_from(i).ok())
-        .ok_or_else(|| invalid(format!("cannot unmarshal {v} into Go struct field {field} of type int32")))
+        .ok_or_else(|| {
+            invalid(format!(
+                "cannot unmarshal {v} into Go struct field {field} of type int32"
+            ))
+        })
 }
 
 fn components(v: &Value) -> Result<Vec<Component>, RunError> {
@@ -337,9 +384,18 @@ fn components(v: &Value) -> Result<Vec<Component>, RunError> {
                 name: match m.get("name") {
                     None => String::new(),
                     Some(Value::String(s)) => s.clone(),
-                    Some(o) => return Err(invalid(format!("Component.name: cannot unmarshal {} into string", json_kind(o)))),
+                    Some(o) => {
+                        return Err(invalid(format!(
+                            "Component.name: cannot unmarshal {} into string",
+                            json_kind(o)
+                        )));
+                    }
                 },
-                replicas: m.get("replicas").map(|r| int32(r, "Component.replicas")).transpose()?.unwrap_or(0),
+                replicas: m
+                    .get("replicas")
+                    .map(|r| int32(r, "Component.replicas"))
+                    .transpose()?
+                    .unwrap_or(0),
                 replica_requirements: m.get("replicaRequirements").map(requirements).transpose()?,
             })
         })
@@ -377,19 +433,30 @@ fn dependencies(v: &Value) -> Result<Vec<DependentObjectReference>, RunError> {
         // validation.VerifyDependencies
         let at = format!("dependencies[{i}]");
         if dep.api_version.is_empty() {
-            return Err(invalid(format!("{at}.apiVersion: Invalid value: \"\": missing required apiVersion")));
+            return Err(invalid(format!(
+                "{at}.apiVersion: Invalid value: \"\": missing required apiVersion"
+            )));
         }
         if dep.kind.is_empty() {
-            return Err(invalid(format!("{at}.kind: Invalid value: \"\": missing required kind")));
+            return Err(invalid(format!(
+                "{at}.kind: Invalid value: \"\": missing required kind"
+            )));
         }
         if dep.name.is_empty() && dep.label_selector.is_none() {
-            return Err(invalid(format!("{at}: dependency can not leave name and labelSelector all empty")));
+            return Err(invalid(format!(
+                "{at}: dependency can not leave name and labelSelector all empty"
+            )));
         }
         out.push(dep);
     }
     // ConfigurableInterpreter.GetDependencies: a set, sorted.
     out.sort_by(|a, b| {
-        (&a.api_version, &a.kind, &a.namespace, &a.name).cmp(&(&b.api_version, &b.kind, &b.namespace, &b.name))
+        (&a.api_version, &a.kind, &a.namespace, &a.name).cmp(&(
+            &b.api_version,
+            &b.kind,
+            &b.namespace,
+            &b.name,
+        ))
     });
     out.dedup();
     Ok(out)
@@ -459,9 +526,16 @@ impl ResourceInterpreter for LuaRule {
 
     fn retain(&self, desired: &Value, observed: &Value) -> Result<Value, PluginError> {
         self.call(
-            |lua| Ok(vec![LuaRule::arg(lua, desired)?, LuaRule::arg(lua, observed)?]),
+            |lua| {
+                Ok(vec![
+                    LuaRule::arg(lua, desired)?,
+                    LuaRule::arg(lua, observed)?,
+                ])
+            },
             1,
-            |out, rets| unstructured(out.table(&rets[0], "requires", true, &[desired, observed])?),
+            |out, rets| {
+                unstructured(out.table(&rets[0], "requires", true, &[desired, observed])?)
+            },
         )
     }
 
@@ -470,21 +544,9 @@ impl ResourceInterpreter for LuaRule {
         object: &Value,
         items: &[AggregatedStatusItem],
     ) -> Result<Value, PluginError> {
-        self.call(
-            |lua| {
-                // A nil Go slice (no member reported yet) marshals to null: the script sees nil.
-                let items = if items.is_empty() {
-                    LuaValue::Nil
-                } else {
-                    let v = serde_json::to_value(items)
-                        .map_err(|e| invalid(format!("status items: {e}")))?;
-                    LuaRule::arg(lua, &v)?
-                };
-                Ok(vec![LuaRule::arg(lua, object)?, items])
-            },
-            1,
-            |out, rets| unstructured(out.table(&rets[0], "requires", true, &[])?),
-        )
+        // The controllers read the items back from the binding, where an empty list is omitted:
+        // the script sees nil, as in Karmada.
+        self.aggregate_status_items(object, (!items.is_empty()).then_some(items))
     }
 
     fn reflect_status(&self, observed: &Value) -> Result<Option<Value>, PluginError> {

@@ -34,9 +34,8 @@ impl Quantity {
     /// `resource.ParseQuantity`: the value and the format of its suffix.
     pub(crate) fn parse(text: &str) -> Result<Quantity, QuantityError> {
         let nano = parse_nano(text)?;
-        let suffix = text.trim_start_matches(|c: char| {
-            c.is_ascii_digit() || c == '.' || c == '+' || c == '-'
-        });
+        let suffix = text
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '+' || c == '-');
         let format = if suffix.ends_with('i') {
             Format::BinarySi
         } else if suffix.len() > 1 && (suffix.starts_with('e') || suffix.starts_with('E')) {

@@ -155,7 +155,9 @@ pub(crate) fn new_state(limits: &Limits) -> mlua::Result<Lua> {
     let g = lua.globals();
     g.set("MAX_STRING_PARAM", MAX_STRING_PARAM)?;
     let disabled = lua.create_sequence_from(DISABLED)?;
-    lua.load(PRELUDE).set_name("=karmada").call::<()>(disabled)?;
+    lua.load(PRELUDE)
+        .set_name("=karmada")
+        .call::<()>(disabled)?;
     g.raw_remove("MAX_STRING_PARAM")?;
 
     let tostring: mlua::Function = g.get("tostring")?;
@@ -295,10 +297,22 @@ mod tests {
 
     #[test]
     fn environment_is_karmadas() {
-        assert_eq!(eval("return tostring(2) .. ' ' .. tostring(1.5)").unwrap(), "2 1.5");
-        assert_eq!(eval("return type(io) .. type(debug) .. type(coroutine)").unwrap(), "nilnilnil");
-        assert_eq!(eval("return type(os.time()) .. tostring(os.exit)").unwrap(), "numbernil");
-        assert_eq!(eval("return require('kube').resourceAdd('1', '500m')").unwrap(), "1500m");
+        assert_eq!(
+            eval("return tostring(2) .. ' ' .. tostring(1.5)").unwrap(),
+            "2 1.5"
+        );
+        assert_eq!(
+            eval("return type(io) .. type(debug) .. type(coroutine)").unwrap(),
+            "nilnilnil"
+        );
+        assert_eq!(
+            eval("return type(os.time()) .. tostring(os.exit)").unwrap(),
+            "numbernil"
+        );
+        assert_eq!(
+            eval("return require('kube').resourceAdd('1', '500m')").unwrap(),
+            "1500m"
+        );
         for bad in [
             "local f = load('return 1')",
             "local t = setmetatable({}, {})",
