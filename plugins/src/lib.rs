@@ -6,6 +6,7 @@
 
 pub mod assign;
 pub mod filter;
+pub mod interpreter;
 mod memo;
 pub mod overrider;
 pub mod score;

@@ -98,6 +98,8 @@ pub enum Topic {
     Plugin,
     /// The served scheduler profiles were swapped.
     Profiles,
+    /// A `ResourceInterpreterCustomization` object.
+    Interpreter,
 }
 
 /// One change seen by a cache.
@@ -268,6 +270,8 @@ pub struct Settings {
     pub plugin_resync: Duration,
     /// The decision pipeline's options (taint eviction, empty workload propagation).
     pub pipeline: flotilla_core::pipeline::Options,
+    /// Program backends of `ResourceInterpreterCustomization` rules (injected by the CLI).
+    pub rule_backends: controller::interpreters::RuleBackends,
 }
 
 impl Default for Settings {
@@ -288,6 +292,7 @@ impl Default for Settings {
             backends: controller::plugins::Backends::default(),
             plugin_resync: Duration::from_secs(10),
             pipeline: flotilla_core::pipeline::Options::default(),
+            rule_backends: controller::interpreters::RuleBackends::default(),
         }
     }
 }
@@ -570,6 +575,11 @@ pub struct Context {
     pub deciding: Arc<tokio::sync::Semaphore>,
     /// Kubernetes Events about bindings and templates.
     pub recorder: recorder::Recorder,
+    /// `ResourceInterpreterCustomization` objects.
+    pub customizations: Cached,
+    /// The resource interpreter chain in force (customizations, webhooks, native), swapped
+    /// whole when customizations change ([`controller::interpreters`]).
+    pub interpreters: controller::interpreters::Slot,
 }
 
 impl std::fmt::Debug for Context {
@@ -909,9 +919,20 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         &events,
         &mut tasks,
     );
+    let customizations = cache(
+        &client,
+        k(
+            flotilla_api::interpreter::CONFIG_API_VERSION,
+            flotilla_api::interpreter::CUSTOMIZATION_KIND,
+        ),
+        Topic::Interpreter,
+        &events,
+        &mut tasks,
+    );
     let all: Vec<&Cached> = templates
         .values()
         .chain([
+            &customizations,
             &pps,
             &cpps,
             &ops,
@@ -947,6 +968,8 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         works,
         scheduler_profiles,
         wasm_plugins,
+        customizations,
+        interpreters: controller::interpreters::Slot::default(),
         app_failover: std::sync::Mutex::default(),
         events,
         snapshot_memo: Mutex::new(None),

@@ -1,17 +1,17 @@
 //! The resource detector: which policy claims a template, and the ResourceBinding it produces
-//! (Karmada `pkg/detector`, `pkg/resourceinterpreter/default/native/replica.go`).
-
-use std::collections::BTreeMap;
+//! (Karmada `pkg/detector`); what the workload is made of comes from the interpreter chain.
 
 use flotilla_api::Object;
 use flotilla_api::labels;
-use flotilla_api::meta::{ObjectMeta, ObjectReference, OwnerReference, Quantity};
+use flotilla_api::meta::{ObjectMeta, ObjectReference, OwnerReference};
 use flotilla_api::policy::PropagationPolicy;
 use flotilla_api::work::{
     BINDING_API_VERSION, ReplicaRequirements, ResourceBinding, ResourceBindingSpec,
 };
 use serde_json::Value;
 
+use crate::error::PluginError;
+use crate::interpreter::{Interpreters, Operation};
 use crate::selector::selectors_priority;
 
 /// API groups the detector never propagates (Karmada's own and events).
@@ -141,171 +141,55 @@ pub fn permanent_id(seed: &str) -> String {
     )
 }
 
-/// Replicas and requirements of a template, as Karmada's default interpreter extracts them
-/// (Deployment, ReplicaSet, StatefulSet: `spec.replicas`; Job: `min(parallelism, completions)`;
-/// Pod: 1; anything else: 0 and no requirements). Unset counts follow the API server's defaults
-/// (replicas and parallelism 1), since offline templates have not been through it.
-pub fn interpret_replicas(template: &Object) -> (i32, Option<ReplicaRequirements>) {
+/// What a template's workload is made of, from the interpreter chain (Karmada's
+/// `BuildResourceBinding` → `applyReplicaInterpretation`): the components when the kind's
+/// InterpretComponent hook is enabled, otherwise its replicas and replica requirements when
+/// InterpretReplica is; nothing for other kinds.
+///
+/// # Errors
+/// The interpreter's fault (the detector reports it instead of writing a wrong binding).
+pub fn interpret_workload(
+    template: &Object,
+    interpreters: &Interpreters,
+) -> Result<(i32, Option<ReplicaRequirements>, Vec<Value>), PluginError> {
     let v = &template.0;
-    let int = |p: &str| {
-        v.pointer(p)
-            .and_then(Value::as_i64)
-            .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
-    };
-    let (api, kind) = (template.api_version(), template.kind());
-    let (replicas, pod_spec) = match (api, kind) {
-        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") => (
-            int("/spec/replicas").unwrap_or(1),
-            v.pointer("/spec/template/spec"),
-        ),
-        ("batch/v1", "Job") => {
-            let parallelism = int("/spec/parallelism").unwrap_or(1);
-            let completions = int("/spec/completions").unwrap_or(parallelism);
-            (
-                parallelism.min(completions),
-                v.pointer("/spec/template/spec"),
-            )
-        }
-        ("v1", "Pod") => (1, v.pointer("/spec")),
-        _ => return (0, None),
-    };
-    (replicas, pod_spec.and_then(replica_requirements))
-}
-
-fn replica_requirements(pod: &Value) -> Option<ReplicaRequirements> {
-    let mut node_claim = serde_json::Map::new();
-    if let Some(ns) = pod
-        .get("nodeSelector")
-        .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+    if interpreters
+        .resolve(v, Operation::InterpretComponent)
+        .is_some()
     {
-        node_claim.insert("nodeSelector".into(), ns.clone());
+        let components = interpreters
+            .get_components(v)?
+            .into_iter()
+            .map(|c| {
+                serde_json::to_value(c).map_err(|e| {
+                    PluginError::failed("InterpretComponent", format!("component: {e}"))
+                })
+            })
+            .collect::<Result<Vec<Value>, PluginError>>()?;
+        return Ok((0, None, components));
     }
-    if let Some(req) =
-        pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution")
+    if interpreters
+        .resolve(v, Operation::InterpretReplica)
+        .is_some()
     {
-        node_claim.insert("hardNodeAffinity".into(), req.clone());
+        let r = interpreters.get_replicas(v)?;
+        return Ok((r.replicas, r.requirements, Vec::new()));
     }
-    if let Some(t) = pod
-        .get("tolerations")
-        .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
-    {
-        node_claim.insert("tolerations".into(), t.clone());
-    }
-
-    // Sum of container requests (limits stand in for missing requests), max with each init
-    // container, plus overhead — `AddPodTemplateRequest`.
-    let mut total: BTreeMap<String, i128> = BTreeMap::new();
-    let requests = |c: &Value| -> BTreeMap<String, i128> {
-        let mut r: BTreeMap<String, i128> = BTreeMap::new();
-        for src in ["limits", "requests"] {
-            if let Some(m) = c
-                .pointer(&format!("/resources/{src}"))
-                .and_then(Value::as_object)
-            {
-                for (k, q) in m {
-                    if let Some(milli) = quantity_milli(q) {
-                        r.insert(k.clone(), milli);
-                    }
-                }
-            }
-        }
-        r
-    };
-    for c in pod
-        .get("containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for (k, m) in requests(c) {
-            *total.entry(k).or_default() += m;
-        }
-    }
-    for c in pod
-        .get("initContainers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for (k, m) in requests(c) {
-            let e = total.entry(k).or_default();
-            *e = (*e).max(m);
-        }
-    }
-    if let Some(m) = pod.get("overhead").and_then(Value::as_object) {
-        for (k, q) in m {
-            if let Some(milli) = quantity_milli(q) {
-                *total.entry(k.clone()).or_default() += milli;
-            }
-        }
-    }
-    let resource_request: BTreeMap<String, Quantity> = total
-        .into_iter()
-        .filter(|(_, m)| *m > 0)
-        .map(|(k, m)| {
-            let q = format_canonical(&k, m);
-            (k, Quantity::from(q.as_str()))
-        })
-        .collect();
-    if node_claim.is_empty() && resource_request.is_empty() {
-        return None;
-    }
-    Some(ReplicaRequirements {
-        node_claim: (!node_claim.is_empty()).then(|| Value::Object(node_claim)),
-        resource_request,
-        ..Default::default()
-    })
-}
-
-/// Format a milli-value the way `Resource.ResourceList()` does: CPU as a DecimalSI milli quantity,
-/// memory, ephemeral storage and hugepages as BinarySI, everything else as DecimalSI integers.
-fn format_canonical(resource: &str, milli: i128) -> String {
-    if resource == "cpu" {
-        return if milli % 1000 == 0 {
-            format_decimal(milli / 1000)
-        } else {
-            format!("{milli}m")
-        };
-    }
-    let value = (milli + 999).div_euclid(1000);
-    if resource == "memory" || resource == "ephemeral-storage" || resource.starts_with("hugepages-")
-    {
-        let mut v = value;
-        for suffix in ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"] {
-            if v % 1024 != 0 || v == 0 || suffix == "Ei" {
-                return format!("{v}{suffix}");
-            }
-            v /= 1024;
-        }
-        return value.to_string();
-    }
-    format_decimal(value)
-}
-
-fn format_decimal(value: i128) -> String {
-    let mut v = value;
-    for suffix in ["", "k", "M", "G", "T", "P", "E"] {
-        if v % 1000 != 0 || v == 0 || suffix == "E" {
-            return format!("{v}{suffix}");
-        }
-        v /= 1000;
-    }
-    value.to_string()
-}
-
-fn quantity_milli(q: &Value) -> Option<i128> {
-    let text = match q {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    crate::quantity::parse_milli(&text).ok()
+    Ok((0, None, Vec::new()))
 }
 
 /// Build the ResourceBinding (namespaced template) or ClusterResourceBinding (cluster-scoped
-/// template) for `template` claimed by `claim`, as Karmada's `BuildResourceBinding` does.
+/// template) for `template` claimed by `claim`, as Karmada's `BuildResourceBinding` does, with
+/// the workload's replicas, requirements and components from `interpreters`.
 /// `spec.clusters` is left empty: it belongs to the scheduler.
-pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
+///
+/// # Errors
+/// An interpreter fault ([`interpret_workload`]).
+pub fn build_binding(
+    template: &Object,
+    claim: Claim<'_>,
+    interpreters: &Interpreters,
+) -> Result<ResourceBinding, PluginError> {
     let policy = claim.policy;
     let namespaced = !template.namespace().is_empty();
     let mut meta = ObjectMeta {
@@ -378,7 +262,7 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
         block_owner_deletion: Some(true),
     });
 
-    let (replicas, replica_requirements) = interpret_replicas(template);
+    let (replicas, replica_requirements, components) = interpret_workload(template, interpreters)?;
     let ps = &policy.spec;
     let spec = ResourceBindingSpec {
         resource: ObjectReference {
@@ -392,6 +276,7 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
         propagate_deps: ps.propagate_deps.unwrap_or(false),
         replica_requirements,
         replicas,
+        components,
         placement: ps.placement.clone(),
         scheduler_name: ps
             .scheduler_name
@@ -406,7 +291,7 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
         preserve_resources_on_deletion: ps.preserve_resources_on_deletion,
         ..Default::default()
     };
-    ResourceBinding {
+    Ok(ResourceBinding {
         api_version: BINDING_API_VERSION.into(),
         kind: if namespaced {
             "ResourceBinding"
@@ -417,7 +302,7 @@ pub fn build_binding(template: &Object, claim: Claim<'_>) -> ResourceBinding {
         metadata: meta,
         spec,
         status: None,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -456,7 +341,7 @@ mod tests {
             kind: "Deployment".into(),
             name: name.into(),
             label_selector: labels.then(|| flotilla_api::meta::LabelSelector {
-                match_labels: BTreeMap::from([("app".into(), "nginx".into())]),
+                match_labels: std::collections::BTreeMap::from([("app".into(), "nginx".into())]),
                 ..Default::default()
             }),
             ..Default::default()
@@ -509,6 +394,36 @@ mod tests {
         );
     }
 
+    /// A stand-in interpreter: 3 replicas for Deployments, a fault for StatefulSets.
+    struct Stub;
+    impl crate::interpreter::ResourceInterpreter for Stub {
+        fn name(&self) -> &str {
+            "stub"
+        }
+        fn hook_enabled(&self, _: &str, kind: &str, op: Operation) -> bool {
+            op == Operation::InterpretReplica && (kind == "Deployment" || kind == "StatefulSet")
+        }
+        fn get_replicas(
+            &self,
+            object: &Value,
+        ) -> Result<crate::interpreter::Replicas, PluginError> {
+            if object["kind"] == "StatefulSet" {
+                return Err(PluginError::failed("stub", "broken"));
+            }
+            Ok(crate::interpreter::Replicas {
+                replicas: 3,
+                requirements: Some(ReplicaRequirements {
+                    priority_class_name: "high".into(),
+                    ..Default::default()
+                }),
+            })
+        }
+    }
+
+    fn stub() -> Interpreters {
+        Interpreters::new(vec![std::sync::Arc::new(Stub)])
+    }
+
     #[test]
     fn binding_carries_claim_labels_owner_and_interpreted_replicas() {
         let t = deploy();
@@ -518,7 +433,7 @@ mod tests {
             None,
             sel("nginx", false),
         )];
-        let rb = build_binding(&t, claim(&t, &pps, &[]).unwrap());
+        let rb = build_binding(&t, claim(&t, &pps, &[]).unwrap(), &stub()).unwrap();
         assert_eq!(rb.metadata.name(), "nginx-deployment");
         assert_eq!(rb.kind, "ResourceBinding");
         assert_eq!(rb.spec.replicas, 3);
@@ -528,19 +443,20 @@ mod tests {
         );
         assert!(rb.metadata.labels.contains_key(labels::PP_PERMANENT_ID));
         let req = rb.spec.replica_requirements.unwrap();
-        assert_eq!(req.resource_request["cpu"].as_text(), "1250m");
-        assert_eq!(req.resource_request["memory"].as_text(), "64Mi");
+        assert_eq!(req.priority_class_name, "high");
         assert_eq!(rb.spec.scheduler_name, "default-scheduler");
     }
 
     #[test]
-    fn job_replicas_are_parallelism_capped_by_completions_and_configmaps_have_none() {
-        let job = Object(
-            json!({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"parallelism":5,"completions":2,"template":{"spec":{"containers":[]}}}}),
-        );
-        assert_eq!(interpret_replicas(&job), (2, None));
+    fn uninterpreted_kinds_have_no_replicas_and_faults_are_errors() {
         let cm = Object(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}));
-        assert_eq!(interpret_replicas(&cm), (0, None));
+        assert_eq!(
+            interpret_workload(&cm, &stub()).unwrap(),
+            (0, None, Vec::new())
+        );
+        let sts =
+            Object(json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"}}));
+        assert!(interpret_workload(&sts, &stub()).is_err());
         assert_eq!(binding_name("Deployment", "a:b"), "a.b-deployment");
     }
 

@@ -298,12 +298,14 @@ pub fn decide(
 }
 
 /// Render a scheduled binding's Works (overrides applied by the profile its `schedulerName` names,
-/// or the first served profile): one per entry of `spec.clusters`, in that order.
+/// or the first served profile): one per entry of `spec.clusters`, in that order, each cluster's
+/// replicas revised through `interpreters`.
 pub fn render(
     snapshot: &Snapshot,
     rb: &ResourceBinding,
     template: &Object,
     overrides: &OverridePolicies,
+    interpreters: &crate::interpreter::Interpreters,
 ) -> Vec<Result<Work, RenderError>> {
     let Some(profile) = snapshot
         .profile(&rb.spec.scheduler_name)
@@ -311,7 +313,7 @@ pub fn render(
     else {
         return Vec::new();
     };
-    crate::render::render_works(rb, template, snapshot, overrides, profile)
+    crate::render::render_works(rb, template, snapshot, overrides, profile, interpreters)
 }
 
 /// Set the `Scheduled` condition, keeping the transition time when the status did not flip.

@@ -32,6 +32,9 @@ pub struct Inventory {
     pub clusters: Vec<Cluster>,
     /// Existing bindings (the current assignment), by `namespace/name`.
     pub bindings: BTreeMap<String, ResourceBinding>,
+    /// The resource interpreter chain (customizations, webhooks, native defaults) the detector
+    /// and rendering consult; empty by default (no kind has replicas then).
+    pub interpreters: crate::interpreter::Interpreters,
 }
 
 impl Inventory {
@@ -308,6 +311,8 @@ pub struct Plan {
     pub bindings: Vec<PlannedBinding>,
     /// Templates no policy matched, as `Kind namespace/name`.
     pub unmatched: Vec<String>,
+    /// Templates whose interpretation failed, as `Kind namespace/name: error` (no binding).
+    pub faults: Vec<String>,
 }
 
 /// Run the whole pipeline over `inv` with `profiles` (looked up by `spec.schedulerName`).
@@ -330,13 +335,24 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
         (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name()))
     });
     for t in templates {
-        let Some((mut rb, _)) = binding_for(inv, t) else {
-            out.unmatched.push(format!(
-                "{} {}",
-                t.kind(),
-                qualified(t.namespace(), t.name())
-            ));
-            continue;
+        let (mut rb, _) = match binding_for(inv, t) {
+            Some(Ok(b)) => b,
+            Some(Err(e)) => {
+                out.faults.push(format!(
+                    "{} {}: {e}",
+                    t.kind(),
+                    qualified(t.namespace(), t.name())
+                ));
+                continue;
+            }
+            None => {
+                out.unmatched.push(format!(
+                    "{} {}",
+                    t.kind(),
+                    qualified(t.namespace(), t.name())
+                ));
+                continue;
+            }
         };
         let mut memory = FailoverMemory::default();
         let d = decide(
@@ -347,7 +363,7 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
             &mut memory,
             None,
         );
-        let works = render(snapshot, &rb, t, &inv.overrides);
+        let works = render(snapshot, &rb, t, &inv.overrides, &inv.interpreters);
         let mut evicted = d.taint_evicted;
         evicted.extend(d.app_evicted);
         out.bindings.push(PlannedBinding {
@@ -364,16 +380,20 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
 /// The binding the detector makes of `template` (with the policy that claims it), continuing the
 /// binding of the same name in `inv`: its assignment, eviction tasks, status, uid, labels and
 /// annotations carry over, and its generation moves on when the detector changed the spec.
+/// `None` when no policy claims the template; an error when its interpretation failed.
 pub fn binding_for<'a>(
     inv: &'a Inventory,
     template: &Object,
-) -> Option<(ResourceBinding, detector::Claim<'a>)> {
+) -> Option<Result<(ResourceBinding, detector::Claim<'a>), crate::error::PluginError>> {
     let claim = detector::claim(
         template,
         &inv.propagation_policies,
         &inv.cluster_propagation_policies,
     )?;
-    let mut rb = detector::build_binding(template, claim);
+    let mut rb = match detector::build_binding(template, claim, &inv.interpreters) {
+        Ok(rb) => rb,
+        Err(e) => return Some(Err(e)),
+    };
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
     let mut generation = 1;
     if let Some(prev) = inv.bindings.get(&key) {
@@ -402,5 +422,5 @@ pub fn binding_for<'a>(
         };
     }
     rb.metadata.generation = Some(generation);
-    Some((rb, claim))
+    Some(Ok((rb, claim)))
 }

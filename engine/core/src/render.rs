@@ -10,6 +10,7 @@ use flotilla_api::work::{ResourceBinding, WORK_API_VERSION, Work, WorkSpec, Work
 use serde_json::{Map, Value};
 
 use crate::framework::{FailurePolicy, OverrideInput, Profile};
+use crate::interpreter::{Interpreters, Operation};
 use crate::overrides::OverridePolicies;
 
 /// FNV-1a 32-bit hash (Karmada hashes names and UIDs with it).
@@ -55,26 +56,6 @@ pub struct RenderError {
     pub cluster: String,
     /// What failed (an override, a replica revision).
     pub message: String,
-}
-
-/// Set the per-cluster replica count on a workload (`ReviseReplica`): Deployment, ReplicaSet,
-/// StatefulSet `spec.replicas`; Job `spec.parallelism`. Other kinds are unchanged.
-pub fn revise_replicas(object: &mut Value, replicas: i32) {
-    let field = match (
-        object.get("apiVersion").and_then(Value::as_str),
-        object.get("kind").and_then(Value::as_str),
-    ) {
-        (Some("apps/v1"), Some("Deployment" | "ReplicaSet" | "StatefulSet")) => "replicas",
-        (Some("batch/v1"), Some("Job")) => "parallelism",
-        _ => return,
-    };
-    if let Some(spec) = object
-        .as_object_mut()
-        .map(|o| o.entry("spec").or_insert_with(|| Value::Object(Map::new())))
-        && let Some(spec) = spec.as_object_mut()
-    {
-        spec.insert(field.into(), Value::from(replicas));
-    }
 }
 
 /// Drop what must not travel to a member (`prune.RemoveIrrelevantFields`): server-set metadata,
@@ -149,14 +130,38 @@ fn merge_into(object: &mut Value, section: &str, key: &str, value: &str) {
     }
 }
 
-/// Render the Works of a scheduled binding: one per entry of `spec.clusters`, in that order.
-/// Clusters missing from `snapshot` or whose overrides fail yield a [`RenderError`] instead.
+/// Where a binding's Works go: its target clusters, then those of the bindings that require it
+/// (`spec.requiredBy`: the dependencies distributor's attached bindings), each once (Karmada's
+/// `mergeTargetClusters`).
+pub fn target_clusters(
+    spec: &flotilla_api::work::ResourceBindingSpec,
+) -> Vec<flotilla_api::work::TargetCluster> {
+    let mut out = spec.clusters.clone();
+    for snapshot in &spec.required_by {
+        let clusters = snapshot.get("clusters").and_then(Value::as_array);
+        for c in clusters.into_iter().flatten() {
+            if let Ok(t) = serde_json::from_value::<flotilla_api::work::TargetCluster>(c.clone())
+                && !out.iter().any(|o| o.name == t.name)
+            {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// Render the Works of a scheduled binding: one per entry of `spec.clusters` (then of the
+/// clusters of the bindings that require it, [`target_clusters`]), in that order.
+/// A workload's copy gets the cluster's replicas through ReviseReplica when `interpreters`
+/// revise its kind (as Karmada's `ensureWork`). Clusters missing from `snapshot`, whose replica
+/// revision or overrides fail yield a [`RenderError`] instead.
 pub fn render_works(
     binding: &ResourceBinding,
     template: &Object,
     snapshot: &crate::pipeline::Snapshot,
     policies: &OverridePolicies,
     profile: &Profile,
+    interpreters: &Interpreters,
 ) -> Vec<Result<Work, RenderError>> {
     let spec = &binding.spec;
     let namespaced = binding.kind == "ResourceBinding";
@@ -173,7 +178,7 @@ pub fn render_works(
         .unwrap_or_default();
     let completions = job_completions(binding, template);
 
-    spec.clusters
+    target_clusters(spec)
         .iter()
         .map(|target| {
             let err = |message: String| RenderError {
@@ -184,8 +189,14 @@ pub fn render_works(
                 .cluster(&target.name)
                 .ok_or_else(|| err("cluster not found".into()))?;
             let mut object = template.0.clone();
-            if spec.is_workload() {
-                revise_replicas(&mut object, target.replicas);
+            if spec.is_workload()
+                && interpreters
+                    .resolve(&object, Operation::ReviseReplica)
+                    .is_some()
+            {
+                object = interpreters
+                    .revise_replica(&object, i64::from(target.replicas))
+                    .map_err(|e| err(format!("revising replicas: {e}")))?;
             }
             if let Some(c) = completions
                 .as_ref()

@@ -101,6 +101,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let settings = flotilla_controller::Settings {
         ready_delay: Duration::from_millis(args.ready_delay_ms),
         backends: super::profiles::backends(store, args.module_dir.clone()),
+        rule_backends: flotilla_controller::controller::interpreters::RuleBackends(
+            super::interpreters::rule_backends(),
+        ),
         ..Default::default()
     };
     let metrics = match args.metrics_addr {

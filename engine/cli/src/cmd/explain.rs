@@ -44,7 +44,8 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         .find(|t| t.kind().eq_ignore_ascii_case(kind) && t.namespace() == ns && t.name() == name)
         .with_context(|| format!("--resource: no template {kind} {ns}/{name} in the input"))?;
     let (mut rb, claim) = flotilla_core::plan::binding_for(&inv, template)
-        .with_context(|| format!("no propagation policy matches {kind} {ns}/{name}"))?;
+        .with_context(|| format!("no propagation policy matches {kind} {ns}/{name}"))?
+        .with_context(|| format!("interpreting {kind} {ns}/{name}"))?;
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
     let now = input::now(args.now.as_deref())?;
     let profiles = super::profiles::load(&args.profiles)?;

@@ -120,6 +120,7 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
             bail!("duplicate Cluster {:?}", c.name());
         }
     }
+    super::interpreters::attach(&mut inv)?;
     Ok(inv)
 }
 

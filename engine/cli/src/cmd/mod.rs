@@ -5,6 +5,7 @@ pub mod agent;
 pub mod controllers;
 pub mod explain;
 pub mod input;
+pub mod interpreters;
 pub mod interpret;
 pub mod join;
 pub mod plan;

@@ -58,6 +58,9 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         }
         Output::Table => print!("{}", table(&plan)),
     }
+    for f in &plan.faults {
+        eprintln!("warning: {f}");
+    }
     for b in &plan.bindings {
         for w in b.works.iter().filter_map(|w| w.as_ref().err()) {
             eprintln!(

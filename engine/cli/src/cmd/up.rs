@@ -110,6 +110,9 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let settings = flotilla_controller::Settings {
         ready_delay: std::time::Duration::from_millis(args.ready_delay_ms),
         backends: super::profiles::backends(data_dir.join("modules"), args.module_dir.clone()),
+        rule_backends: flotilla_controller::controller::interpreters::RuleBackends(
+            super::interpreters::rule_backends(),
+        ),
         ..Default::default()
     };
     let members = args.members;

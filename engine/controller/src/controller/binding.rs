@@ -217,7 +217,13 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if waiting {
         return Ok(Action::requeue(std::time::Duration::from_millis(200)));
     }
-    let rendered = flotilla_core::pipeline::render(&snapshot, &rb, &template, &policies);
+    let rendered = flotilla_core::pipeline::render(
+        &snapshot,
+        &rb,
+        &template,
+        &policies,
+        &ctx.interpreters.get(),
+    );
     let mut desired = BTreeSet::new();
     let mut failures = Vec::new();
     // A Work was created or changed: worth an event (unchanged resyncs are not).
@@ -294,7 +300,6 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         &ctx,
         &template,
         &api_resource(&rb.spec.resource.api_version, &rb.spec.resource.kind),
-        &existing_clusters(&rb.spec),
         &items,
     )
     .await?;
@@ -531,272 +536,90 @@ async fn write_binding_status(
     Ok(())
 }
 
-/// The fields Karmada's default interpreter sums for workloads.
-const SUMMED: &[&str] = &[
-    "replicas",
-    "readyReplicas",
-    "availableReplicas",
-    "updatedReplicas",
-    "unavailableReplicas",
-    "currentReplicas",
-];
+pub use flotilla_plugins::interpreter::{deployment_conditions, max_unavailable};
 
-/// `value` (an int or a `"N%"` string) scaled against `total`, as apimachinery's
-/// `GetScaledValueFromIntOrPercent`; `None` when it is neither.
-fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
-    if let Some(n) = value.as_i64() {
-        return Some(n);
-    }
-    let percent: i64 = value.as_str()?.strip_suffix('%')?.parse().ok()?;
-    let product = percent * total;
-    Some(if round_up {
-        (product + 99).div_euclid(100)
-    } else {
-        product.div_euclid(100)
-    })
-}
-
-/// How many of a Deployment's desired replicas may be unavailable while it still counts as
-/// available: kube's `deploymentutil.MaxUnavailable` (0 for `Recreate` and for no replicas;
-/// rolling updates default both `maxSurge` and `maxUnavailable` to 25%, surge rounded up and
-/// unavailability down, and at least one of them must allow a step).
-pub fn max_unavailable(deployment: &Value) -> i64 {
-    let desired = deployment
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let strategy = deployment.pointer("/spec/strategy");
-    let kind = strategy
-        .and_then(|s| s.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("RollingUpdate");
-    if kind != "RollingUpdate" || desired <= 0 {
-        return 0;
-    }
-    let default = Value::from("25%");
-    let rolling = strategy.and_then(|s| s.get("rollingUpdate"));
-    let field = |f: &str| rolling.and_then(|r| r.get(f)).unwrap_or(&default);
-    let surge = scaled(field("maxSurge"), desired, true).unwrap_or(0);
-    let mut unavailable = scaled(field("maxUnavailable"), desired, false).unwrap_or(0);
-    if surge == 0 && unavailable == 0 {
-        unavailable = 1;
-    }
-    unavailable.clamp(0, desired)
-}
-
-/// The member status condition of `type_`, if any.
-fn member_condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
-    status
-        .get("conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
-}
-
-fn text<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get(field).and_then(Value::as_str).unwrap_or("")
-}
-
-/// Whether a member's Deployment has finished rolling out: its own `Progressing` condition says
-/// `NewReplicaSetAvailable`, or, for a member that reports no such condition, its controller has
-/// observed it and every replica is updated and available.
-fn member_complete(status: &Value) -> bool {
-    if let Some(c) = member_condition(status, "Progressing") {
-        return text(c, "status") == "True" && text(c, "reason") == "NewReplicaSetAvailable";
-    }
-    let n = |f: &str| status.get(f).and_then(Value::as_i64).unwrap_or(0);
-    status.get("observedGeneration").is_some()
-        && n("replicas") == n("updatedReplicas")
-        && n("replicas") == n("availableReplicas")
-        && n("unavailableReplicas") == 0
-}
-
-/// A Deployment condition: type, status, reason, message.
-type Summary = (&'static str, &'static str, String, String);
-
-/// The `Available` and `Progressing` conditions of a Deployment template from its members'
-/// status, or `None` while no member reports any.
-///
-/// Karmada's default interpreter sums the replica counts and leaves the template's conditions
-/// alone, so `kubectl wait --for=condition=Available` would never return. These summarise the
-/// members as kube's deployment controller would a single Deployment:
-/// - `Available` is True (`MinimumReplicasAvailable`) when the summed `availableReplicas` reach
-///   the template's `spec.replicas` less [`max_unavailable`], else False
-///   (`MinimumReplicasUnavailable`).
-/// - `Progressing` is False with the member's reason when a member reports its own
-///   `Progressing` False (such as `ProgressDeadlineExceeded`); True with `NewReplicaSetAvailable`
-///   once every target cluster reports a finished rollout; True with `ReplicaSetUpdated` until
-///   then.
-pub fn deployment_conditions(
-    template: &Value,
-    targets: &BTreeSet<&str>,
-    items: &[AggregatedStatusItem],
-) -> Option<[Summary; 2]> {
-    let reporting: Vec<(&str, &Value)> = items
-        .iter()
-        .filter_map(|i| Some((i.cluster_name.as_str(), i.status.as_ref()?)))
-        .filter(|(_, s)| s.is_object())
-        .collect();
-    if reporting.is_empty() {
-        return None;
-    }
-    let desired = template
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let available: i64 = reporting
-        .iter()
-        .filter_map(|(_, s)| s.get("availableReplicas").and_then(Value::as_i64))
-        .sum();
-    let availability = if available >= desired - max_unavailable(template) {
-        (
-            "Available",
-            "True",
-            "MinimumReplicasAvailable".to_owned(),
-            "Deployment has minimum availability.".to_owned(),
-        )
-    } else {
-        (
-            "Available",
-            "False",
-            "MinimumReplicasUnavailable".to_owned(),
-            "Deployment does not have minimum availability.".to_owned(),
-        )
-    };
-    let stalled = reporting.iter().find_map(|(cluster, s)| {
-        let c = member_condition(s, "Progressing")?;
-        (text(c, "status") == "False").then_some((*cluster, c))
-    });
-    let complete = !targets.is_empty()
-        && targets.iter().all(|t| {
-            reporting
-                .iter()
-                .any(|(cluster, s)| cluster == t && member_complete(s))
-        });
-    let progress = match stalled {
-        Some((cluster, c)) => (
-            "Progressing",
-            "False",
-            match text(c, "reason") {
-                "" => "ProgressDeadlineExceeded".to_owned(),
-                r => r.to_owned(),
-            },
-            format!("member cluster {cluster}: {}", text(c, "message")),
-        ),
-        None if complete => (
-            "Progressing",
-            "True",
-            "NewReplicaSetAvailable".to_owned(),
-            "Deployment has successfully progressed in every member cluster.".to_owned(),
-        ),
-        None => (
-            "Progressing",
-            "True",
-            "ReplicaSetUpdated".to_owned(),
-            "Deployment is progressing in its member clusters.".to_owned(),
-        ),
-    };
-    Some([availability, progress])
-}
-
-/// `current` conditions with `wanted` put in: an unchanged condition is kept as it is (times
-/// included); a changed one gets `now` as its update time, and as its transition time when its
-/// status changed. Conditions of other types are kept.
-fn merge_conditions(current: Option<&Value>, wanted: &[Summary], now: &str) -> Value {
-    let mut out: Vec<Value> = current
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for (type_, status, reason, message) in wanted {
-        let old = out.iter().position(|c| text(c, "type") == *type_);
-        let same = |c: &Value| {
-            text(c, "status") == *status
-                && text(c, "reason") == reason.as_str()
-                && text(c, "message") == message.as_str()
-        };
-        if old.is_some_and(|i| same(&out[i])) {
-            continue;
+/// A JSON merge patch turning `old` into `new`: changed values replaced, removed keys nulled,
+/// objects compared key by key (RFC 7386).
+fn merge_diff(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut patch = serde_json::Map::new();
+            for (k, v) in n {
+                match o.get(k) {
+                    Some(ov) if ov == v => {}
+                    Some(ov) if ov.is_object() && v.is_object() => {
+                        patch.insert(k.clone(), merge_diff(ov, v));
+                    }
+                    _ => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in o.keys() {
+                if !n.contains_key(k) {
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(patch)
         }
-        let transition = match old.map(|i| &out[i]) {
-            Some(c) if text(c, "status") == *status => c
-                .get("lastTransitionTime")
-                .cloned()
-                .unwrap_or_else(|| Value::from(now)),
-            _ => Value::from(now),
-        };
-        let cond = json!({
-            "type": type_, "status": status, "reason": reason, "message": message,
-            "lastUpdateTime": now, "lastTransitionTime": transition,
-        });
-        match old {
-            Some(i) => out[i] = cond,
-            None => out.push(cond),
-        }
+        _ => new.clone(),
     }
-    Value::Array(out)
 }
 
-/// Write the summed member status into the template (Deployment, StatefulSet, ReplicaSet), and
-/// a Deployment's [`deployment_conditions`].
+/// Fold the members' status into the template through the interpreter chain's AggregateStatus
+/// (Karmada's `updateResourceStatus`): only kinds whose hook is enabled, and only when the
+/// status changes. A fault is reported on the template and fails the reconcile.
 async fn aggregate_into_template(
     ctx: &Context,
     template: &Object,
     resource: &kube::api::ApiResource,
-    targets: &BTreeSet<&str>,
     items: &[AggregatedStatusItem],
 ) -> Result<(), Error> {
-    if template.api_version() != "apps/v1"
-        || !matches!(template.kind(), "Deployment" | "StatefulSet" | "ReplicaSet")
+    let interpreters = ctx.interpreters.get();
+    if interpreters
+        .resolve(
+            &template.0,
+            flotilla_core::interpreter::Operation::AggregateStatus,
+        )
+        .is_none()
     {
         return Ok(());
     }
-    let mut sums: BTreeMap<&str, i64> = BTreeMap::new();
-    for item in items {
-        let Some(s) = &item.status else { continue };
-        for f in SUMMED {
-            if let Some(v) = s.get(*f).and_then(Value::as_i64) {
-                *sums.entry(*f).or_default() += v;
-            }
+    let aggregated = match interpreters.aggregate_status(&template.0, items) {
+        Ok(a) => a,
+        Err(e) => {
+            let regarding = crate::recorder::Regarding {
+                api_version: template.api_version().to_owned(),
+                kind: template.kind().to_owned(),
+                namespace: template.namespace().to_owned(),
+                name: template.name().to_owned(),
+                uid: template.uid().to_owned(),
+            };
+            ctx.recorder.publish(
+                &regarding,
+                EventType::Warning,
+                "AggregateStatusFailed",
+                &e.to_string(),
+            );
+            return Err(Error::Apply(format!(
+                "aggregating the status of {} {}/{}: {e}",
+                template.kind(),
+                template.namespace(),
+                template.name()
+            )));
         }
-    }
-    let mut status = serde_json::Map::new();
-    for (k, v) in &sums {
-        status.insert((*k).to_owned(), Value::from(*v));
-    }
-    if template.generation() > 0 {
-        status.insert(
-            "observedGeneration".into(),
-            Value::from(template.generation()),
-        );
-    }
-    let current = template.0.get("status").and_then(Value::as_object);
-    if template.kind() == "Deployment"
-        && let Some(wanted) = deployment_conditions(&template.0, targets, items)
-    {
-        let now = flotilla_core::time::format_rfc3339(crate::clock::now_epoch());
-        let conditions = merge_conditions(current.and_then(|c| c.get("conditions")), &wanted, &now);
-        status.insert("conditions".into(), conditions);
-    }
-    let unchanged = current.is_some_and(|c| {
-        status.iter().all(|(k, v)| c.get(k) == Some(v))
-            && SUMMED
-                .iter()
-                .all(|f| c.get(*f).is_none() || status.contains_key(*f))
-    });
-    if unchanged || (status.len() <= 1 && current.is_none()) {
+    };
+    let empty = Value::Object(serde_json::Map::new());
+    let old = template.0.get("status").unwrap_or(&empty);
+    let new = aggregated.get("status").unwrap_or(&empty);
+    if old == new {
         return Ok(());
-    }
-    // Fields no member reports any more are cleared.
-    for f in SUMMED {
-        if !status.contains_key(*f) && current.is_some_and(|c| c.contains_key(*f)) {
-            status.insert((*f).to_owned(), Value::Null);
-        }
     }
     let api = namespaced_or_all(ctx, template.namespace(), resource);
     api.patch_status(
         template.name(),
         &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
+        &Patch::Merge(json!({"status": merge_diff(old, new)})),
     )
     .await?;
     Ok(())
@@ -806,6 +629,7 @@ async fn aggregate_into_template(
 mod tests {
     use super::*;
     use flotilla_api::work::{GracefulEvictionTask, TargetCluster};
+    use flotilla_plugins::interpreter::{Summary, merge_conditions};
 
     fn item(cluster: &str, applied: bool, status: Option<Value>) -> AggregatedStatusItem {
         AggregatedStatusItem {

@@ -36,7 +36,42 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     };
     let scope = claim.scope;
     let policy = claim.policy.clone();
-    let rb = detector::build_binding(&template, claim);
+    // The workload's replicas, requirements and components come from the interpreter chain; a
+    // fault is reported on the template (Karmada's GetReplicasFailed/GetComponentsFailed) and no
+    // binding is written from it.
+    let interpreters = ctx.interpreters.get();
+    let rb = match detector::build_binding(&template, claim, &interpreters) {
+        Ok(rb) => rb,
+        Err(e) => {
+            let components = interpreters
+                .resolve(
+                    &template.0,
+                    flotilla_core::interpreter::Operation::InterpretComponent,
+                )
+                .is_some();
+            let reason = if components {
+                "GetComponentsFailed"
+            } else {
+                "GetReplicasFailed"
+            };
+            let regarding = Regarding {
+                api_version: template.api_version().to_owned(),
+                kind: template.kind().to_owned(),
+                namespace: template.namespace().to_owned(),
+                name: template.name().to_owned(),
+                uid: obj.metadata.uid.clone().unwrap_or_default(),
+            };
+            ctx.recorder
+                .publish(&regarding, EventType::Warning, reason, &e.to_string());
+            tracing::warn!(kind = template.kind(), namespace = template.namespace(), name = template.name(), error = %e, "interpreting the template failed");
+            return Err(Error::Apply(format!(
+                "interpreting {} {}/{}: {e}",
+                template.kind(),
+                template.namespace(),
+                template.name()
+            )));
+        }
+    };
 
     // Claim the template (Karmada's policy labels and annotations).
     let (id_key, id) = match scope {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_api::labels;
+use flotilla_core::interpreter::{Interpreters, Operation};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
@@ -53,6 +54,8 @@ pub struct Executor {
     pub resync: Duration,
     /// Retry interval while a Work's member has no client yet.
     pub retry: Duration,
+    /// The resource interpreter chain (Retain before updates, status reflection, health).
+    pub interpreters: Interpreters,
 }
 
 impl std::fmt::Debug for Executor {
@@ -87,6 +90,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             .settings
             .cluster_status_update_frequency
             .min(ctx.settings.resync),
+        interpreters: ctx.interpreters.get(),
     };
     reconcile_work(&obj, &executor).await
 }
@@ -200,8 +204,18 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
                 .await?;
             }
         }
-        match api.patch(&n, &pp, &Patch::Apply(m)).await {
-            Ok(applied) => manifest_statuses.push(manifest_status(ordinal, m, &applied)),
+        // An existing member copy keeps what the member owns (Karmada's Retain before update).
+        let desired = match retained(&api, &n, m, &ex.interpreters).await {
+            Ok(d) => d,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        match api.patch(&n, &pp, &Patch::Apply(&desired)).await {
+            Ok(applied) => {
+                manifest_statuses.push(manifest_status(ordinal, m, &applied, &ex.interpreters));
+            }
             Err(e) => {
                 failure = Some(format!(
                     "applying {} {n}: {e}",
@@ -222,43 +236,70 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
     }
 }
 
-/// A `manifestStatuses` entry for the applied member object.
-fn manifest_status(ordinal: usize, manifest: &Value, applied: &DynamicObject) -> Value {
+/// `manifest` with the member-side fields of the existing member copy retained, when the
+/// interpreter chain retains anything for its kind and the copy exists.
+async fn retained(
+    api: &Api<DynamicObject>,
+    name: &str,
+    manifest: &Value,
+    interpreters: &Interpreters,
+) -> Result<Value, String> {
+    if interpreters.resolve(manifest, Operation::Retain).is_none() {
+        return Ok(manifest.clone());
+    }
+    let kind = manifest.get("kind").and_then(Value::as_str).unwrap_or("");
+    let observed = match api.get_opt(name).await {
+        Ok(Some(o)) => o,
+        Ok(None) => return Ok(manifest.clone()),
+        Err(e) => return Err(format!("reading {kind} {name}: {e}")),
+    };
+    let observed = serde_json::to_value(&observed).map_err(|e| format!("{kind} {name}: {e}"))?;
+    interpreters
+        .retain(manifest, &observed)
+        .map_err(|e| format!("retaining {kind} {name}: {e}"))
+}
+
+/// A `manifestStatuses` entry for the applied member object: its status as the interpreter chain
+/// reflects it, and its health (Karmada's work status controller: a kind nobody interprets is
+/// `Healthy`, an interpreter fault `Unknown`).
+fn manifest_status(
+    ordinal: usize,
+    manifest: &Value,
+    applied: &DynamicObject,
+    interpreters: &Interpreters,
+) -> Value {
     let s = |p: &str| text_at(manifest, p);
     let api_version = s("/apiVersion");
     let (group, version) = api_version
         .split_once('/')
         .map(|(g, v)| (g.to_owned(), v.to_owned()))
         .unwrap_or((String::new(), api_version.clone()));
-    let status = applied.data.get("status").cloned().unwrap_or(Value::Null);
+    let mut observed = serde_json::to_value(applied).unwrap_or(Value::Null);
+    // The applied object is typed by its manifest (a member may leave them off).
+    if let Some(o) = observed.as_object_mut() {
+        o.insert("apiVersion".into(), Value::from(api_version.clone()));
+        o.insert("kind".into(), Value::from(s("/kind")));
+    }
+    let status = match interpreters.reflect_status(&observed) {
+        Ok(st) => st.unwrap_or(Value::Null),
+        Err(e) => {
+            tracing::warn!(kind = %s("/kind"), name = %s("/metadata/name"), error = %e, "reflecting the member status failed");
+            Value::Null
+        }
+    };
+    let health = match interpreters.interpret_health(&observed) {
+        Ok(None) | Ok(Some(true)) => "Healthy",
+        Ok(Some(false)) => "Unhealthy",
+        Err(e) => {
+            tracing::warn!(kind = %s("/kind"), name = %s("/metadata/name"), error = %e, "interpreting the member health failed");
+            "Unknown"
+        }
+    };
     json!({
         "identifier": {"ordinal": ordinal, "group": group, "version": version, "kind": s("/kind"), "namespace": s("/metadata/namespace"), "name": s("/metadata/name")},
         "status": status,
-        "health": health(&s("/kind"), manifest, &status),
+        "health": health,
     })
-}
-
-/// Karmada's default health interpretation, for the kinds simulated members run.
-fn health(kind: &str, manifest: &Value, status: &Value) -> &'static str {
-    match kind {
-        "Deployment" | "StatefulSet" | "ReplicaSet" => {
-            let want = manifest
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            let available = status
-                .get("availableReplicas")
-                .or_else(|| status.get("readyReplicas"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            if available >= want {
-                "Healthy"
-            } else {
-                "Unhealthy"
-            }
-        }
-        _ => "Healthy",
-    }
 }
 
 async fn write_status(

@@ -4,6 +4,7 @@ pub mod binding;
 pub mod cluster;
 pub mod detector;
 pub mod execution;
+pub mod interpreters;
 pub mod metrics;
 pub mod objects;
 pub mod plugins;
@@ -527,6 +528,7 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);
+    interpreters::spawn(ctx, tasks);
 }
 
 #[cfg(test)]
