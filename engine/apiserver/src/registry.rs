@@ -647,6 +647,18 @@ pub static RESOURCES: &[Resource] = &[
         FLOTILLA,
         false,
     ),
+    r(
+        "config.karmada.io",
+        "v1alpha1",
+        "ResourceInterpreterCustomization",
+        "resourceinterpretercustomizations",
+        "resourceinterpretercustomization",
+        false,
+        false,
+        &["ric"],
+        KARMADA,
+        false,
+    ),
 ];
 
 /// Resources registered at run time from CustomResourceDefinitions.
