@@ -50,6 +50,10 @@ pub mod export {
     pub const ASSIGN: &str = "flotilla_assign_v1";
     /// `(json_ptr, json_len, rows_ptr, rows_count) -> i32`: override (`rows_count` is 0).
     pub const OVERRIDE: &str = "flotilla_override_v1";
+    /// `(json_ptr, json_len, rows_ptr, rows_count) -> i32`: resource interpreter
+    /// ([`crate::InterpretRequest`], `rows_count` is 0). Not a profile extension point: a
+    /// `ResourceInterpreterCustomization` rule names the module with `wasm: {plugin: NAME}`.
+    pub const INTERPRET: &str = "flotilla_interpret_v1";
     /// wasip1 reactors' initializer, called once right after instantiation when exported.
     pub const WASI_INITIALIZE: &str = "_initialize";
     /// The guest's linear memory. Required.
@@ -289,6 +293,80 @@ pub struct OverrideReply {
     /// RFC 6902 JSON Patch operations, applied in order to the object.
     #[serde(default)]
     pub patch: Vec<Value>,
+}
+
+/// `flotilla_interpret_v1` input: one resource-interpreter operation (Karmada's
+/// `InterpreterOperation`) and the inputs it takes; the other members are absent.
+///
+/// | `operation` | members |
+/// |---|---|
+/// | `InterpretReplica`, `InterpretComponent`, `InterpretDependency` | `object` |
+/// | `ReviseReplica` | `object`, `desiredReplicas` |
+/// | `Retain` | `object` (the desired object), `observedObject` (the member's copy) |
+/// | `AggregateStatus` | `object`, `statusItems` |
+/// | `InterpretStatus`, `InterpretHealth` | `observedObject` |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(rename = "InterpretRequest"))]
+pub struct InterpretRequest<O = Value, I = Value> {
+    /// The operation, by Karmada's name (`InterpretReplica`, `ReviseReplica`, ...).
+    pub operation: String,
+    /// The resource template (for `Retain`: the desired object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<O>,
+    /// The object as it is in a member cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_object: Option<O>,
+    /// `ReviseReplica`: the replicas the member cluster gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i64>,
+    /// `AggregateStatus`: Karmada `AggregatedStatusItem`s (`clusterName`, `status`, `applied`,
+    /// `appliedMessage`, `health`), one per member cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_items: Option<Vec<I>>,
+}
+
+/// `flotilla_interpret_v1` reply (`set_result`): the member of the request's operation, and no
+/// other.
+///
+/// | `operation` | reply |
+/// |---|---|
+/// | `InterpretReplica` | `replicas` (required, `0..=2147483647`), `replicaRequirements` (optional) |
+/// | `InterpretComponent` | `components`: `[{name, replicas, replicaRequirements?}]` |
+/// | `ReviseReplica` | `patch`: a JSON merge patch (RFC 7386) applied to `object` |
+/// | `Retain` | `patch`: a JSON merge patch applied to `object` (the desired object) |
+/// | `AggregateStatus` | `status`: the template's new `status` (an object) |
+/// | `InterpretStatus` | `status`: the status to report (an object), or `null`/absent for none |
+/// | `InterpretHealth` | `healthy` (required) |
+/// | `InterpretDependency` | `dependencies`: `[{apiVersion, kind, namespace?, name?, labelSelector?}]` |
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InterpretReply {
+    /// `InterpretReplica`: the workload's replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+    /// `InterpretReplica`: Karmada `ReplicaRequirements` of one replica (`nodeClaim`,
+    /// `resourceRequest`, `namespace`, `priorityClassName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_requirements: Option<Value>,
+    /// `InterpretComponent`: Karmada `Component`s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub components: Option<Vec<Value>>,
+    /// `ReviseReplica`, `Retain`: a JSON merge patch for `object`; it may not change
+    /// `apiVersion`, `kind`, `metadata.name` or `metadata.namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Value>,
+    /// `AggregateStatus`, `InterpretStatus`: a status object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+    /// `InterpretHealth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// `InterpretDependency`: Karmada `DependentObjectReference`s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<Vec<Value>>,
 }
 
 #[cfg(test)]

@@ -376,6 +376,8 @@ pub(crate) struct Warm {
     dealloc: TypedFunc<(i32, i32), ()>,
     clusters: TypedFunc<(i32, i32), i32>,
     points: [Option<PointFn>; 5],
+    /// `flotilla_interpret_v1`, when exported.
+    interpret: Option<PointFn>,
     scratch: Option<(i32, usize)>,
     generation: Option<u64>,
 }
@@ -447,6 +449,11 @@ impl Warm {
                     *slot = Some(instance.get_typed_func(&mut store, name)?);
                 }
             }
+            let interpret = if module.has_interpret {
+                Some(instance.get_typed_func(&mut store, export::INTERPRET)?)
+            } else {
+                None
+            };
             let init_fn = if module.has_init {
                 Some(instance.get_typed_func(&mut store, export::INIT)?)
             } else {
@@ -458,11 +465,12 @@ impl Warm {
                 instance.get_typed_func(&mut store, export::DEALLOC)?,
                 instance.get_typed_func(&mut store, export::CLUSTERS)?,
                 points,
+                interpret,
                 init_fn,
             ))
         })();
         match r {
-            Ok((memory, alloc, dealloc, clusters, points, init_fn)) => Ok((
+            Ok((memory, alloc, dealloc, clusters, points, interpret, init_fn)) => Ok((
                 Warm {
                     store,
                     memory,
@@ -470,6 +478,7 @@ impl Warm {
                     dealloc,
                     clusters,
                     points,
+                    interpret,
                     scratch: None,
                     generation: None,
                 },
@@ -561,6 +570,25 @@ impl Warm {
         let func = self.points[point].clone().ok_or_else(|| {
             Fail::Invalid(format!("module does not export {}", export::POINTS[point]))
         })?;
+        self.call_fn(&func, json, rows, count, limits)
+    }
+
+    /// A resource-interpreter call (`flotilla_interpret_v1`): JSON only, as override.
+    pub(crate) fn call_interpret(&mut self, json: &[u8], limits: &Limits) -> Result<Reply, Fail> {
+        let func = self.interpret.clone().ok_or_else(|| {
+            Fail::Invalid(format!("module does not export {}", export::INTERPRET))
+        })?;
+        self.call_fn(&func, json, &[], 0, limits)
+    }
+
+    fn call_fn(
+        &mut self,
+        func: &PointFn,
+        json: &[u8],
+        rows: &[u8],
+        count: usize,
+        limits: &Limits,
+    ) -> Result<Reply, Fail> {
         let rows_off = json.len().next_multiple_of(8);
         let need = rows_off + rows.len();
         let ptr = match self.scratch {

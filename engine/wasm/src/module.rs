@@ -140,6 +140,8 @@ pub struct Compiled {
     pub points: [bool; 5],
     /// Exports `flotilla_init_v1`.
     pub has_init: bool,
+    /// Exports `flotilla_interpret_v1` (a resource interpreter).
+    pub has_interpret: bool,
     pub(crate) has_initialize: bool,
     /// Imports `wasi_snapshot_preview1` (runs with the deny-all context).
     pub wasi: bool,
@@ -237,9 +239,10 @@ impl Compiled {
         for (slot, name) in points.iter_mut().zip(export::POINTS) {
             *slot = matches!(ty(name), Some(ExternType::Func(_)));
         }
-        if !points.iter().any(|p| *p) {
+        let has_interpret = matches!(ty(export::INTERPRET), Some(ExternType::Func(_)));
+        if !points.iter().any(|p| *p) && !has_interpret {
             return Err(LoadError::MissingExport {
-                name: "flotilla_{filter,score,select,assign,override}_v1".into(),
+                name: "flotilla_{filter,score,select,assign,override,interpret}_v1".into(),
                 what: "at least one extension point",
             });
         }
@@ -257,6 +260,7 @@ impl Compiled {
             metadata,
             points,
             has_init,
+            has_interpret,
             has_initialize,
             wasi,
             imports,

@@ -250,6 +250,11 @@ impl WasmPlugin {
         (snap, rows)
     }
 
+    /// One `flotilla_interpret_v1` call with `json` (an `InterpretRequest`), on a warm instance.
+    pub(crate) fn call_interpret(&self, json: &[u8]) -> Result<Reply, PluginError> {
+        self.with_instance(|w| w.call_interpret(json, &self.limits))
+    }
+
     fn invalid(&self, message: impl Into<String>) -> PluginError {
         PluginError::InvalidOutput {
             plugin: self.name.clone(),

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use flotilla_abi::{
-    AssignReply, BindingRequest, ClustersRequest, FilterReply, InitRequest, Metadata,
-    OverrideReply, OverrideRequest, SelectReply,
+    AssignReply, BindingRequest, ClustersRequest, FilterReply, InitRequest, InterpretReply,
+    InterpretRequest, Metadata, OverrideReply, OverrideRequest, SelectReply,
 };
 
 #[test]
@@ -21,6 +21,8 @@ fn sdk_schemas_are_generated_from_the_abi_types() {
         ("AssignReply", schemars::schema_for!(AssignReply)),
         ("OverrideRequest", schemars::schema_for!(OverrideRequest)),
         ("OverrideReply", schemars::schema_for!(OverrideReply)),
+        ("InterpretRequest", schemars::schema_for!(InterpretRequest)),
+        ("InterpretReply", schemars::schema_for!(InterpretReply)),
     ];
     let bless = std::env::var_os("FLOTILLA_BLESS").is_some();
     let mut stale = Vec::new();
