@@ -2,6 +2,7 @@
 
 pub mod binding;
 pub mod cluster;
+pub mod dependencies;
 pub mod detector;
 pub mod execution;
 pub mod interpreters;
@@ -11,6 +12,7 @@ pub mod plugins;
 pub mod scheduler;
 pub mod simulator;
 pub mod status;
+pub mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -528,6 +530,8 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);
+    webhook::spawn(ctx, tasks);
+    dependencies::spawn(ctx, tasks);
     interpreters::spawn(ctx, tasks);
 }
 

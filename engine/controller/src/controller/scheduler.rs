@@ -24,7 +24,14 @@ const UNSCHEDULABLE_RETRY: std::time::Duration = std::time::Duration::from_secs(
 /// Fails when a read or write fails or the decision task dies.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let mut rb: ResourceBinding = typed(&obj)?;
-    if rb.metadata.deletion_timestamp.is_some() {
+    // Karmada's scheduler only takes bindings a policy made (an attached binding of the
+    // dependencies distributor follows the bindings that require it instead).
+    if rb.metadata.deletion_timestamp.is_some()
+        || (rb.spec.placement.is_none()
+            && ![labels::PP_PERMANENT_ID, labels::CPP_PERMANENT_ID]
+                .iter()
+                .any(|l| rb.metadata.labels.contains_key(*l)))
+    {
         return Ok(Action::await_change());
     }
     let api = namespaced_or_all(
