@@ -159,7 +159,7 @@ fn validate_url(url: &str) -> Result<(), String> {
 fn is_base64(s: &str) -> bool {
     let s = s.trim();
     let body = s.trim_end_matches('=');
-    s.len() % 4 == 0
+    s.len().is_multiple_of(4)
         && s.len() - body.len() <= 2
         && body
             .bytes()
