@@ -16,6 +16,9 @@
  *       FLOTILLA_SCORE(json, len, rows, n)  { ... }  reply: n x int64_t via fl_set_rows
  *       FLOTILLA_SELECT / FLOTILLA_ASSIGN(json, len, rows, n)  rows: n x fl_detail_row
  *       FLOTILLA_OVERRIDE(json, len)        { ... }  reply: {"patch":[...]} via fl_set_result
+ *       FLOTILLA_INTERPRET(json, len)       { ... }  resource interpreter (ABI.md §10): request
+ *                                          {"operation": ..., "object": ...}, reply e.g.
+ *                                          {"replicas": 3} or {"healthy": true} via fl_set_result
  *   - FLOTILLA_PLUGIN(name, version, capabilities...): the optional flotilla.plugin metadata
  *     custom section;
  *   - a JSON reader over spans (no allocation): fl_json_get, fl_json_next, fl_json_str_eq,
@@ -62,6 +65,8 @@ typedef struct {
     FL_EXPORT("flotilla_assign_v1") int32_t flotilla_assign_v1(const char *j, uint32_t n, const fl_detail_row *r, uint32_t c)
 #define FLOTILLA_OVERRIDE(j, n) \
     FL_EXPORT("flotilla_override_v1") int32_t flotilla_override_v1(const char *j, uint32_t n, const void *_r, uint32_t _c)
+#define FLOTILLA_INTERPRET(j, n) \
+    FL_EXPORT("flotilla_interpret_v1") int32_t flotilla_interpret_v1(const char *j, uint32_t n, const void *_r, uint32_t _c)
 
 /* ---- the optional flotilla.plugin custom section (sdk/ABI.md §1) --------------------------
  * At file scope, once per module:

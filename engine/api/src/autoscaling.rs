@@ -19,6 +19,16 @@ pub const CRON_FEDERATED_HPA: &str = "CronFederatedHPA";
 /// cluster it was read from.
 pub const QUERY_FROM_CLUSTER: &str = "resource.karmada.io/query-from-cluster";
 
+/// Annotation on a simulated member's Deployment (or its template on the control plane, which
+/// propagates it): the CPU its pods use, in percent of their request (`"80"`). Simulated members
+/// run pods, with metrics, only for Deployments that carry this or [`SIMULATED_MEMORY_UTILIZATION`].
+pub const SIMULATED_CPU_UTILIZATION: &str = "flotilla.dev/simulated-cpu-utilization";
+/// The same for memory (default 50 % when only CPU is given).
+pub const SIMULATED_MEMORY_UTILIZATION: &str = "flotilla.dev/simulated-memory-utilization";
+/// Annotation on a simulated pod: its containers' usage, `{"<container>": {"cpu": "400m",
+/// "memory": "64Mi"}}`, which the API server serves as its `PodMetrics`.
+pub const SIMULATED_USAGE: &str = "flotilla.dev/simulated-usage";
+
 /// `FederatedHPA`: kube's HorizontalPodAutoscaler over the pods of a resource template in every
 /// member cluster it was propagated to.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

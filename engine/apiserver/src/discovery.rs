@@ -61,6 +61,9 @@ fn verbs(r: &Resource) -> Value {
     if crate::auth::is_review(r) {
         return json!(["create"]);
     }
+    if crate::metrics::is_metrics(r) {
+        return json!(["get", "list"]);
+    }
     json!([
         "create",
         "delete",

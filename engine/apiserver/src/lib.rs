@@ -44,6 +44,7 @@ pub mod events;
 mod fs;
 mod jsonpath;
 mod limits;
+pub mod metrics;
 pub mod openapi;
 mod protobuf;
 pub mod proxy;

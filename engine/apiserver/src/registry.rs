@@ -659,6 +659,31 @@ pub static RESOURCES: &[Resource] = &[
         KARMADA,
         false,
     ),
+    // Served live by [`crate::metrics`], never stored.
+    r(
+        "metrics.k8s.io",
+        "v1beta1",
+        "PodMetrics",
+        "pods",
+        "pod",
+        true,
+        false,
+        NONE,
+        NONE,
+        false,
+    ),
+    r(
+        "metrics.k8s.io",
+        "v1beta1",
+        "NodeMetrics",
+        "nodes",
+        "node",
+        false,
+        false,
+        NONE,
+        NONE,
+        false,
+    ),
 ];
 
 /// Resources registered at run time from CustomResourceDefinitions.

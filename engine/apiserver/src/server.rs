@@ -521,6 +521,14 @@ impl ApiServer {
             };
             return Ok(events::events_response(resp, watch).await);
         }
+        if let Some(m) = crate::metrics::parse(&segs) {
+            // metrics.k8s.io is served, not stored ([`crate::metrics`]).
+            let user = parts.extensions.get::<UserInfo>();
+            let root = cluster == ROOT_CLUSTER;
+            return self
+                .metrics(&cluster, root, m, &parts.method, &query, user)
+                .await;
+        }
         let get = parts.method == Method::GET;
         match segs.as_slice() {
             ["version"] if get => return Ok(json_response(StatusCode::OK, &discovery::version())),

@@ -98,6 +98,35 @@ impl PluginMap {
     }
 }
 
+/// The process-wide map the control plane keeps current (the plugin registry refreshes it on
+/// every `WasmPlugin` change) and the CLI's rule backends resolve through.
+pub fn shared_plugins() -> Arc<PluginMap> {
+    static SHARED: std::sync::OnceLock<Arc<PluginMap>> = std::sync::OnceLock::new();
+    Arc::clone(SHARED.get_or_init(Default::default))
+}
+
+/// Load `bytes` as the interpreter plugin `name` with its `config` and `limits`: `Ok(None)` when
+/// the module does not export `flotilla_interpret_v1` (a scheduling-only plugin).
+///
+/// # Errors
+/// Limits out of range, compile, link or first instantiation.
+pub fn load_interpreter(
+    name: &str,
+    bytes: &[u8],
+    config: Option<&Value>,
+    limits: Option<&flotilla_core::profile::PluginLimits>,
+) -> Result<Option<Arc<WasmPlugin>>, String> {
+    let limits = crate::Limits::from_spec(limits).map_err(|e| e.to_string())?;
+    let host = crate::Host::global().map_err(|e| e.to_string())?;
+    let module = host.compile(bytes).map_err(|e| e.to_string())?;
+    if !module.has_interpret {
+        return Ok(None);
+    }
+    WasmPlugin::load(host, name, module, config, limits)
+        .map(|p| Some(Arc::new(p)))
+        .map_err(|e| e.to_string())
+}
+
 impl PluginResolver for PluginMap {
     fn resolve(&self, name: &str) -> Result<Arc<WasmPlugin>, String> {
         match self.get(name) {

@@ -40,8 +40,8 @@ pub use flotilla_abi as abi;
 pub use serde_json;
 
 use flotilla_abi::{
-    AssignReply, ClustersRequest, DetailRow, FilterReply, InitRequest, OverrideReply,
-    OverrideRequest, SelectReply,
+    AssignReply, ClustersRequest, DetailRow, FilterReply, InitRequest, InterpretReply,
+    InterpretRequest, OverrideReply, OverrideRequest, SelectReply,
 };
 use serde::de::DeserializeOwned;
 
@@ -123,6 +123,16 @@ pub trait Plugin: Sized + 'static {
         _request: OverrideRequest<serde_json::Value, Self::Cluster>,
     ) -> Result<OverrideReply, String> {
         Err("override not implemented".into())
+    }
+
+    /// Resource interpreter (`flotilla_interpret_v1`, sdk/ABI.md §10): answer
+    /// `request.operation` with its reply member (e.g. `replicas` for `InterpretReplica`,
+    /// `healthy` for `InterpretHealth`); the host refuses any other member.
+    ///
+    /// # Errors
+    /// A plugin failure (for example an operation the plugin does not implement).
+    fn interpret(&mut self, request: InterpretRequest) -> Result<InterpretReply, String> {
+        Err(format!("{} not implemented", request.operation))
     }
 }
 
@@ -505,6 +515,16 @@ pub mod rt {
                 Ok(())
             })
         }
+
+        /// `flotilla_interpret_v1`.
+        pub fn interpret(&mut self, json: &[u8]) -> i32 {
+            self.run(|rt| {
+                let req = parse(json, "interpret request")?;
+                let reply = rt.plugin()?.interpret(req)?;
+                host::set_result(&serde_json::to_vec(&reply).map_err(|e| e.to_string())?);
+                Ok(())
+            })
+        }
     }
 
     /// Metadata JSON bytes as a fixed-size array (for the custom section).
@@ -581,10 +601,13 @@ macro_rules! __capability {
     (override_manifest) => {
         "override"
     };
+    (interpret) => {
+        "interpret"
+    };
 }
 
 /// Export `$ty` (a [`Plugin`]) as an ABI v1 module implementing `points` (any of `filter`,
-/// `score`, `select`, `assign`, `override_manifest`), with the `flotilla.plugin` metadata section
+/// `score`, `select`, `assign`, `override_manifest`, `interpret`), with the `flotilla.plugin` metadata section
 /// ([`plugin_metadata!`]; capabilities: the points plus `log`). `version` is optional (default: the
 /// crate's `CARGO_PKG_VERSION`).
 #[macro_export]
@@ -649,6 +672,14 @@ macro_rules! __export_point {
     (score, $rt:ident) => { $crate::__export_point!(@rows flotilla_score_v1, score, $rt); };
     (select, $rt:ident) => { $crate::__export_point!(@details flotilla_select_v1, select, $rt, $crate::abi::DetailRow::SIZE); };
     (assign, $rt:ident) => { $crate::__export_point!(@details flotilla_assign_v1, assign, $rt, $crate::abi::DetailRow::SIZE); };
+    (interpret, $rt:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn flotilla_interpret_v1(ptr: *const u8, len: usize, _rows: *const u8, _count: usize) -> i32 {
+            // SAFETY: as above.
+            let json = unsafe { $crate::rt::bytes(ptr, len) };
+            $rt.with_borrow_mut(|rt| rt.interpret(json))
+        }
+    };
     (override_manifest, $rt:ident) => {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn flotilla_override_v1(ptr: *const u8, len: usize, _rows: *const u8, _count: usize) -> i32 {

@@ -17,12 +17,15 @@ use serde_json::json;
 
 use crate::{Context, Error, Topic, api_resource, publish_changes};
 
+pub mod pods;
+
 /// Annotation on a member's Deployment that keeps it unavailable (fault injection).
 pub const UNAVAILABLE: &str = "flotilla.dev/simulate-unavailable";
 
 struct Member {
     client: Client,
     ctx: Arc<Context>,
+    pods: pods::Simulated,
 }
 
 /// Start, for every member, the simulator and a watch that tells the execution controller about
@@ -40,6 +43,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
         let member = Arc::new(Member {
             client: client.clone(),
             ctx: ctx.clone(),
+            pods: pods::Simulated::default(),
         });
         tasks.spawn(async move {
             let (reader, writer) = reflector::store();
@@ -109,6 +113,7 @@ fn error_policy(_obj: Arc<Deployment>, err: &Error, _m: Arc<Member>) -> Action {
 
 async fn reconcile(d: Arc<Deployment>, m: Arc<Member>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
+    m.pods.sync(&m.client, &d).await?;
     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let generation = d.metadata.generation.unwrap_or(0);
     let st = d.status.clone().unwrap_or_default();
