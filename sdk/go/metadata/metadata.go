@@ -33,6 +33,7 @@ var points = []struct{ export, capability string }{
 	{"flotilla_select_v1", "select"},
 	{"flotilla_assign_v1", "assign"},
 	{"flotilla_override_v1", "override"},
+	{"flotilla_interpret_v1", "interpret"},
 }
 
 type section struct {
