@@ -14,6 +14,7 @@ const POINTS = [
   ["flotilla_select_v1", "select"],
   ["flotilla_assign_v1", "assign"],
   ["flotilla_override_v1", "override"],
+  ["flotilla_interpret_v1", "interpret"],
 ];
 
 export default class FlotillaMetadata {

@@ -319,3 +319,43 @@ export function flotilla_override_v1(ptr: usize, len: usize, rows: usize, n: usi
   setResult(w.raw("]}").toString());
   return finish();
 }
+
+/** Resource-interpreter request (sdk/ABI.md §10): the operation and only its inputs. */
+export class InterpretRequest {
+  constructor(
+    /** Karmada's operation name: InterpretReplica, ReviseReplica, InterpretHealth, ... */
+    public operation: string,
+    /** The template (Retain: the desired object); null when the operation takes none. */
+    public object: Value | null,
+    /** The member's copy; null when the operation takes none. */
+    public observedObject: Value | null,
+    /** ReviseReplica: the replicas the member gets (-1 otherwise). */
+    public desiredReplicas: i64,
+    /** AggregateStatus: the members' AggregatedStatusItems. */
+    public statusItems: Array<Value>,
+  ) {}
+}
+let interpretHandler: ((req: InterpretRequest) => string) | null = null;
+/**
+ * Resource interpreter (flotilla_interpret_v1): return the reply JSON for req.operation, with its
+ * member only (e.g. `{"replicas":3}`, `{"healthy":true}`; build it with Writer), or call fail().
+ */
+export function onInterpret(fn: (req: InterpretRequest) => string): void { interpretHandler = fn; }
+
+export function flotilla_interpret_v1(ptr: usize, len: usize, rows: usize, n: usize): i32 {
+  const h = interpretHandler;
+  if (h === null) { fail("no interpret handler registered"); return finish(); }
+  const req = parse(ptr, len);
+  const desired = req.get("desiredReplicas");
+  const items = req.get("statusItems");
+  const reply = h(new InterpretRequest(
+    req.getString("operation"),
+    req.get("object"),
+    req.get("observedObject"),
+    desired !== null && desired.kind == Kind.Number ? <i64>desired.num : -1,
+    items !== null && items.kind == Kind.Array ? items.items : [],
+  ));
+  if (failure !== null) return finish();
+  setResult(reply);
+  return finish();
+}
