@@ -455,3 +455,252 @@ fn go_sdk_unit_tests_pass_natively() {
             .expect("run go"),
     );
 }
+
+/// A `Shard` (example.com/v1) with `replicas`, a two-container template and a status.
+fn shard(replicas: i64, ready: i64) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Shard",
+        "metadata": {"name": "s1", "namespace": "db", "generation": 2},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+            {"name": "db", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}},
+            {"name": "sidecar", "resources": {"requests": {"cpu": "1"}}}
+        ]}}},
+        "status": {"observedGeneration": 2, "replicas": replicas, "readyReplicas": ready}
+    })
+}
+
+/// Load the interpreter example `wasm` as WasmPlugin `name` and compile `ops` of a customization
+/// naming it, through the host's `wasm` rule backend (as the controllers do).
+fn shard_interpreter(
+    wasm: &Path,
+    name: &str,
+    ops: &[flotilla_core::interpreter::Operation],
+) -> flotilla_core::interpreter::Customization {
+    let bytes = std::fs::read(wasm).expect("read module");
+    let plugin = flotilla_wasm::load_interpreter(name, &bytes, None, None)
+        .expect("load")
+        .expect("the module exports flotilla_interpret_v1");
+    let map = std::sync::Arc::new(flotilla_wasm::PluginMap::new());
+    map.insert(name, Ok(plugin));
+    let mut rules = serde_json::Map::new();
+    for op in ops {
+        let (field, _) = flotilla_core::interpreter::rule_for(&Default::default(), *op);
+        rules.insert(field.into(), serde_json::json!({"wasm": {"plugin": name}}));
+    }
+    let ric: flotilla_api::interpreter::ResourceInterpreterCustomization =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+            "metadata": {"name": "shards"},
+            "spec": {"target": {"apiVersion": "example.com/v1", "kind": "Shard"}, "customizations": rules}
+        }))
+        .expect("customization");
+    let backend = flotilla_wasm::WasmRuleBackend::new(map);
+    flotilla_core::interpreter::Customization::compile(&ric, &[&backend]).expect("compile")
+}
+
+/// What every interpreter example promises: replicas from `spec.replicas`, healthy when all
+/// replicas are ready in the observed generation.
+fn assert_replicas_and_health(c: &flotilla_core::interpreter::Customization) {
+    use flotilla_core::interpreter::ResourceInterpreter;
+    assert_eq!(c.get_replicas(&shard(5, 0)).expect("replicas").replicas, 5);
+    let mut no_replicas = shard(0, 0);
+    no_replicas["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("replicas");
+    assert_eq!(c.get_replicas(&no_replicas).expect("default").replicas, 1);
+    assert!(c.interpret_health(&shard(3, 3)).expect("health"));
+    assert!(!c.interpret_health(&shard(3, 2)).expect("health"));
+    let mut stale = shard(3, 3);
+    stale["metadata"]["generation"] = serde_json::json!(3);
+    assert!(!c.interpret_health(&stale).expect("health"));
+}
+
+#[test]
+fn rust_shard_interpreter_answers_through_the_host() {
+    use flotilla_core::interpreter::{Operation, ResourceInterpreter};
+    let name = "rust_shard_interpreter_answers_through_the_host";
+    if !have_debian_rust(name) {
+        return;
+    }
+    let src = root().join("examples/plugins/rust-shard-interpreter");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-sdk-rust-shard");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let wasm = dir.join("rust-shard-interpreter.wasm");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rust-shard-interpreter");
+    check(
+        "rust-shard-interpreter/build.sh",
+        Command::new(src.join("build.sh"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env("OUT", &dir)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_BUILD_RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .output()
+            .expect("run build.sh"),
+    );
+    assert_metadata(&wasm, "rust-shard-interpreter", "0.1.0", "interpret, log");
+    let c = shard_interpreter(
+        &wasm,
+        "rust-shard",
+        &[
+            Operation::InterpretReplica,
+            Operation::ReviseReplica,
+            Operation::AggregateStatus,
+            Operation::InterpretHealth,
+        ],
+    );
+    assert_replicas_and_health(&c);
+    let r = c.get_replicas(&shard(5, 0)).expect("replicas");
+    let req = serde_json::to_value(r.requirements.expect("requirements")).expect("json");
+    assert_eq!(
+        req["resourceRequest"],
+        serde_json::json!({"cpu": "1250m", "memory": "1073741824"})
+    );
+    let revised = c.revise_replica(&shard(5, 0), 2).expect("revise");
+    assert_eq!(revised["spec"]["replicas"], 2);
+    assert_eq!(revised["spec"]["template"], shard(5, 0)["spec"]["template"]);
+    let items: Vec<flotilla_api::work::AggregatedStatusItem> = (1..=3)
+        .map(|i| {
+            serde_json::from_value(serde_json::json!({
+                "clusterName": format!("m{i}"), "applied": true,
+                "status": {"replicas": i, "readyReplicas": i - 1}
+            }))
+            .expect("item")
+        })
+        .collect();
+    let aggregated = c.aggregate_status(&shard(6, 0), &items).expect("aggregate");
+    assert_eq!(
+        aggregated["status"],
+        serde_json::json!({"replicas": 6, "readyReplicas": 3})
+    );
+    // Operations the rule does not route to the plugin are not answered by this customization.
+    assert!(!c.hook_enabled("example.com/v1", "Shard", Operation::Retain));
+}
+
+#[test]
+fn c_shard_interpreter_answers_through_the_host() {
+    use flotilla_core::interpreter::Operation;
+    let name = "c_shard_interpreter_answers_through_the_host";
+    if !have(name, &["clang", "--version"]) || !have(name, &["wasm-ld", "--version"]) {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-sdk-c-shard");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let wasm = dir.join("c-shard-interpreter.wasm");
+    check(
+        "clang",
+        Command::new("clang")
+            .current_dir(root().join("examples/plugins/c-shard-interpreter"))
+            .args([
+                "--target=wasm32-unknown-unknown",
+                "-O2",
+                "-nostdlib",
+                "-Wl,--no-entry",
+                "-Wl,--export-dynamic",
+                "-Wall",
+                "-Werror",
+            ])
+            .arg("-I")
+            .arg(root().join("sdk/c"))
+            .arg("-o")
+            .arg(&wasm)
+            .arg("plugin.c")
+            .output()
+            .expect("run clang"),
+    );
+    assert_metadata(&wasm, "c-shard-interpreter", "0.1.0", "interpret");
+    let c = shard_interpreter(
+        &wasm,
+        "c-shard",
+        &[Operation::InterpretReplica, Operation::InterpretHealth],
+    );
+    assert_replicas_and_health(&c);
+}
+
+#[test]
+fn go_shard_interpreter_answers_through_the_host() {
+    use flotilla_core::interpreter::Operation;
+    let name = "go_shard_interpreter_answers_through_the_host";
+    if !have(name, &["go", "version"]) {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-sdk-go-shard");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let wasm = dir.join("go-shard-interpreter.wasm");
+    check(
+        "go build",
+        Command::new("go")
+            .current_dir(root().join("examples/plugins/go-shard-interpreter"))
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("GOTOOLCHAIN", "local")
+            .args([
+                "build",
+                "-buildmode=c-shared",
+                "-trimpath",
+                "-buildvcs=false",
+                "-o",
+            ])
+            .arg(&wasm)
+            .arg(".")
+            .output()
+            .expect("run go"),
+    );
+    let c = shard_interpreter(
+        &wasm,
+        "go-shard",
+        &[Operation::InterpretReplica, Operation::InterpretHealth],
+    );
+    assert_replicas_and_health(&c);
+}
+
+#[test]
+fn assemblyscript_shard_interpreter_answers_through_the_host() {
+    use flotilla_core::interpreter::Operation;
+    let name = "assemblyscript_shard_interpreter_answers_through_the_host";
+    if !have(name, &["node", "--version"]) || !have(name, &["npm", "--version"]) {
+        return;
+    }
+    let src = root().join("examples/plugins/assemblyscript-shard-interpreter");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-sdk-as-shard");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let wasm = dir.join("assemblyscript-shard-interpreter.wasm");
+    if !src.join("node_modules/assemblyscript/bin/asc.js").exists()
+        || !src.join("node_modules/@flotilla/plugin-sdk").exists()
+    {
+        check(
+            "npm ci",
+            Command::new("npm")
+                .current_dir(&src)
+                .args(["ci", "--no-audit", "--no-fund"])
+                .output()
+                .expect("run npm"),
+        );
+    }
+    check(
+        "asc",
+        Command::new("node")
+            .current_dir(&src)
+            .args([
+                "node_modules/assemblyscript/bin/asc.js",
+                "assembly/index.ts",
+                "-O3",
+                "--noAssert",
+                "--runtime",
+                "incremental",
+                "--use",
+                "abort=",
+            ])
+            .args(["--transform", "@flotilla/plugin-sdk/metadata.js", "-o"])
+            .arg(&wasm)
+            .output()
+            .expect("run asc"),
+    );
+    let c = shard_interpreter(
+        &wasm,
+        "as-shard",
+        &[Operation::InterpretReplica, Operation::InterpretHealth],
+    );
+    assert_replicas_and_health(&c);
+}

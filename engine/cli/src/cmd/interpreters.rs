@@ -13,7 +13,10 @@ use flotilla_core::plan::Inventory;
 
 /// The program backends of customization rules (`luaScript`, `cel`, `wasm`): one line each.
 pub fn rule_backends() -> Vec<Arc<dyn RuleBackend>> {
-    vec![Arc::new(flotilla_cel::CelRuleBackend::default())]
+    vec![
+        Arc::new(flotilla_cel::CelRuleBackend::default()),
+        Arc::new(super::wasm_interpreters::wasm_rule_backend()),
+    ]
 }
 
 /// Whether `object` is a `ResourceInterpreterCustomization`.

@@ -13,3 +13,4 @@ pub mod plugin;
 pub mod profiles;
 pub mod up;
 pub mod validate;
+pub mod wasm_interpreters;

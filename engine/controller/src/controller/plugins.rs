@@ -236,6 +236,7 @@ impl Registry {
             }
             resolved.insert(&o.name, r);
         }
+        publish_modules(&resolved);
 
         let mut built = self
             .built
@@ -431,6 +432,42 @@ impl Registry {
             digest,
         })
     }
+}
+
+/// A `WasmPlugin` as the last [`Registry::sync`] resolved it: the stored module and the spec.
+#[derive(Debug, Clone)]
+pub struct ResolvedModule {
+    /// The stored module file (content-addressed).
+    pub path: String,
+    /// Its sha256, hex.
+    pub digest: String,
+    /// The object's spec (config, limits, failure policy).
+    pub spec: WasmPluginSpec,
+}
+
+/// The `WasmPlugin`s of the last sync by name, each resolved or with why it is not loadable: for
+/// what loads modules outside profiles (`wasm: {plugin: NAME}` resource-interpreter rules).
+pub fn resolved_modules() -> &'static RwLock<BTreeMap<String, Result<ResolvedModule, String>>> {
+    static MODULES: std::sync::OnceLock<RwLock<BTreeMap<String, Result<ResolvedModule, String>>>> =
+        std::sync::OnceLock::new();
+    MODULES.get_or_init(Default::default)
+}
+
+fn publish_modules(resolved: &BTreeMap<&str, Result<Resolved, String>>) {
+    let next = resolved
+        .iter()
+        .map(|(name, r)| {
+            let m = r.as_ref().map_err(Clone::clone).map(|m| ResolvedModule {
+                path: m.path.clone(),
+                digest: m.digest.clone(),
+                spec: m.spec.clone(),
+            });
+            ((*name).to_owned(), m)
+        })
+        .collect();
+    *resolved_modules()
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
 }
 
 /// Largest module read from the module directory (inline modules are bounded by the API
