@@ -4,9 +4,10 @@
 //!
 //! [`WasmRuleBackend`] compiles a rule by resolving the named `WasmPlugin` through a
 //! [`PluginResolver`] given at construction: offline (`flotilla interpret`) a [`PluginMap`] filled
-//! from the input files, in the control plane the map the plugin registry refreshes whenever
-//! `WasmPlugin` objects change. The plugin is resolved again on every call, so a new version of
-//! the module serves the next call without recompiling the customization.
+//! from the input files; in the control plane a resolver over the `WasmPlugin` objects the plugin
+//! registry last loaded (the CLI's `wasm_interpreters`). The plugin is resolved again on every
+//! call, so a new version of the module serves the next call without recompiling the
+//! customization.
 //!
 //! A call crosses the boundary once: an [`InterpretRequest`] (JSON) in, an [`InterpretReply`] out
 //! through `set_result`. Calls run on the plugin's warm instances under its limits (deadline,
@@ -96,13 +97,6 @@ impl PluginMap {
             .cloned()
             .collect()
     }
-}
-
-/// The process-wide map the control plane keeps current (the plugin registry refreshes it on
-/// every `WasmPlugin` change) and the CLI's rule backends resolve through.
-pub fn shared_plugins() -> Arc<PluginMap> {
-    static SHARED: std::sync::OnceLock<Arc<PluginMap>> = std::sync::OnceLock::new();
-    Arc::clone(SHARED.get_or_init(Default::default))
 }
 
 /// Load `bytes` as the interpreter plugin `name` with its `config` and `limits`: `Ok(None)` when

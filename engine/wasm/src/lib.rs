@@ -32,7 +32,7 @@ mod wasi;
 pub use factory::WasmFactory;
 pub use host::{Host, MAX_MEMORY_BYTES};
 pub use instance::{Limits, LimitsError, MAX_MESSAGE_BYTES, bound_message};
-pub use interpret::{PluginMap, PluginResolver, WasmRuleBackend, load_interpreter, shared_plugins};
+pub use interpret::{PluginMap, PluginResolver, WasmRuleBackend, load_interpreter};
 pub use module::{Compiled, Digest, LoadError, custom_section, sha256};
 pub use plugin::{
     FuzzDecoded, FuzzRequest, MAX_SCORE, MIN_SCORE, WasmPlugin, export_for, fuzz_decode,
