@@ -350,6 +350,36 @@ fn wasm_plugin_spec() -> Value {
     }})
 }
 
+/// Karmada's `ResourceInterpreterCustomizationSpec`, each rule with Flotilla's `cel` and `wasm`
+/// beside `luaScript`.
+fn customization_spec() -> Value {
+    let rule = |what: &str| {
+        json!({"type": "object", "description": format!("How to {what}: exactly one of luaScript, cel, wasm."), "properties": {
+            "luaScript": {"type": "string", "description": "A Lua 5.1 program defining the operation's function (Karmada's)."},
+            "cel": {"type": "object", "description": "Named CEL expressions, one per output of the operation.", "additionalProperties": {"type": "string"}},
+            "wasm": {"type": "object", "required": ["plugin"], "description": "A WasmPlugin implementing the operation.", "properties": {
+                "plugin": {"type": "string", "description": "Name of the WasmPlugin."},
+            }},
+        }})
+    };
+    json!({"type": "object", "required": ["target"], "properties": {
+        "target": {"type": "object", "required": ["apiVersion", "kind"], "description": "The kind customized.", "properties": {
+            "apiVersion": {"type": "string", "description": "API version of the kind."},
+            "kind": {"type": "string", "description": "The kind."},
+        }},
+        "customizations": {"type": "object", "description": "One optional rule per operation.", "properties": {
+            "retention": rule("keep member-side fields when a member copy is updated (Retain)"),
+            "replicaResource": rule("find the replicas and per-replica requirements (InterpretReplica)"),
+            "componentResource": rule("find the components of a multi-template workload (InterpretComponent)"),
+            "replicaRevision": rule("set the replicas a member receives (ReviseReplica)"),
+            "statusReflection": rule("pick the status reported from a member copy (InterpretStatus)"),
+            "statusAggregation": rule("fold the members' status into the template (AggregateStatus)"),
+            "healthInterpretation": rule("tell whether a member copy is healthy (InterpretHealth)"),
+            "dependencyInterpretation": rule("list the objects the workload depends on (InterpretDependency)"),
+        }},
+    }})
+}
+
 fn preserve(description: &str) -> Value {
     json!({"type": "object", "description": description, "x-kubernetes-preserve-unknown-fields": true})
 }
@@ -572,6 +602,23 @@ fn kinds() -> Vec<Kind> {
             spec: wasm_plugin_spec(),
             status: Some(preserve("Observed state, written by the controllers.")),
             description: "WasmPlugin is a Wasm scheduler plugin module kept on the control plane; profile entries name it with wasm.plugin.",
+        },
+        Kind {
+            group: "config.karmada.io",
+            version: "v1alpha1",
+            kind: "ResourceInterpreterCustomization",
+            plural: "resourceinterpretercustomizations",
+            namespaced: false,
+            short_names: &["ric"],
+            categories: KARMADA,
+            columns: vec![
+                column("TARGET-API-VERSION", "string", ".spec.target.apiVersion"),
+                column("TARGET-KIND", "string", ".spec.target.kind"),
+                age(),
+            ],
+            spec: customization_spec(),
+            status: None,
+            description: "ResourceInterpreterCustomization tells the control plane how to interpret one kind (replicas, status, health, dependencies), ahead of interpreter webhooks and the built-in interpreters.",
         },
     ]
 }
