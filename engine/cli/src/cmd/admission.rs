@@ -71,11 +71,28 @@ impl Admission for Policies {
             ("config.karmada.io", "ResourceInterpreterWebhookConfiguration") => {
                 interpreter_webhook_configuration(object)
             }
+            ("config.karmada.io", "ResourceInterpreterCustomization") => customization(object),
             ("autoscaling.karmada.io", "FederatedHPA") => autoscaling::federated_hpa(object),
             ("autoscaling.karmada.io", "CronFederatedHPA") => {
                 autoscaling::cron_federated_hpa(object)
             }
             _ => Ok(()),
+        }
+    }
+}
+
+/// A `ResourceInterpreterCustomization` must compile: a target, one program per rule, each
+/// accepted by its backend ([`super::interpreters::rule_backends`]). The error names the rule.
+fn customization(object: &Value) -> Result<(), AdmissionError> {
+    let ric: flotilla_api::interpreter::ResourceInterpreterCustomization = typed(object)?;
+    let backends = super::interpreters::rule_backends();
+    let refs: Vec<&dyn flotilla_core::interpreter::RuleBackend> =
+        backends.iter().map(AsRef::as_ref).collect();
+    match flotilla_core::interpreter::Customization::compile(&ric, &refs) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let (field, message) = e.split_once(": ").unwrap_or(("spec", e.as_str()));
+            Err(AdmissionError::new(vec![fe(field, message)]))
         }
     }
 }
@@ -636,6 +653,29 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(fields(&e), ["spec.filters[0].limits.timeoutMs"], "{e}");
+    }
+
+    #[test]
+    fn customizations_must_compile_and_errors_name_the_rule() {
+        let ric = |rules: Value| {
+            json!({"apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+                   "metadata": {"name": "widgets"},
+                   "spec": {"target": {"apiVersion": "example.dev/v1", "kind": "Widget"}, "customizations": rules}})
+        };
+        let kind = ("config.karmada.io", "ResourceInterpreterCustomization");
+        admit(
+            kind,
+            ric(json!({"replicaResource": {"cel": {"replicas": "object.spec.replicas"}}})),
+        )
+        .expect("a valid CEL rule");
+        let e = admit(
+            kind,
+            ric(json!({"healthInterpretation": {"cel": {"healthy": "observedObject.status.("}}})),
+        )
+        .expect_err("a CEL syntax error");
+        assert_eq!(fields(&e), ["spec.customizations.healthInterpretation"]);
+        let e = admit(kind, ric(json!({"retention": {}}))).expect_err("no program");
+        assert_eq!(fields(&e), ["spec.customizations.retention"]);
     }
 
     #[test]
