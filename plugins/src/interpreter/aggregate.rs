@@ -299,17 +299,20 @@ fn worst_phase<'a>(
     order.iter().copied().find(|p| phases.contains(p))
 }
 
+/// One load-balancer ingress being merged: host name, IP, IP mode, its other fields, its ports.
+type Ingress = (
+    String,
+    String,
+    Option<String>,
+    Map<String, Value>,
+    Vec<Value>,
+);
+
 /// The members' load-balancer ingresses, deduplicated (ports merged per address) and sorted as
 /// Karmada's `DedupeAndSort*LoadBalancerIngress`: host names first and in order, then IPs, then
 /// IP modes (none last); ports by number, protocol, error (none first).
 fn load_balancer_status(items: &[AggregatedStatusItem]) -> Result<Map<String, Value>, PluginError> {
-    let mut merged: Vec<(
-        String,
-        String,
-        Option<String>,
-        Map<String, Value>,
-        Vec<Value>,
-    )> = Vec::new();
+    let mut merged: Vec<Ingress> = Vec::new();
     for (_, s) in reported(items) {
         for ing in array_at(s, "/loadBalancer/ingress") {
             let Some(fields) = ing.as_object() else {

@@ -142,12 +142,15 @@ pub fn chain(
     )
 }
 
+/// Compiled customizations, and `(name, error)` of those that failed.
+pub type Compiled = (Vec<Arc<dyn ResourceInterpreter>>, Vec<(String, String)>);
+
 /// Compile `rics` with `backends`, sorted by name as Karmada's configuration manager does.
 /// Returns the compiled customizations and, per customization that failed, its name and error.
 pub fn compile_customizations<'a>(
     rics: impl IntoIterator<Item = &'a ResourceInterpreterCustomization>,
     backends: &[Arc<dyn RuleBackend>],
-) -> (Vec<Arc<dyn ResourceInterpreter>>, Vec<(String, String)>) {
+) -> Compiled {
     let backends: Vec<&dyn RuleBackend> = backends.iter().map(AsRef::as_ref).collect();
     let mut rics: Vec<&ResourceInterpreterCustomization> = rics.into_iter().collect();
     rics.sort_by(|a, b| a.metadata.name().cmp(b.metadata.name()));

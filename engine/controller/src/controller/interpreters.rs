@@ -29,6 +29,9 @@ impl std::fmt::Debug for RuleBackends {
     }
 }
 
+/// A compiled customization and the spec it was compiled from.
+type Compiled = (serde_json::Value, Arc<dyn ResourceInterpreter>);
+
 /// The chain in force and the interpreter webhooks that go into it.
 pub struct Slot {
     chain: RwLock<Interpreters>,
@@ -36,7 +39,7 @@ pub struct Slot {
     /// set by the webhook controller with [`Slot::set_webhooks`].
     webhooks: RwLock<Vec<Arc<dyn ResourceInterpreter>>>,
     /// Compiled customizations by name, with the spec they were compiled from.
-    compiled: RwLock<BTreeMap<String, (serde_json::Value, Arc<dyn ResourceInterpreter>)>>,
+    compiled: RwLock<BTreeMap<String, Compiled>>,
 }
 
 impl Default for Slot {
