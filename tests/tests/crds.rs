@@ -203,7 +203,13 @@ fn crd(k: &Kind) -> Value {
     properties.insert("apiVersion".into(), json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
     properties.insert("kind".into(), json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
     properties.insert("metadata".into(), json!({"type": "object"}));
-    properties.insert("spec".into(), k.spec.clone());
+    // A ResourceInterpreterWebhookConfiguration has no spec: its webhooks are top level.
+    let top = if k.kind == "ResourceInterpreterWebhookConfiguration" {
+        "webhooks"
+    } else {
+        "spec"
+    };
+    properties.insert(top.into(), k.spec.clone());
     if let Some(s) = &k.status {
         properties.insert("status".into(), s.clone());
     }
@@ -211,7 +217,7 @@ fn crd(k: &Kind) -> Value {
         "name": k.version,
         "served": true,
         "storage": true,
-        "schema": {"openAPIV3Schema": {"description": k.description, "type": "object", "properties": properties, "required": ["spec"]}},
+        "schema": {"openAPIV3Schema": {"description": k.description, "type": "object", "properties": properties, "required": [top]}},
     });
     if !k.columns.is_empty() {
         version["additionalPrinterColumns"] = json!(k.columns);
@@ -378,6 +384,35 @@ fn customization_spec() -> Value {
             "dependencyInterpretation": rule("list the objects the workload depends on (InterpretDependency)"),
         }},
     }})
+}
+
+/// The webhooks of a `ResourceInterpreterWebhookConfiguration` (Karmada's
+/// `ResourceInterpreterWebhook`), the bounds Karmada's admission checks left to admission.
+fn interpreter_webhooks() -> Value {
+    let strings = |d: &str| json!({"type": "array", "description": d, "items": {"type": "string"}});
+    json!({"type": "array", "description": "The interpreter webhooks and the kinds and operations each answers.", "items": {
+    "type": "object", "required": ["name", "clientConfig", "interpreterContextVersions"], "properties": {
+        "name": {"type": "string", "description": "The webhook's name, a fully qualified domain name unique in the configuration."},
+        "clientConfig": {"type": "object", "description": "How to reach the webhook: exactly one of url and service.", "properties": {
+            "url": {"type": "string", "description": "An https URL (no user info, query or fragment)."},
+            "service": {"type": "object", "required": ["namespace", "name"], "description": "A Service in front of the webhook, called at https://NAME.NAMESPACE.svc:PORT/PATH.", "properties": {
+                "namespace": {"type": "string", "description": "The Service's namespace."},
+                "name": {"type": "string", "description": "The Service's name."},
+                "path": {"type": "string", "description": "The URL path requests are sent to."},
+                "port": {"type": "integer", "format": "int32", "description": "The Service port (443 by default)."},
+            }},
+            "caBundle": {"type": "string", "format": "byte", "description": "PEM CA certificates (base64) verifying the webhook's serving certificate; the system roots when empty."},
+        }},
+        "rules": {"type": "array", "description": "What the webhook answers: it is called when any rule matches.", "items": {
+            "type": "object", "properties": {
+                "operations": strings("Interpreter operations (InterpretReplica, Retain, …) or * alone."),
+                "apiGroups": strings("API groups (\"\" is the core group) or * alone."),
+                "apiVersions": strings("API versions or * alone."),
+                "kinds": strings("Kinds or * alone."),
+            }}},
+        "timeoutSeconds": {"type": "integer", "format": "int32", "description": "Call timeout, 1 to 30 seconds (10 by default); a call that times out fails the operation."},
+        "interpreterContextVersions": strings("ResourceInterpreterContext versions the webhook accepts, in preference order; must include v1alpha1."),
+    }}})
 }
 
 fn preserve(description: &str) -> Value {
@@ -619,6 +654,19 @@ fn kinds() -> Vec<Kind> {
             spec: customization_spec(),
             status: None,
             description: "ResourceInterpreterCustomization tells the control plane how to interpret one kind (replicas, status, health, dependencies), ahead of interpreter webhooks and the built-in interpreters.",
+        },
+        Kind {
+            group: "config.karmada.io",
+            version: "v1alpha1",
+            kind: "ResourceInterpreterWebhookConfiguration",
+            plural: "resourceinterpreterwebhookconfigurations",
+            namespaced: false,
+            short_names: &[],
+            categories: KARMADA,
+            columns: vec![age()],
+            spec: interpreter_webhooks(),
+            status: None,
+            description: "ResourceInterpreterWebhookConfiguration describes interpreter webhooks, asked after the ResourceInterpreterCustomizations and before the built-in interpreters.",
         },
     ]
 }

@@ -173,6 +173,9 @@ const K8S_KINDS: &[(&str, &str, &str, SchemaFn)] = &[
 const BUILTIN_CRDS: &[&str] = &[
     include_str!("../../../deploy/crds/cluster.karmada.io_clusters.yaml"),
     include_str!("../../../deploy/crds/config.karmada.io_resourceinterpretercustomizations.yaml"),
+    include_str!(
+        "../../../deploy/crds/config.karmada.io_resourceinterpreterwebhookconfigurations.yaml"
+    ),
     include_str!("../../../deploy/crds/flotilla.dev_schedulerprofiles.yaml"),
     include_str!("../../../deploy/crds/flotilla.dev_wasmplugins.yaml"),
     include_str!("../../../deploy/crds/policy.karmada.io_clusteroverridepolicies.yaml"),
