@@ -270,6 +270,8 @@ pub struct Settings {
     pub plugin_resync: Duration,
     /// The decision pipeline's options (taint eviction, empty workload propagation).
     pub pipeline: flotilla_core::pipeline::Options,
+    /// The autoscalers' options (FederatedHPA sync period, tolerance, windows, clock).
+    pub autoscaling: controller::federatedhpa::Options,
     /// Program backends of `ResourceInterpreterCustomization` rules (injected by the CLI).
     pub rule_backends: controller::interpreters::RuleBackends,
 }
@@ -292,6 +294,7 @@ impl Default for Settings {
             backends: controller::plugins::Backends::default(),
             plugin_resync: Duration::from_secs(10),
             pipeline: flotilla_core::pipeline::Options::default(),
+            autoscaling: controller::federatedhpa::Options::default(),
             rule_backends: controller::interpreters::RuleBackends::default(),
         }
     }

@@ -147,6 +147,16 @@ fn ceil_replicas(x: f64) -> i32 {
     }
 }
 
+/// Karmada's calibration: the replicas of every member over the template's (more than 1 when
+/// the template is duplicated into several members); anything not positive counts as 1.
+fn calibrated(calibration: f64) -> f64 {
+    if calibration.is_finite() && calibration > 0.0 {
+        calibration
+    } else {
+        1.0
+    }
+}
+
 fn within(tolerance: f64, ratio: f64) -> bool {
     (1.0 - ratio).abs() <= tolerance
 }
@@ -236,7 +246,9 @@ pub fn resource_replicas(
     pods: &[Pod],
     metrics: &BTreeMap<String, i64>,
     tolerance: f64,
+    calibration: f64,
 ) -> Result<Proposal, Error> {
+    let calibration = calibrated(calibration);
     if target_utilization <= 0 {
         return Err(Error::InvalidTarget(i64::from(target_utilization)));
     }
@@ -262,7 +274,9 @@ pub fn resource_replicas(
         if within(tolerance, ratio) {
             return Ok(proposal(current));
         }
-        return Ok(proposal(ceil_replicas(ratio * g.ready as f64)));
+        return Ok(proposal(ceil_replicas(
+            ratio * g.ready as f64 / calibration,
+        )));
     }
     if ratio < 1.0 {
         // On a scale-down, missing pods use the target, at least their whole request.
@@ -288,7 +302,7 @@ pub fn resource_replicas(
     {
         return Ok(proposal(current));
     }
-    let replicas = ceil_replicas(new_ratio * metrics.len() as f64);
+    let replicas = ceil_replicas(new_ratio * metrics.len() as f64 / calibration);
     if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
         return Ok(proposal(current));
     }
@@ -307,7 +321,9 @@ pub fn plain_replicas(
     pods: &[Pod],
     metrics: &BTreeMap<String, i64>,
     tolerance: f64,
+    calibration: f64,
 ) -> Result<Proposal, Error> {
+    let calibration = calibrated(calibration);
     if target_average <= 0 {
         return Err(Error::InvalidTarget(target_average));
     }
@@ -335,7 +351,9 @@ pub fn plain_replicas(
         if within(tolerance, ratio) {
             return Ok(proposal(current));
         }
-        return Ok(proposal(ceil_replicas(ratio * g.ready as f64)));
+        return Ok(proposal(ceil_replicas(
+            ratio * g.ready as f64 / calibration,
+        )));
     }
     if ratio < 1.0 {
         for pod in &g.missing {
@@ -358,7 +376,7 @@ pub fn plain_replicas(
     {
         return Ok(proposal(current));
     }
-    let replicas = ceil_replicas(new_ratio * metrics.len() as f64);
+    let replicas = ceil_replicas(new_ratio * metrics.len() as f64 / calibration);
     if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
         return Ok(proposal(current));
     }
@@ -970,7 +988,7 @@ mod tests {
     }
 
     fn cpu(current: i32, target: i32, pods: &[Pod], m: &BTreeMap<String, i64>) -> i32 {
-        resource_replicas(current, target, "cpu", pods, m, DEFAULT_TOLERANCE)
+        resource_replicas(current, target, "cpu", pods, m, DEFAULT_TOLERANCE, 1.0)
             .expect("a proposal")
             .replicas
     }
@@ -983,14 +1001,14 @@ mod tests {
         let p = pods(4, 1000);
         let m = usage(&[200, 200, 200, 200]);
         assert_eq!(
-            plain_replicas(4, 100, true, &p, &m, DEFAULT_TOLERANCE)
+            plain_replicas(4, 100, true, &p, &m, DEFAULT_TOLERANCE, 1.0)
                 .expect("proposal")
                 .replicas,
             8
         );
         let m = usage(&[50, 50, 50, 50]);
         assert_eq!(
-            plain_replicas(4, 100, true, &p, &m, DEFAULT_TOLERANCE)
+            plain_replicas(4, 100, true, &p, &m, DEFAULT_TOLERANCE, 1.0)
                 .expect("proposal")
                 .replicas,
             2
@@ -998,7 +1016,8 @@ mod tests {
         // Utilization: 3 pods of 500m requests at 90 % against a 50 % target → ceil(3 × 1.8).
         let p = pods(3, 500);
         let m = usage(&[450, 450, 450]);
-        let got = resource_replicas(3, 50, "cpu", &p, &m, DEFAULT_TOLERANCE).expect("proposal");
+        let got =
+            resource_replicas(3, 50, "cpu", &p, &m, DEFAULT_TOLERANCE, 1.0).expect("proposal");
         assert_eq!(got.replicas, 6);
         assert_eq!(got.utilization, Some(90));
         assert_eq!(got.value, 450);
@@ -1025,7 +1044,7 @@ mod tests {
             3,
             "0.6 → ceil(2.4)"
         );
-        let tight = resource_replicas(4, 50, "cpu", &p, &usage(&[540; 4]), 0.01).expect("p");
+        let tight = resource_replicas(4, 50, "cpu", &p, &usage(&[540; 4]), 0.01, 1.0).expect("p");
         assert_eq!(tight.replicas, 5, "a tighter tolerance acts on 1.08");
     }
 
@@ -1080,34 +1099,46 @@ mod tests {
         assert_eq!(cpu(4, 50, &p, &usage(&[1000, 1000, 1000, 0])), 6, "3 × 2.0");
         // Readiness only matters for CPU.
         p[3].state = PodState::Running { ready: false };
-        let mem = resource_replicas(4, 50, "memory", &p, &usage(&[1000; 4]), 0.1).expect("p");
+        let mem = resource_replicas(4, 50, "memory", &p, &usage(&[1000; 4]), 0.1, 1.0).expect("p");
         assert_eq!(mem.replicas, 8);
+    }
+
+    // Karmada's calibration: a template of 2 replicas duplicated into two members runs 4 pods;
+    // the proposal is divided by 4 / 2 so the template (not the pod count) is what scales.
+    #[test]
+    fn calibration_divides_by_the_members_share_of_the_template() {
+        let p = pods(4, 1000);
+        let m = usage(&[1000; 4]);
+        let got = resource_replicas(2, 50, "cpu", &p, &m, 0.1, 2.0).expect("p");
+        assert_eq!(got.replicas, 4, "ceil(2.0 × 4 / 2)");
+        let got = resource_replicas(2, 50, "cpu", &p, &m, 0.1, 0.0).expect("p");
+        assert_eq!(got.replicas, 8, "a zero calibration counts as 1");
     }
 
     #[test]
     fn calculation_errors_say_why() {
         assert_eq!(
-            resource_replicas(1, 50, "cpu", &[], &BTreeMap::new(), 0.1),
+            resource_replicas(1, 50, "cpu", &[], &BTreeMap::new(), 0.1, 1.0),
             Err(Error::NoPods)
         );
         let mut p = pods(2, 1000);
         p[0].state = PodState::Pending;
         p[1].state = PodState::Pending;
         assert_eq!(
-            resource_replicas(2, 50, "cpu", &p, &usage(&[1, 1]), 0.1),
+            resource_replicas(2, 50, "cpu", &p, &usage(&[1, 1]), 0.1, 1.0),
             Err(Error::NoReadyMetrics)
         );
         let mut p = pods(1, 1000);
         p[0].request = None;
         assert_eq!(
-            resource_replicas(1, 50, "cpu", &p, &usage(&[1]), 0.1),
+            resource_replicas(1, 50, "cpu", &p, &usage(&[1]), 0.1, 1.0),
             Err(Error::MissingRequest {
                 resource: "cpu".into(),
                 pod: "p0".into()
             })
         );
         assert_eq!(
-            resource_replicas(1, 0, "cpu", &pods(1, 1), &usage(&[1]), 0.1),
+            resource_replicas(1, 0, "cpu", &pods(1, 1), &usage(&[1]), 0.1, 1.0),
             Err(Error::InvalidTarget(0))
         );
         assert!(object_replicas(1, 1, 0, 1, 0.1).is_err());
@@ -1350,7 +1381,7 @@ mod tests {
     fn hostile_numbers_saturate_instead_of_overflowing() {
         let p = pods(2, 1);
         let m = usage(&[i64::MAX, i64::MAX]);
-        let got = resource_replicas(i32::MAX, 1, "cpu", &p, &m, 0.1).expect("p");
+        let got = resource_replicas(i32::MAX, 1, "cpu", &p, &m, 0.1, 1.0).expect("p");
         assert_eq!(got.replicas, i32::MAX);
         let b = behavior(
             Behavior::default_scale_up(),

@@ -4,7 +4,9 @@ pub mod binding;
 pub mod cluster;
 pub mod dependencies;
 pub mod detector;
+pub mod cronfederatedhpa;
 pub mod execution;
+pub mod federatedhpa;
 pub mod interpreters;
 pub mod metrics;
 pub mod objects;
@@ -529,6 +531,8 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     }
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
+    federatedhpa::spawn(ctx, tasks);
+    cronfederatedhpa::spawn(ctx, tasks);
     plugins::spawn(ctx, tasks);
     webhook::spawn(ctx, tasks);
     dependencies::spawn(ctx, tasks);
