@@ -495,3 +495,112 @@ async fn a_cron_federated_hpa_changes_replicas_at_the_scheduled_minute() {
         "{evs:?}"
     );
 }
+
+fn kubectl_on_path() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+}
+
+fn kubectl(bin: &Path, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_top_pods_and_get_fhpa_work_on_the_control_plane() {
+    let Some(bin) = kubectl_on_path() else {
+        eprintln!("skipping: no kubectl on PATH");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = flotilla_apiserver::start(
+        flotilla_apiserver::Config::new(dir.path().join("data")),
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .expect("server starts");
+    let settings = Settings {
+        ready_delay: Duration::from_millis(50),
+        autoscaling: federatedhpa::Options {
+            sync_period: SYNC,
+            cpu_initialization_period: Duration::ZERO,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let token = flotilla_controller::client::token_from_kubeconfig(&running.kubeconfig);
+    let _controllers = flotilla_controller::start_embedded(
+        running.server.router(),
+        flotilla_controller::Embedded {
+            members: 2,
+            settings,
+            token,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("controllers start");
+    std::fs::write(dir.path().join("kubeconfig"), &running.kubeconfig).expect("kubeconfig");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/autoscaling");
+    let d = dir.path().to_owned();
+    let top = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + WAIT;
+        let ex = examples.to_string_lossy().into_owned();
+        loop {
+            let (ok, out) = kubectl(&bin, &d, &["apply", "-f", &ex]);
+            if ok {
+                break;
+            }
+            assert!(Instant::now() < deadline, "apply: {out}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let top = loop {
+            let (ok, out) = kubectl(&bin, &d, &["top", "pods", "-n", "default"]);
+            if ok && out.lines().filter(|l| l.starts_with("web-sim-")).count() >= 2 {
+                break out;
+            }
+            assert!(Instant::now() < deadline, "kubectl top pods: {out}");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let (ok, get) = kubectl(&bin, &d, &["get", "fhpa,cronfhpa", "-n", "default"]);
+        assert!(ok, "{get}");
+        (top, get)
+    })
+    .await
+    .expect("join");
+    let (top, get) = top;
+    assert!(top.contains("CPU(cores)"), "{top}");
+    assert!(top.contains("80m"), "80 % of 100m: {top}");
+    for column in [
+        "REFERENCE-KIND",
+        "REFERENCE-NAME",
+        "MINPODS",
+        "MAXPODS",
+        "REPLICAS",
+    ] {
+        assert!(get.contains(column), "{column} in {get}");
+    }
+    assert!(
+        get.contains("federatedhpa.autoscaling.karmada.io/web"),
+        "{get}"
+    );
+    assert!(
+        get.contains("cronfederatedhpa.autoscaling.karmada.io/web-cron"),
+        "{get}"
+    );
+}
