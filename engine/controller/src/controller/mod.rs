@@ -2,9 +2,9 @@
 
 pub mod binding;
 pub mod cluster;
+pub mod cronfederatedhpa;
 pub mod dependencies;
 pub mod detector;
-pub mod cronfederatedhpa;
 pub mod execution;
 pub mod federatedhpa;
 pub mod interpreters;
