@@ -161,20 +161,21 @@ impl Encoder {
                 "cannot encode recursively nested tables to JSON".into(),
             ));
         }
-        let mut strings: Vec<(String, LuaValue)> = Vec::new();
-        let mut numbers: Vec<(f64, LuaValue)> = Vec::new();
+        // Keys are copied out and values fetched one at a time: holding every value would
+        // exhaust mlua's reference slots on large tables.
+        let mut strings: Vec<String> = Vec::new();
+        let mut numbers: Vec<f64> = Vec::new();
         let mut invalid = false;
         for pair in t.pairs::<LuaValue, LuaValue>() {
-            let (k, v) = pair?;
+            let (k, _) = pair?;
             match k {
-                LuaValue::String(s) => {
-                    strings.push((String::from_utf8_lossy(&s.as_bytes()).into_owned(), v));
-                }
-                LuaValue::Number(n) => numbers.push((n, v)),
+                LuaValue::String(s) => strings.push(s.to_str()?.to_owned()),
+                LuaValue::Number(n) => numbers.push(n),
                 #[allow(clippy::cast_precision_loss)]
-                LuaValue::Integer(i) => numbers.push((i as f64, v)),
+                LuaValue::Integer(i) => numbers.push(i as f64),
                 _ => invalid = true,
             }
+            self.spend(1)?;
         }
         if invalid || (!strings.is_empty() && !numbers.is_empty()) {
             return Err(ConvertError::Encode(
@@ -185,21 +186,23 @@ impl Encoder {
             return Ok(Value::Array(Vec::new()));
         }
         if !numbers.is_empty() {
-            numbers.sort_by(|a, b| a.0.total_cmp(&b.0));
+            numbers.sort_by(f64::total_cmp);
             let mut out = Vec::with_capacity(numbers.len());
-            for (i, (k, v)) in numbers.iter().enumerate() {
+            for (i, k) in numbers.iter().enumerate() {
                 #[allow(clippy::cast_precision_loss)]
                 if *k != (i + 1) as f64 {
                     return Err(ConvertError::Encode("cannot encode sparse array".into()));
                 }
-                out.push(self.encode_at(v, depth + 1)?);
+                let v: LuaValue = t.raw_get(*k)?;
+                out.push(self.encode_at(&v, depth + 1)?);
             }
             return Ok(Value::Array(out));
         }
-        strings.sort_by(|a, b| a.0.cmp(&b.0));
+        strings.sort();
         let mut out = Map::new();
-        for (k, v) in strings {
+        for k in strings {
             self.spend(k.len())?;
+            let v: LuaValue = t.raw_get(k.as_str())?;
             let v = self.encode_at(&v, depth + 1)?;
             out.insert(k, v);
         }

@@ -182,7 +182,11 @@ impl LuaRule {
         with_state(&self.limits, |lua| {
             let f = self.load(lua)?;
             let args = args(lua)?;
-            let rets: MultiValue = f.call(MultiValue::from_vec(args))?;
+            // Truncate to `nret` results in Lua: a script returning thousands of values would
+            // otherwise need a host reference for each.
+            let truncate: mlua::Function =
+                lua.load(TRUNCATE).set_name("=karmada").call((f, nret))?;
+            let rets: MultiValue = truncate.call(MultiValue::from_vec(args))?;
             let mut rets: Vec<LuaValue> = rets.into_vec();
             rets.resize(nret, LuaValue::Nil);
             let mut out = Output {
@@ -240,6 +244,15 @@ impl LuaRule {
         )
     }
 }
+
+/// Calls the function with the arguments and keeps its first one or two results.
+const TRUNCATE: &str = r#"
+local f, n = ...
+if n == 2 then
+  return function(...) local a, b = f(...) return a, b end
+end
+return function(...) local a = f(...) return a end
+"#;
 
 /// Converts results within the output budget.
 struct Output {

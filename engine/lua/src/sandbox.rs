@@ -106,6 +106,35 @@ package.seeall = nil
 package.loadlib = function() error('loadlib is not supported', 2) end
 "#;
 
+/// Wraps `pcall` and `xpcall` so that an expired deadline is raised again after them.
+const GUARD: &str = r#"
+local expired, error = ...
+local function check(...)
+  if expired() then error('context deadline exceeded', 0) end
+  return ...
+end
+local pcall, xpcall = pcall, xpcall
+_G.pcall = function(...) return check(pcall(...)) end
+_G.xpcall = function(...) return check(xpcall(...)) end
+"#;
+
+/// Wraps the `kube` functions: at most [`MAX_KUBE_ARGS`] arguments cross into the host.
+const KUBE_WRAP: &str = r#"
+local m, max = ...
+local select, error, pairs = select, error, pairs
+local out = {}
+for k, f in pairs(m) do
+  out[k] = function(...)
+    if select('#', ...) > max then error('too many arguments to ' .. k, 2) end
+    return f(...)
+  end
+end
+return out
+"#;
+
+/// Most arguments a `kube` function takes (each is a host reference while it runs).
+const MAX_KUBE_ARGS: usize = 1000;
+
 /// Why a call failed.
 #[derive(Debug)]
 pub(crate) enum Fault {
@@ -172,7 +201,12 @@ pub(crate) fn new_state(limits: &Limits) -> mlua::Result<Lua> {
     let preload: mlua::Table = g.get::<mlua::Table>("package")?.get("preload")?;
     preload.set(
         "kube",
-        lua.create_function(|lua, ()| crate::kube::module(lua))?,
+        lua.create_function(|lua, ()| {
+            let m = crate::kube::module(lua)?;
+            lua.load(KUBE_WRAP)
+                .set_name("=kube")
+                .call::<mlua::Table>((m, MAX_KUBE_ARGS))
+        })?,
     )?;
     Ok(lua)
 }
@@ -197,6 +231,13 @@ pub(crate) fn with_state<T>(
             Ok(VmState::Continue)
         },
     )?;
+    // pcall/xpcall rethrow once the deadline has passed, so a script cannot catch it and go on
+    // (in Lua, so the results stay on the Lua stack).
+    let flag = Rc::clone(&expired);
+    let expired_fn = lua.create_function(move |_, ()| Ok(flag.get()))?;
+    lua.load(GUARD)
+        .set_name("=karmada")
+        .call::<()>(expired_fn)?;
     let out = f(&lua);
     let timed_out = expired.get() || Instant::now() >= deadline;
     drop(lua);
