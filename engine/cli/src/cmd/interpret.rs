@@ -66,14 +66,6 @@ const RULE_ORDER: [Operation; 8] = [
     Operation::InterpretDependency,
 ];
 
-/// The rule backends customizations compile with (the server's list).
-fn backends() -> Vec<Box<dyn RuleBackend>> {
-    vec![
-        Box::new(flotilla_lua::LuaBackend::new()),
-        Box::new(flotilla_cel::interpreter::CelRuleBackend::default()),
-    ]
-}
-
 /// Read `path` (`-`: standard input).
 fn read(path: &Path) -> anyhow::Result<(String, String)> {
     if path.as_os_str() == "-" {
@@ -191,7 +183,8 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         bail!("unknown output format {o:?} (json or yaml)");
     }
     let sources = customizations(&args)?;
-    let backends = backends();
+    // The server's backend list: Lua, CEL and Wasm customizations all work here.
+    let backends = super::interpreters::rule_backends();
     let refs: Vec<&dyn RuleBackend> = backends.iter().map(AsRef::as_ref).collect();
     if args.check {
         return check(&sources, &refs);

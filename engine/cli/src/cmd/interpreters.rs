@@ -14,6 +14,7 @@ use flotilla_core::plan::Inventory;
 /// The program backends of customization rules (`luaScript`, `cel`, `wasm`): one line each.
 pub fn rule_backends() -> Vec<Arc<dyn RuleBackend>> {
     vec![
+        Arc::new(flotilla_lua::LuaBackend::new()),
         Arc::new(flotilla_cel::CelRuleBackend::default()),
         Arc::new(super::wasm_interpreters::wasm_rule_backend()),
     ]
