@@ -17,7 +17,7 @@ mkdir -p "$roots/k8s.io"
 ln -s "$(cd "$gomod" && go list -m -f '{{.Dir}}' k8s.io/api)" "$roots/k8s.io/api"
 ln -s "$(cd "$gomod" && go list -m -f '{{.Dir}}' k8s.io/apimachinery)" "$roots/k8s.io/apimachinery"
 groups="core/v1 apps/v1 batch/v1 autoscaling/v1 autoscaling/v2 networking/v1 policy/v1 rbac/v1 coordination/v1
-events/v1 storage/v1"
+events/v1 storage/v1 authentication/v1"
 files=()
 packages=()
 for g in $groups; do

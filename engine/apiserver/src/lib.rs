@@ -49,6 +49,7 @@ pub mod openapi;
 mod protobuf;
 pub mod proxy;
 pub mod registry;
+pub mod sa_token;
 pub mod scale;
 pub mod selector;
 pub mod server;
@@ -95,6 +96,9 @@ pub enum StartError {
     /// and line, never a token).
     #[error("{0}")]
     TokenFile(String),
+    /// The ServiceAccount token signing key could not be read or created.
+    #[error("ServiceAccount signing key: {0}")]
+    ServiceAccountKey(String),
     /// Anonymous access was requested on a non-loopback address.
     #[error("anonymous access is only allowed on a loopback address, not {addr}")]
     AnonymousNotLoopback {
@@ -192,10 +196,20 @@ pub async fn start(
     } else {
         None
     };
+    // ServiceAccount tokens only where requests carry credentials over TLS.
+    let service_account_key = if creds.is_some() {
+        Some(Arc::new(
+            sa_token::SigningKey::load_or_create(&config.data_dir.join("pki"))
+                .map_err(StartError::ServiceAccountKey)?,
+        ))
+    } else {
+        None
+    };
     let options = ServerOptions {
         token: creds.as_ref().map(|c| c.token.clone()),
         anonymous: config.anonymous || creds.is_none(),
         token_file,
+        service_account_key,
         bookmark_interval: config.bookmark_interval,
         admission: config.admission.clone(),
         watch_stall_timeout: config.watch_stall_timeout,

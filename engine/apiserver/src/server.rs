@@ -61,6 +61,9 @@ pub struct ServerOptions {
     /// More users, each with its token (kube-apiserver's `--token-auth-file`); RBAC decides
     /// what they may do ([`crate::authz`]).
     pub token_file: auth::TokenFile,
+    /// Signs and verifies ServiceAccount tokens ([`crate::sa_token`]); `None`: TokenRequest is
+    /// not served and no ServiceAccount token authenticates.
+    pub service_account_key: Option<Arc<crate::sa_token::SigningKey>>,
     /// How often watches with `allowWatchBookmarks=true` get a BOOKMARK.
     pub bookmark_interval: Duration,
     /// Defaults and validation run before objects are stored ([`crate::admission`]); none by default.
@@ -79,6 +82,7 @@ impl Default for ServerOptions {
             token: None,
             anonymous: true,
             token_file: auth::TokenFile::default(),
+            service_account_key: None,
             bookmark_interval: Duration::from_secs(30),
             admission: None,
             watch_stall_timeout: WATCH_STALL_TIMEOUT,
@@ -449,8 +453,35 @@ impl ApiServer {
         match (admin, listed) {
             (true, _) => Ok(UserInfo::admin()),
             (false, Some(user)) => Ok(user.clone()),
-            (false, None) => Err(unauthorized()),
+            (false, None) => self
+                .service_account_user(presented)
+                .ok_or_else(unauthorized),
         }
+    }
+
+    /// The ServiceAccount a token issued by this server's TokenRequest authenticates, if it is one
+    /// and still valid ([`crate::sa_token::authenticate`]).
+    fn service_account_user(&self, token: &str) -> Option<UserInfo> {
+        let key = self.options.service_account_key.as_deref()?;
+        if !crate::sa_token::looks_like_jwt(token) {
+            return None;
+        }
+        let now = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?
+                .as_secs(),
+        )
+        .ok()?;
+        crate::sa_token::authenticate(key, token, now, |ns, name| {
+            let res = registry::lookup_kind("v1", "ServiceAccount")?;
+            let key = format!(
+                "/{ROOT_CLUSTER}/{}/{}/{ns}/{name}",
+                res.group_key(),
+                res.plural
+            );
+            self.store.get(&key).ok().flatten().map(|(_, obj)| obj)
+        })
     }
 
     /// The RBAC authorizer over this server's store.
@@ -665,6 +696,9 @@ impl ApiServer {
         }
         let headers = parts.headers;
         let mut warnings = Vec::new();
+        if target.sub.as_deref() == Some("token") && target.res.kind == "ServiceAccount" {
+            return self.token_request(&target, &parts.method, &body, &ct);
+        }
         if target.sub.as_deref() == Some("scale") {
             let result = self
                 .scale(&target, &parts.method, &query, &body, &ct, &mut warnings)
@@ -1561,6 +1595,47 @@ impl ApiServer {
             }
         }
         Err(ApiError::conflict(&t.res.qualified(), &name))
+    }
+
+    /// The `serviceaccounts/token` subresource: POST a TokenRequest, get it back with a token
+    /// ([`crate::sa_token`]); 404 when this server issues none.
+    fn token_request(
+        &self,
+        t: &Target,
+        method: &Method,
+        body: &Bytes,
+        ct: &str,
+    ) -> Result<Response, ApiError> {
+        let key = self.options.service_account_key.as_deref().ok_or_else(|| {
+            ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        })?;
+        if *method != Method::POST {
+            return Err(ApiError::method_not_allowed());
+        }
+        if !media_type(ct).starts_with("application/json") && media_type(ct) != "application/yaml" {
+            return Err(ApiError::unsupported_media_of(
+                &[
+                    "application/json",
+                    "application/yaml",
+                    "application/vnd.kubernetes.protobuf",
+                ],
+                ct,
+            ));
+        }
+        let name = t.name.clone().ok_or_else(ApiError::method_not_allowed)?;
+        let request = decode::json(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?;
+        limits::check_body_depth(&request.value)?;
+        let service_account = self.load(t, &name)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let out = crate::sa_token::issue(key, &request.value, &service_account, now)?;
+        Ok(json_response(StatusCode::CREATED, &out))
     }
 
     /// The `scale` subresource ([`crate::scale`]): GET reads the parent's replica count, PUT and

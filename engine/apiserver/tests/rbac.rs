@@ -419,3 +419,119 @@ fn a_bad_token_file_stops_the_server_naming_file_and_line_but_not_the_token() {
     );
     assert!(!msg.contains("tok-1"), "{msg}");
 }
+
+const SERVICE_ACCOUNT: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: robot, namespace: team-b}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-reader, namespace: team-b}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: robot-reads-cm, namespace: team-b}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-reader}
+subjects:
+- {kind: ServiceAccount, name: robot, namespace: team-b}
+"#;
+
+#[test]
+fn kubectl_create_token_issues_service_account_tokens_that_rbac_authorizes_until_the_account_goes()
+{
+    for bin in kubectls() {
+        let server = TestServer::start_with(|config, _| config.tls = true);
+        let file = server.dir.path().join("sa.yaml");
+        std::fs::write(&file, SERVICE_ACCOUNT).expect("write");
+        common::kubectl_ok(&bin, &server, &["apply", "-f", file.to_str().unwrap()]);
+        let token = common::kubectl_ok(
+            &bin,
+            &server,
+            &[
+                "create",
+                "token",
+                "robot",
+                "-n",
+                "team-b",
+                "--duration",
+                "20m",
+            ],
+        );
+        let token = token.trim().to_owned();
+        assert_eq!(token.split('.').count(), 3, "{token}");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let robot = |args: &[&str]| {
+            let mut all = args.to_vec();
+            all.extend(["--token", token.as_str()]);
+            common::run_kubectl(&bin, &server, &all)
+        };
+        let out = robot(&["auth", "whoami", "-o", "json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let review: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let info = &review["status"]["userInfo"];
+        assert_eq!(info["username"], "system:serviceaccount:team-b:robot");
+        assert_eq!(
+            info["groups"],
+            serde_json::json!([
+                "system:serviceaccounts",
+                "system:serviceaccounts:team-b",
+                "system:authenticated"
+            ])
+        );
+        let out = robot(&["get", "cm", "-n", "team-b", "-o", "name"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let out = robot(&["get", "cm", "-n", "default"]);
+        assert!(
+            text(&out.stderr).contains(
+                "User \"system:serviceaccount:team-b:robot\" cannot list resource \"configmaps\""
+            ),
+            "{}",
+            text(&out.stderr)
+        );
+        // Lifetimes kube-apiserver refuses are refused here too.
+        let out = common::run_kubectl(
+            &bin,
+            &server,
+            &[
+                "create",
+                "token",
+                "robot",
+                "-n",
+                "team-b",
+                "--duration",
+                "5m",
+            ],
+        );
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("may not specify a duration less than 10 minutes"),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = common::run_kubectl(
+            &bin,
+            &server,
+            &["create", "token", "nobody", "-n", "team-b"],
+        );
+        assert!(text(&out.stderr).contains("NotFound") || text(&out.stderr).contains("not found"));
+        // Deleting the ServiceAccount (and making another of the same name) revokes the token.
+        common::kubectl_ok(&bin, &server, &["delete", "sa", "robot", "-n", "team-b"]);
+        common::kubectl_ok(&bin, &server, &["create", "sa", "robot", "-n", "team-b"]);
+        let out = robot(&["get", "cm", "-n", "team-b"]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("Unauthorized"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
