@@ -7,7 +7,7 @@
 //! [`ResourceInterpreter::hook_enabled`] says yes for the object's kind and the operation answers
 //! (customizations, then webhooks, then third-party defaults, then the native defaults); when none
 //! does, the operation's Karmada default applies (no replicas, object unchanged, whole `status`
-//! reflected, health unknown, no dependencies).
+//! reflected, no health verdict, no dependencies).
 //!
 //! A *fault* (script error, timeout, malformed reply) is `Err(PluginError)`; callers surface it on
 //! the binding or Work (condition + Event) and never fall back silently to another interpreter.
@@ -272,8 +272,8 @@ impl Interpreters {
         }
     }
 
-    /// InterpretHealth; `None` when nobody interprets the kind (Karmada reports health
-    /// `Unknown` then, and application failover ignores the object).
+    /// InterpretHealth; `None` when nobody interprets the kind (Karmada's work status
+    /// controller then reports the object `Healthy`; application failover skips such kinds).
     pub fn interpret_health(&self, observed: &Value) -> Result<Option<bool>, PluginError> {
         match self.resolve(observed, Operation::InterpretHealth) {
             Some(i) => i.interpret_health(observed).map(Some),
