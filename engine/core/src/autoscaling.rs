@@ -161,6 +161,37 @@ fn within(tolerance: f64, ratio: f64) -> bool {
     (1.0 - ratio).abs() <= tolerance
 }
 
+/// kube's second pass once missing pods have their assumed samples in `metrics`: unready pods
+/// count as 0 on a scale-up, the ratio is recomputed (`ratio_of`), and the current count stays
+/// when the new ratio is within tolerance, flips direction, or would move the other way.
+fn second_pass(
+    current: i32,
+    ratio: f64,
+    metrics: &mut BTreeMap<String, i64>,
+    g: &Grouped,
+    scale_up_with_unready: bool,
+    (tolerance, calibration): (f64, f64),
+    ratio_of: impl Fn(&BTreeMap<String, i64>) -> Result<f64, Error>,
+) -> Result<i32, Error> {
+    if scale_up_with_unready {
+        for pod in &g.unready {
+            metrics.insert(pod.clone(), 0);
+        }
+    }
+    let new_ratio = ratio_of(metrics)?;
+    if within(tolerance, new_ratio)
+        || (ratio < 1.0 && new_ratio > 1.0)
+        || (ratio > 1.0 && new_ratio < 1.0)
+    {
+        return Ok(current);
+    }
+    let replicas = ceil_replicas(new_ratio * metrics.len() as f64 / calibration);
+    if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
+        return Ok(current);
+    }
+    Ok(replicas)
+}
+
 struct Grouped {
     ready: usize,
     unready: BTreeSet<String>,
@@ -290,22 +321,15 @@ pub fn resource_replicas(
             metrics.insert(pod.clone(), 0);
         }
     }
-    if scale_up_with_unready {
-        for pod in &g.unready {
-            metrics.insert(pod.clone(), 0);
-        }
-    }
-    let (new_ratio, _, _) = utilization_ratio(&metrics, &requests, resource, target_utilization)?;
-    if within(tolerance, new_ratio)
-        || (ratio < 1.0 && new_ratio > 1.0)
-        || (ratio > 1.0 && new_ratio < 1.0)
-    {
-        return Ok(proposal(current));
-    }
-    let replicas = ceil_replicas(new_ratio * metrics.len() as f64 / calibration);
-    if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
-        return Ok(proposal(current));
-    }
+    let replicas = second_pass(
+        current,
+        ratio,
+        &mut metrics,
+        &g,
+        scale_up_with_unready,
+        (tolerance, calibration),
+        |m| Ok(utilization_ratio(m, &requests, resource, target_utilization)?.0),
+    )?;
     Ok(proposal(replicas))
 }
 
@@ -364,22 +388,15 @@ pub fn plain_replicas(
             metrics.insert(pod.clone(), 0);
         }
     }
-    if scale_up_with_unready {
-        for pod in &g.unready {
-            metrics.insert(pod.clone(), 0);
-        }
-    }
-    let (new_ratio, _) = ratio_of(&metrics);
-    if within(tolerance, new_ratio)
-        || (ratio < 1.0 && new_ratio > 1.0)
-        || (ratio > 1.0 && new_ratio < 1.0)
-    {
-        return Ok(proposal(current));
-    }
-    let replicas = ceil_replicas(new_ratio * metrics.len() as f64 / calibration);
-    if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
-        return Ok(proposal(current));
-    }
+    let replicas = second_pass(
+        current,
+        ratio,
+        &mut metrics,
+        &g,
+        scale_up_with_unready,
+        (tolerance, calibration),
+        |m| Ok(ratio_of(m).0),
+    )?;
     Ok(proposal(replicas))
 }
 
