@@ -53,6 +53,10 @@ pub fn apply(res: &Resource, obj: &mut Value) {
         ("apps", "v1", "ReplicaSet") => replica_set(root),
         ("batch", "v1", "Job") => job(root),
         ("batch", "v1", "CronJob") => cron_job(root),
+        ("scheduling.k8s.io", "v1", "PriorityClass") => {
+            root.entry("preemptionPolicy")
+                .or_insert_with(|| Value::from("PreemptLowerPriority"));
+        }
         _ => {}
     }
 }

@@ -37,7 +37,7 @@ use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz,
     autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
     core::v1 as core, events::v1 as events, networking::v1 as networking, policy::v1 as policy,
-    rbac::v1 as rbac, storage::v1 as storage,
+    rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -129,6 +129,12 @@ const K8S_KINDS: &[(&str, &str, &str, SchemaFn)] = &[
         "v1",
         "Lease",
         sub::<coordination::Lease>,
+    ),
+    (
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        sub::<scheduling::PriorityClass>,
     ),
     (
         "authentication.k8s.io",

@@ -430,6 +430,18 @@ pub static RESOURCES: &[Resource] = &[
         NONE,
         true,
     ),
+    r(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        "priorityclass",
+        false,
+        false,
+        &["pc"],
+        NONE,
+        true,
+    ),
     // Reviews: answered per request ([`crate::auth`]), never stored.
     r(
         "authentication.k8s.io",

@@ -33,6 +33,9 @@ use crate::store::{EventKind, Op, Precondition, Store, StoreError, WatchEnd};
 use crate::table;
 use crate::time::now_rfc3339;
 
+#[path = "gc.rs"]
+mod gc;
+
 /// The root logical cluster's key segment.
 pub(crate) const ROOT_CLUSTER: &str = "@";
 /// Namespaces every logical cluster starts with.
@@ -197,6 +200,17 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     match obj.get_mut("metadata") {
         Some(Value::Object(m)) => m,
         _ => unreachable!("invariant: metadata was just set to an object"),
+    }
+}
+
+/// Mark an object with finalizers as being deleted, as kube-apiserver does: `deletionTimestamp`
+/// now, a zero grace period, and `generation` bumped when set (controllers that filter on
+/// generation changes, such as Karmada's binding controller, see the deletion that way).
+fn mark_deleting(m: &mut Map<String, Value>) {
+    m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+    if let Some(g) = m.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+        m.insert("generation".into(), json!(g + 1));
     }
 }
 
@@ -837,10 +851,48 @@ impl ApiServer {
         }
     }
 
+    /// The Priority admission plugin: at most one PriorityClass has `globalDefault: true`
+    /// (checked when `obj` becomes the default).
+    fn one_global_default(
+        &self,
+        t: &Target,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let is_default = |o: &Value| o.get("globalDefault") == Some(&Value::Bool(true));
+        if !is_default(obj) || old.is_some_and(is_default) {
+            return Ok(());
+        }
+        let name = meta_str(obj, "name").unwrap_or_default();
+        let page = self
+            .store
+            .list(&Self::prefix(t), None, None)
+            .map_err(store_err)?;
+        if let Some(other) = page
+            .items
+            .iter()
+            .find(|(_, o)| is_default(o) && meta_str(o, "name") != Some(name))
+        {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{name}\" is forbidden: PriorityClass {} is already marked as default. Only one default can exist",
+                    t.res.qualified(),
+                    meta_str(&other.1, "name").unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// kube-apiserver's own validation ([`crate::validation`]) of `obj` about to be stored.
     fn validate(&self, t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         crate::validation::validate(t.res, obj, old)
             .map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))?;
+        if (t.res.group, t.res.kind) == ("scheduling.k8s.io", "PriorityClass") {
+            self.one_global_default(t, obj, old)?;
+        }
         if t.res.group == "rbac.authorization.k8s.io" {
             rbac_checks(t, obj, old)?;
             // RBAC objects of a simulated member grant nothing ([`crate::authz`]).
@@ -1361,12 +1413,14 @@ impl ApiServer {
         }
         let key = Self::key(t, name);
         let pre = Precondition::ModRev(rv_of(old));
-        let op = if terminating && fins(&new).is_empty() {
-            Op::Delete
-        } else {
-            Op::Put(new)
-        };
+        let removed = terminating && fins(&new).is_empty();
+        let op = if removed { Op::Delete } else { Op::Put(new) };
         match self.store.write(key, op, pre).await {
+            Ok(c) if removed => {
+                // The last finalizer gone: the object leaves the store, its dependents follow.
+                self.collect_dependents(&t.cluster, &c.object, false).await?;
+                Ok(((*c.object).clone(), true))
+            }
             Ok(c) => Ok(((*c.object).clone(), true)),
             Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&t.res.qualified(), name)),
             Err(e) => Err(store_err(e)),
@@ -1792,9 +1846,7 @@ impl ApiServer {
                     return Ok(json_response(StatusCode::OK, &Self::render(&old, headers)));
                 }
                 let mut new = old.clone();
-                let m = meta_mut(&mut new);
-                m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                mark_deleting(meta_mut(&mut new));
                 match self.store.write(key, Op::Put(new), pre).await {
                     Ok(c) => {
                         return Ok(json_response(
@@ -1811,6 +1863,8 @@ impl ApiServer {
                     if t.res.kind == "Namespace" && t.res.group.is_empty() {
                         self.purge_namespace(&t.cluster, &name).await?;
                     }
+                    self.collect_dependents(&t.cluster, &c.object, gc::orphans(&opts))
+                        .await?;
                     return Ok(json_response(
                         StatusCode::OK,
                         &Self::render(&c.object, headers),
@@ -1841,7 +1895,7 @@ impl ApiServer {
             for (key, obj) in page.items {
                 let op = if obj.pointer("/metadata/finalizers").is_some() {
                     let mut new = (*obj).clone();
-                    meta_mut(&mut new).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                    mark_deleting(meta_mut(&mut new));
                     Op::Put(new)
                 } else {
                     Op::Delete

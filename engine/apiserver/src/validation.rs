@@ -207,6 +207,100 @@ fn count(field: &str, v: &Value, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// The largest `value` of a user-defined PriorityClass (`HighestUserDefinablePriority`).
+pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
+
+/// The built-in system PriorityClasses: name, value (`IsKnownSystemPriorityClass`).
+const SYSTEM_PRIORITY_CLASSES: [(&str, i64); 2] = [
+    ("system-node-critical", 2_000_001_000),
+    ("system-cluster-critical", 2_000_000_000),
+];
+
+/// `ValidatePriorityClass` / `ValidatePriorityClassUpdate`: `value` an int32, at most
+/// [`HIGHEST_USER_DEFINABLE_PRIORITY`] unless it is a known system class (the `system-` prefix is
+/// reserved), `globalDefault` a boolean, `preemptionPolicy` `PreemptLowerPriority` or `Never`;
+/// on an update `value` and `preemptionPolicy` may not change.
+fn priority_class(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let value = obj.get("value").unwrap_or(&Value::Null);
+    let n = match value {
+        Value::Null => Some(0),
+        v => match v.as_i64() {
+            Some(n) if i32::try_from(n).is_ok() => Some(n),
+            _ => {
+                errs.push(invalid("value", v, "must be a 32-bit integer"));
+                None
+            }
+        },
+    };
+    let global_default = match obj.get("globalDefault") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            errs.push(invalid("globalDefault", v, "must be a boolean"));
+            false
+        }
+    };
+    if let Some(n) = n {
+        if name.starts_with("system-") {
+            let known = SYSTEM_PRIORITY_CLASSES.iter().find(|(s, _)| *s == name);
+            let why = match known {
+                None => Some(format!("{name:?} is not a known system priority class")),
+                Some((_, v)) if *v != n => {
+                    Some(format!("value of {name} PriorityClass must be {v}"))
+                }
+                Some(_) if global_default => Some(format!(
+                    "globalDefault of {name} PriorityClass must be false"
+                )),
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                errs.push(FieldError {
+                    field: "metadata.name".into(),
+                    message: format!(
+                        "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: {why}"
+                    ),
+                });
+            }
+        } else if n > HIGHEST_USER_DEFINABLE_PRIORITY {
+            errs.push(FieldError {
+                field: "value".into(),
+                message: format!(
+                    "Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+                ),
+            });
+        }
+    }
+    match obj.get("preemptionPolicy") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(p)) if p == "PreemptLowerPriority" || p == "Never" => {}
+        Some(v) => errs.push(FieldError {
+            field: "preemptionPolicy".into(),
+            message: format!(
+                "Unsupported value: {v}: supported values: \"Never\", \"PreemptLowerPriority\""
+            ),
+        }),
+    }
+    if let Some(old) = old {
+        if obj.get("value") != old.get("value") {
+            errs.push(FieldError {
+                field: "value".into(),
+                message: "Forbidden: may not be changed in an update.".into(),
+            });
+        }
+        if obj.get("preemptionPolicy") != old.get("preemptionPolicy") {
+            errs.push(invalid(
+                "preemptionPolicy",
+                obj.get("preemptionPolicy").unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
+}
+
 /// The replica counts of a kind: `(JSON pointer, field path)`.
 fn counts(res: &Resource) -> &'static [(&'static str, &'static str)] {
     match (res.group, res.kind) {
@@ -247,6 +341,9 @@ pub(crate) fn validate(
             count(field, v, &mut errs);
         }
     }
+    if (res.group, res.kind) == ("scheduling.k8s.io", "PriorityClass") {
+        priority_class(obj, old, &mut errs);
+    }
     if errs.is_empty() {
         Ok(())
     } else {
@@ -269,6 +366,51 @@ mod tests {
             .err()
             .map(|e| e.causes.iter().map(ToString::to_string).collect())
             .unwrap_or_default()
+    }
+
+    fn pc_messages(obj: Value, old: Option<Value>) -> Vec<String> {
+        let res = crate::registry::lookup("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+        validate(res, &obj, old.as_ref())
+            .err()
+            .map(|e| e.causes.iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn priority_classes_follow_kube_apiserver() {
+        let pc = |name: &str, value: Value| json!({"metadata": {"name": name}, "value": value, "preemptionPolicy": "PreemptLowerPriority"});
+        assert!(pc_messages(pc("high", json!(1000)), None).is_empty());
+        assert!(pc_messages(pc("system-cluster-critical", json!(2_000_000_000)), None).is_empty());
+        assert_eq!(
+            pc_messages(pc("high", json!(1_000_000_001)), None),
+            ["value: Forbidden: maximum allowed value of a user defined priority is 1000000000"]
+        );
+        assert_eq!(
+            pc_messages(pc("high", json!("1")), None),
+            ["value: Invalid value: \"1\": must be a 32-bit integer"]
+        );
+        assert_eq!(pc_messages(pc("high", json!(1u64 << 40)), None).len(), 1);
+        assert!(
+            pc_messages(pc("system-mine", json!(1)), None)[0].starts_with(
+                "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved"
+            )
+        );
+        let mut never = pc("high", json!(5));
+        never["preemptionPolicy"] = json!("Sometimes");
+        assert_eq!(
+            pc_messages(never, None),
+            [
+                "preemptionPolicy: Unsupported value: \"Sometimes\": supported values: \"Never\", \"PreemptLowerPriority\""
+            ]
+        );
+        let msgs = pc_messages(pc("high", json!(5)), Some(pc("high", json!(4))));
+        assert_eq!(msgs, ["value: Forbidden: may not be changed in an update."]);
+        let mut gd = pc("high", json!(5));
+        gd["globalDefault"] = json!("yes");
+        assert_eq!(
+            pc_messages(gd, None),
+            ["globalDefault: Invalid value: \"yes\": must be a boolean"]
+        );
     }
 
     #[test]
