@@ -9,12 +9,16 @@
 //! metadata: {name: gpu-aware}
 //! spec:
 //!   scores:                 # omitted lists keep the default profile's plugins
-//!   - name: ClusterLocality
+//!   - name: ClusterLocality  # a plain list REPLACES the built-ins of the point: name every one
 //!   - name: gpu-score
 //!     weight: 2
 //!     wasm: {path: plugins/gpu.wasm}
 //!     config: {label: example.com/gpu}
 //!     failurePolicy: Ignore
+//!   filters:
+//!     add:                   # {add: [...]} EXTENDS them: the built-ins stay, these run after
+//!     - name: gpu-only       # (assigners: before, so the added assigner is asked first)
+//!       wasm: {path: plugins/gpu-only.wasm}
 //! ```
 
 use std::sync::Arc;
@@ -71,8 +75,8 @@ impl ProfileDocument {
 }
 
 impl ProfileSpec {
-    /// The list given for `point` (`None`: absent, the default profile's plugins apply).
-    pub fn list(&self, point: ExtensionPoint) -> Option<&Vec<PluginSpec>> {
+    /// The point's list as given (`None`: absent, the default profile's plugins apply).
+    pub fn point(&self, point: ExtensionPoint) -> Option<&PointList> {
         match point {
             ExtensionPoint::Filter => self.filters.as_ref(),
             ExtensionPoint::Score => self.scores.as_ref(),
@@ -80,6 +84,12 @@ impl ProfileSpec {
             ExtensionPoint::Assign => self.assigners.as_ref(),
             ExtensionPoint::Override => self.overriders.as_ref(),
         }
+    }
+
+    /// The plugins given for `point`, whether they replace or extend the built-ins (`None`:
+    /// absent, the default profile's plugins apply).
+    pub fn list(&self, point: ExtensionPoint) -> Option<&Vec<PluginSpec>> {
+        self.point(point).map(PointList::plugins)
     }
 
     /// The lists given, mutably, with their extension point, in extension-point order.
@@ -92,30 +102,130 @@ impl ProfileSpec {
             (ExtensionPoint::Override, &mut self.overriders),
         ]
         .into_iter()
-        .filter_map(|(p, l)| l.as_mut().map(|l| (p, l)))
+        .filter_map(|(p, l)| l.as_mut().map(|l| (p, l.plugins_mut())))
+    }
+
+    /// The field path of entry `index` of `point`: `spec.scores[0]` for a list that replaces the
+    /// built-ins, `spec.scores.add[0]` for one that extends them.
+    pub fn entry_path(&self, point: ExtensionPoint, index: usize) -> String {
+        let add = self.point(point).is_some_and(PointList::extends);
+        format!("spec.{point}{}[{index}]", if add { ".add" } else { "" })
     }
 }
 
 /// Plugins per extension point. A list that is absent keeps the default profile's plugins for that
-/// point; an empty list means none.
+/// point; a plain list replaces them (an empty list means none); `{add: [...]}` keeps them and adds
+/// its plugins ([`PointList`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProfileSpec {
     /// Filter plugins, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filters: Option<Vec<PluginSpec>>,
+    pub filters: Option<PointList>,
     /// Score plugins (weights apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scores: Option<Vec<PluginSpec>>,
+    pub scores: Option<PointList>,
     /// Select plugins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selects: Option<Vec<PluginSpec>>,
+    pub selects: Option<PointList>,
     /// Assign plugins, asked in order until one does not skip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assigners: Option<Vec<PluginSpec>>,
+    pub assigners: Option<PointList>,
     /// Override plugins, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub overriders: Option<Vec<PluginSpec>>,
+    pub overriders: Option<PointList>,
+}
+
+/// The plugins of one extension point, and whether they replace the default profile's.
+///
+/// Written as a plain list, they **replace** the built-ins of that point (name each built-in you
+/// keep); written as `{add: [...]}`, they **extend** them: filters, scores, selects and overriders
+/// run after the built-ins, assigners before them (so an added assigner is asked first and the
+/// built-ins handle what it skips).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointList {
+    /// A plain list: these plugins only.
+    Replace(Vec<PluginSpec>),
+    /// `{add: [...]}`: the default profile's plugins plus these.
+    Extend(Vec<PluginSpec>),
+}
+
+impl Default for PointList {
+    fn default() -> Self {
+        PointList::Replace(Vec::new())
+    }
+}
+
+impl From<Vec<PluginSpec>> for PointList {
+    fn from(v: Vec<PluginSpec>) -> Self {
+        PointList::Replace(v)
+    }
+}
+
+impl PointList {
+    /// The plugins listed.
+    pub fn plugins(&self) -> &Vec<PluginSpec> {
+        match self {
+            PointList::Replace(v) | PointList::Extend(v) => v,
+        }
+    }
+
+    /// The plugins listed, mutably.
+    pub fn plugins_mut(&mut self) -> &mut Vec<PluginSpec> {
+        match self {
+            PointList::Replace(v) | PointList::Extend(v) => v,
+        }
+    }
+
+    /// Whether the built-ins stay (`{add: [...]}`).
+    pub fn extends(&self) -> bool {
+        matches!(self, PointList::Extend(_))
+    }
+}
+
+/// `{add: [...]}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddList {
+    add: Vec<PluginSpec>,
+}
+
+impl Serialize for PointList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PointList::Replace(v) => v.serialize(s),
+            PointList::Extend(v) => AddList { add: v.clone() }.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PointList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = PointList;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a list of plugins (replaces the built-ins) or {add: [...]} (extends them)",
+                )
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<PointList, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(PointList::Replace)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<PointList, A::Error> {
+                AddList::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|a| PointList::Extend(a.add))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// One plugin in a profile.
@@ -348,25 +458,30 @@ impl PluginSpec {
 pub enum ProfileError {
     /// No factory knows the plugin.
     #[error(
-        "profile {profile}: spec.{point}[{index}]: unknown plugin {name:?} (not a built-in {point} plugin, and no wasm or cel source given)"
+        "profile {profile}: spec.{point}{}[{index}]: unknown plugin {name:?} (not a built-in {point} plugin, and no wasm or cel source given)",
+        add_segment(*.add)
     )]
     UnknownPlugin {
         /// Profile name.
         profile: String,
         /// Extension point.
         point: ExtensionPoint,
+        /// The entry is in an `{add: [...]}` list.
+        add: bool,
         /// Index in the list.
         index: usize,
         /// Plugin name.
         name: String,
     },
     /// A factory rejected the plugin (bad module, bad expression, bad config).
-    #[error("profile {profile}: spec.{point}[{index}] ({name}): {message}")]
+    #[error("profile {profile}: spec.{point}{}[{index}] ({name}): {message}", add_segment(*.add))]
     Invalid {
         /// Profile name.
         profile: String,
         /// Extension point.
         point: ExtensionPoint,
+        /// The entry is in an `{add: [...]}` list.
+        add: bool,
         /// Index in the list.
         index: usize,
         /// Plugin name.
@@ -375,12 +490,17 @@ pub enum ProfileError {
         message: String,
     },
     /// A factory built a plugin for another extension point than asked.
-    #[error("profile {profile}: spec.{point}[{index}] ({name}): plugin does not implement {point}")]
+    #[error(
+        "profile {profile}: spec.{point}{}[{index}] ({name}): plugin does not implement {point}",
+        add_segment(*.add)
+    )]
     WrongPoint {
         /// Profile name.
         profile: String,
         /// Extension point.
         point: ExtensionPoint,
+        /// The entry is in an `{add: [...]}` list.
+        add: bool,
         /// Index in the list.
         index: usize,
         /// Plugin name.
@@ -389,6 +509,10 @@ pub enum ProfileError {
     /// The document is not a SchedulerProfile.
     #[error("{0}")]
     Document(String),
+}
+
+fn add_segment(add: bool) -> &'static str {
+    if add { ".add" } else { "" }
 }
 
 /// Turns a [`PluginSpec`] into a plugin. One per [`Backend`].
@@ -490,9 +614,11 @@ pub fn build_profile(
                  index: usize,
                  spec: &PluginSpec|
      -> Result<BuiltPlugin, ProfileError> {
+        let add = doc.spec.point(point).is_some_and(PointList::extends);
         let invalid = |message: String| ProfileError::Invalid {
             profile: profile.clone(),
             point,
+            add,
             index,
             name: spec.name.clone(),
             message,
@@ -506,6 +632,7 @@ pub fn build_profile(
             Err(BuildError::Unknown) => Err(ProfileError::UnknownPlugin {
                 profile: profile.clone(),
                 point,
+                add,
                 index,
                 name: spec.name.clone(),
             }),
@@ -514,24 +641,36 @@ pub fn build_profile(
     let wrong = |point, index, spec: &PluginSpec| ProfileError::WrongPoint {
         profile: profile.clone(),
         point,
+        add: doc.spec.point(point).is_some_and(PointList::extends),
         index,
         name: spec.name.clone(),
     };
     let mut out = base.clone();
     out.name = profile.clone();
+    // A plain list replaces the base's plugins of the point; `{add: [...]}` keeps them and adds
+    // its own after them (assigners: before them, so the added ones are asked first).
     macro_rules! point {
         ($list:ident, $field:ident, $point:expr, $variant:ident) => {
-            if let Some(specs) = &doc.spec.$list {
-                out.$field = Vec::with_capacity(specs.len());
+            if let Some(list) = &doc.spec.$list {
+                let specs = list.plugins();
+                let mut built = Vec::with_capacity(specs.len());
                 for (i, s) in specs.iter().enumerate() {
                     match build($point, i, s)? {
-                        BuiltPlugin::$variant(p) => out.$field.push(
+                        BuiltPlugin::$variant(p) => built.push(
                             Slot::new(p)
                                 .with_failure_policy(s.failure_policy)
                                 .with_weight(s.weight.unwrap_or(1)),
                         ),
                         _ => return Err(wrong($point, i, s)),
                     }
+                }
+                if !list.extends() {
+                    out.$field = built;
+                } else if $point == ExtensionPoint::Assign {
+                    built.append(&mut out.$field);
+                    out.$field = built;
+                } else {
+                    out.$field.append(&mut built);
                 }
             }
         };
@@ -589,9 +728,24 @@ pub struct ModuleSource {
     /// resolved without leaving it; refused when the controllers run without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// The module inline, base64 (standard alphabet); binary Wasm or WAT text.
+    /// The module inline, base64 (standard alphabet): binary Wasm, or WAT text with `format: wat`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base64: Option<String>,
+    /// What the bytes are: `wasm` (the default; anything without the `\0asm` header is refused
+    /// as "not a Wasm module") or `wat` (WebAssembly text, compiled by the control plane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<ModuleFormat>,
+}
+
+/// The encoding of a [`ModuleSource`]'s bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleFormat {
+    /// The binary format (`\0asm`).
+    #[default]
+    Wasm,
+    /// WebAssembly text.
+    Wat,
 }
 
 impl WasmPluginSpec {

@@ -11,6 +11,7 @@ pub mod join;
 pub mod plan;
 pub mod plugin;
 pub mod profiles;
+pub mod scaffold;
 pub mod up;
 pub mod validate;
 pub mod wasm_interpreters;
