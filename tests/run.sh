@@ -8,6 +8,7 @@
 #   on 2 cores the first time, seconds after), and the Go SDK example (sdk/go).
 # - clang + wasm-ld: the C SDK example (sdk/c).
 # - node + npm: the AssemblyScript SDK example (sdk/assemblyscript).
+# - Zig (`zig`, or PyPI's ziglang, installed here with pip): `flotilla plugin new --lang zig`.
 # - Debian's rustc-web (+ cargo-web, rust-web-src, lld-22): builds the Wasm built-ins (plugins/wasm)
 #   with build-std, since rustup cannot add wasm targets here.
 # - kubectl (1.27 … 1.33): the kubectl tests skip without it.
@@ -42,6 +43,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 command -v kubectl >/dev/null 2>&1 || echo "warning: kubectl not found; the kubectl tests will skip" >&2
+# Zig (PyPI's ziglang): `flotilla plugin new --lang zig` projects (engine/cli/tests/plugin_new.rs).
+if ! command -v zig >/dev/null 2>&1 && ! python3 -m ziglang version >/dev/null 2>&1; then
+  if [ "${FLOTILLA_TEST_NO_INSTALL:-}" != 1 ] && command -v pip >/dev/null 2>&1; then
+    echo "installing ziglang (pip)" >&2
+    pip install -q ziglang==0.17.0 >&2
+  else
+    echo "tests/run.sh: missing prerequisite: zig (pip install ziglang==0.17.0)" >&2
+    exit 1
+  fi
+fi
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # The Karmada oracle (Karmada's scheduler as a Go module dependency).
