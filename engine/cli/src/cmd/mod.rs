@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod agent;
 pub mod controllers;
+pub mod diagnose;
 pub mod explain;
 pub mod input;
 pub mod interpret;

@@ -83,11 +83,29 @@ const POINTS: [(ExtensionPoint, &str); 5] = [
     (ExtensionPoint::Override, "override"),
 ];
 
+/// Build mistakes in `bytes`, printed as `problem:` lines; an error when it is not a module.
+fn problems(path: &Path, bytes: &[u8]) -> anyhow::Result<Vec<String>> {
+    let shape =
+        super::diagnose::shape(bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let problems = super::diagnose::problems(&shape);
+    for p in &problems {
+        println!("problem:   {p}");
+    }
+    Ok(problems)
+}
+
 fn inspect(path: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let module = Host::global()?
-        .compile(&bytes)
-        .with_context(|| path.display().to_string())?;
+    let problems = problems(path, &bytes)?;
+    let module = match Host::global()?.compile(&bytes) {
+        Ok(m) => m,
+        Err(e) if !problems.is_empty() => bail!(
+            "{}: {e}; {} build problem(s) above",
+            path.display(),
+            problems.len()
+        ),
+        Err(e) => bail!("{}: {e}", path.display()),
+    };
     println!("module:    {}", path.display());
     println!("sha256:    {}", module.digest);
     println!("size:      {} bytes", module.size);
@@ -127,6 +145,32 @@ fn inspect(path: &Path) -> anyhow::Result<()> {
         }
     );
     println!("exports:   {}", module.exports.join(", "));
+    if !problems.is_empty() {
+        bail!(
+            "{}: {} build problem(s): see the problem: lines",
+            path.display(),
+            problems.len()
+        );
+    }
+    // Loading runs the module (its ABI version answer, init with no config): what only shows then.
+    if let Some((point, _)) = POINTS
+        .iter()
+        .find(|(p, _)| module.exports_point(flotilla_wasm::export_for(*p)))
+    {
+        let spec = PluginSpec {
+            name: "inspect".into(),
+            ..Default::default()
+        };
+        if let Err(e) = WasmFactory::new().load(*point, &spec, path) {
+            let e = e.to_string();
+            if let Some(h) = super::diagnose::hint(&e) {
+                bail!("{}: loading: {e}\n{h}", path.display());
+            }
+            println!("load:      {e} (with no config)");
+        } else {
+            println!("load:      ok (with no config)");
+        }
+    }
     Ok(())
 }
 
@@ -152,13 +196,28 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
         failure_policy: FailurePolicy::Fail,
         ..Default::default()
     };
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let problems = problems(path, &bytes)?;
+    if !problems.is_empty() {
+        bail!(
+            "{}: {} build problem(s): see the problem: lines",
+            path.display(),
+            problems.len()
+        );
+    }
     let mut profile = flotilla_plugins::default_profile();
     let mut plugins: Vec<Arc<WasmPlugin>> = Vec::new();
     for (point, label) in POINTS {
         let plugin = match factory.load(point, &spec, path) {
             Ok(p) => Arc::new(p),
             Err(flotilla_wasm::LoadError::MissingExport { .. }) => continue,
-            Err(e) => bail!("{}: {e}", path.display()),
+            Err(e) => {
+                let e = e.to_string();
+                match super::diagnose::hint(&e) {
+                    Some(h) => bail!("{}: {e}\n{h}", path.display()),
+                    None => bail!("{}: {e}", path.display()),
+                }
+            }
         };
         plugin.capture_logs();
         println!("loaded {label} plugin {name}");
@@ -227,7 +286,12 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
                     .collect();
                 println!("{id}: scheduled [{}] in {took:?}", t.join(", "));
             }
-            Err(f) => println!("{id}: {} {} ({took:?})", f.kind.reason(), f.message),
+            Err(f) => {
+                println!("{id}: {} {} ({took:?})", f.kind.reason(), f.message);
+                if let Some(h) = super::diagnose::hint(&f.message) {
+                    println!("  {h}");
+                }
+            }
         }
         for a in &trace.attempts {
             for (cluster, verdicts) in &a.filters {

@@ -64,8 +64,12 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<Profile>> {
                     )
                 })?;
             doc.resolve_wasm_paths(&dir);
-            let profile = build_profile(&doc, &base, &factories)
-                .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
+            let profile = build_profile(&doc, &base, &factories).map_err(|e| {
+                let hint = super::diagnose::hint(&e.to_string())
+                    .map(|h| format!("\n{h}"))
+                    .unwrap_or_default();
+                anyhow::anyhow!("{}: document {}: {e}{hint}", path.display(), i + 1)
+            })?;
             profiles.retain(|p| p.name != profile.name);
             profiles.push(profile);
         }
