@@ -321,10 +321,14 @@ impl Engine {
             .env
             .compile(source)
             .map_err(|errs| match errs.errors.first() {
+                // The parser's column is already 1-based.
                 Some(e) => at(
                     ExpressionErrorKind::Syntax,
-                    usize::try_from(e.pos.1).unwrap_or(0) + 1,
-                    format!("syntax error: {}", e.msg),
+                    usize::try_from(e.pos.1).unwrap_or(0),
+                    format!(
+                        "syntax error: {}",
+                        e.msg.strip_prefix("Syntax error: ").unwrap_or(&e.msg)
+                    ),
                 ),
                 None => error(ExpressionErrorKind::Syntax, "syntax error"),
             })?;

@@ -890,7 +890,7 @@ mod tests {
             json!({"replicas": "object.spec.replicas +"}),
         );
         assert!(
-            e.starts_with("cel.replicas: column 24: syntax error"),
+            e.starts_with("cel.replicas: column 23: syntax error"),
             "{e}"
         );
         assert!(e.contains("mismatched input '<EOF>'"), "{e}");
@@ -899,7 +899,7 @@ mod tests {
             json!({"replicas": "object.spec.(replicas"}),
         );
         assert!(
-            e.starts_with("cel.replicas: column 14: syntax error"),
+            e.starts_with("cel.replicas: column 13: syntax error"),
             "{e}"
         );
         assert!(e.contains("'.('"), "{e}");

@@ -93,10 +93,19 @@ impl PluginFactory for CelFactory {
             ExtensionPoint::Score => {
                 let s = parse()?;
                 check(ExpressionKind::Score, &s.expression)?;
+                // A constant score is checked here; any other is clamped (and logged) at run time.
+                if let Ok(v) = s.expression.trim().parse::<f64>()
+                    && !(MIN_SCORE as f64..=MAX_SCORE as f64).contains(&v)
+                {
+                    return Err(format!(
+                        "cel.expression: score {v} is outside {MIN_SCORE}..{MAX_SCORE} (the profile's weight scales scores)"
+                    ));
+                }
                 BuiltPlugin::Score(Arc::new(CelScore {
                     name,
                     engine,
                     expression: s.expression,
+                    clamped: std::sync::atomic::AtomicBool::new(false),
                 }))
             }
             ExtensionPoint::Override => {
@@ -169,12 +178,14 @@ impl FilterPlugin for CelFilter {
     }
 }
 
-/// A score plugin whose score is a CEL expression (clamped to 0..=100).
+/// A score plugin whose score is a CEL expression (clamped to 0..=100; the first clamp of each
+/// plugin is logged).
 #[derive(Debug)]
 pub struct CelScore {
     name: String,
     engine: Arc<Engine>,
     expression: String,
+    clamped: std::sync::atomic::AtomicBool,
 }
 
 impl Plugin for CelScore {
@@ -191,12 +202,21 @@ impl ScorePlugin for CelScore {
             let v = bound
                 .evaluate(ExpressionKind::Score, &self.expression, c)
                 .map_err(fault)?;
-            out.push(
-                v.as_f64()
-                    .unwrap_or(0.0)
-                    .clamp(MIN_SCORE as f64, MAX_SCORE as f64)
-                    .round() as i64,
-            );
+            let raw = v.as_f64().unwrap_or(0.0);
+            let score = raw.clamp(MIN_SCORE as f64, MAX_SCORE as f64);
+            if score != raw
+                && !self
+                    .clamped
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    plugin = %self.name,
+                    cluster = %c.metadata.name(),
+                    score = raw,
+                    "CEL score outside {MIN_SCORE}..{MAX_SCORE}, clamped (logged once per plugin)"
+                );
+            }
+            out.push(score.round() as i64);
         }
         Ok(())
     }

@@ -31,6 +31,8 @@ enum Command {
     Interpret(cmd::interpret::Args),
     /// Test, inspect or scaffold Wasm plugins.
     Plugin(cmd::plugin::Args),
+    /// Scheduler profiles: print the default one.
+    Profile(cmd::profile::Args),
     /// Run the embedded control plane (API server + store) and write a kubeconfig.
     Up(cmd::up::Args),
     /// Register a member cluster in Push mode (its credentials in a Secret), like karmadactl join.
@@ -60,6 +62,7 @@ fn main() -> std::process::ExitCode {
         Command::Agent(args) => cmd::agent::main(args),
         Command::Controllers(args) => cmd::controllers::main(args),
         Command::Plugin(args) => cmd::plugin::main(args),
+        Command::Profile(args) => cmd::profile::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -86,6 +86,15 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         claim.policy.metadata.name()
     );
     let _ = writeln!(s, "replicas: {}  profile: {profile}", rb.spec.replicas);
+    // What the profile document changes in the default profile (a plain list replaces built-ins).
+    for doc in super::profiles::documents(&args.profiles)?
+        .iter()
+        .filter(|d| d.metadata.name() == profile)
+    {
+        for line in super::profiles::describe(doc) {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
     if !evicted.is_empty() {
         let _ = writeln!(
             s,

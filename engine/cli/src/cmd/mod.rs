@@ -11,6 +11,7 @@ pub mod interpreters;
 pub mod join;
 pub mod plan;
 pub mod plugin;
+pub mod profile;
 pub mod profiles;
 pub mod scaffold;
 pub mod up;

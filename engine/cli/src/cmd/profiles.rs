@@ -86,3 +86,98 @@ pub fn cel() -> std::sync::Arc<flotilla_cel::Engine> {
         ENGINE.get_or_init(|| std::sync::Arc::new(flotilla_cel::Engine::default())),
     )
 }
+
+/// The `SchedulerProfile` documents of `paths` as written (parsed as [`load`] parses them).
+///
+/// # Errors
+/// A file that cannot be read or parsed.
+pub fn documents(paths: &[PathBuf]) -> anyhow::Result<Vec<ProfileDocument>> {
+    let mut out = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        for (index, value) in
+            flotilla_core::manifest::parse_values(&path.display().to_string(), &text)?
+        {
+            let doc: ProfileDocument = serde_path_to_error::deserialize(value).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: document {index}: {}: {}",
+                    path.display(),
+                    e.path(),
+                    e.inner()
+                )
+            })?;
+            out.push(doc);
+        }
+    }
+    Ok(out)
+}
+
+/// How `doc` changes the default profile, one line per extension point it lists: whether the
+/// list replaces the built-ins of the point (and which it drops) or extends them.
+pub fn describe(doc: &ProfileDocument) -> Vec<String> {
+    use flotilla_core::profile::{ExtensionPoint, PointList};
+    let mut out = Vec::new();
+    for point in ExtensionPoint::ALL {
+        let Some(list) = doc.spec.point(point) else {
+            continue;
+        };
+        let names: Vec<&str> = list.plugins().iter().map(|p| p.name.as_str()).collect();
+        let builtins = flotilla_plugins::registry::names(point);
+        match list {
+            PointList::Extend(_) => out.push(format!(
+                "spec.{point}: extends the built-ins ({}) with [{}]",
+                builtins.join(", "),
+                names.join(", ")
+            )),
+            PointList::Replace(_) => {
+                let dropped: Vec<&str> = builtins
+                    .iter()
+                    .copied()
+                    .filter(|b| !names.contains(b))
+                    .collect();
+                let dropped = if dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; drops {} (use {point}: {{add: [...]}} to keep them)",
+                        dropped.join(", ")
+                    )
+                };
+                out.push(format!(
+                    "spec.{point}: replaces the built-ins with [{}]{dropped}",
+                    names.join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The default profile (`default-scheduler`) as a `SchedulerProfile` document: every extension
+/// point's built-in plugins in the order they run. Loading it with `--profile` changes nothing.
+pub fn default_document() -> String {
+    use flotilla_core::profile::ExtensionPoint;
+    let mut s = String::from(
+        "# The default profile: the built-in plugins per extension point, in the order they run.\n\
+         # Every policy without spec.schedulerName uses it. A SchedulerProfile named\n\
+         # default-scheduler changes it: a plain list replaces a point's built-ins (name each one you\n\
+         # keep), `{add: [...]}` keeps them and adds plugins (after them; assigners before them).\n\
+         # Filters reject clusters, scores (0..100, times weight) rank them, selects pick among the\n\
+         # feasible ones, assigners (asked in order until one does not skip) divide replicas, and\n\
+         # overriders patch each cluster's manifest.\n",
+    );
+    s.push_str(&format!(
+        "apiVersion: {}\nkind: {}\nmetadata:\n  name: {}\nspec:\n",
+        flotilla_core::profile::API_VERSION,
+        flotilla_core::profile::KIND,
+        flotilla_api::labels::DEFAULT_SCHEDULER
+    ));
+    for point in ExtensionPoint::ALL {
+        s.push_str(&format!("  {point}:\n"));
+        for name in flotilla_plugins::registry::names(point) {
+            s.push_str(&format!("  - name: {name}\n"));
+        }
+    }
+    s
+}
