@@ -319,25 +319,15 @@ fn failure_policy() -> Value {
 
 /// `flotilla_core::profile::ProfileSpec`.
 fn profile_spec() -> Value {
-    let plugin = json!({"type": "object", "required": ["name"], "properties": {
-        "name": {"type": "string", "description": "Plugin name (a built-in's Karmada name, or any name for Wasm/CEL plugins)."},
-        "weight": {"type": "integer", "format": "int64", "description": "Score weight (scores only), default 1."},
-        "failurePolicy": failure_policy(),
-        "wasm": {"type": "object", "description": "A Wasm module: a file on the control plane (path) or a WasmPlugin object (plugin).", "properties": {
-            "path": {"type": "string"},
-            "plugin": {"type": "string"},
-            "sha256": {"type": "string", "pattern": "^(sha256:)?[0-9a-fA-F]{64}$"},
-        }},
-        "cel": {"x-kubernetes-preserve-unknown-fields": true, "description": "CEL expressions (shape defined by the CEL backend)."},
-        "config": {"x-kubernetes-preserve-unknown-fields": true, "description": "Plugin configuration, passed to the plugin as JSON."},
-        "limits": plugin_limits(),
-    }});
-    let list = |d: &str| json!({"type": "array", "description": d, "items": plugin.clone()});
+    // Each point is either a list of plugins (replaces the built-ins) or {add: [...]} (extends
+    // them): a structural schema cannot say "array or object", so the point keeps unknown
+    // fields and admission checks every entry (name, backend, wasm, cel, config, limits).
+    let list = |d: &str| json!({"x-kubernetes-preserve-unknown-fields": true, "description": format!("{d} A list of plugins (each {{name, weight, failurePolicy, wasm|cel, config, limits}}) replaces the default profile's plugins of the point; {{add: [...]}} keeps them and adds these.")});
     json!({"type": "object", "description": "Plugins per extension point; an absent list keeps the default profile's plugins, an empty list means none.", "properties": {
-        "filters": list("Filter plugins, in order."),
+        "filters": list("Filter plugins, in order (added ones run after the built-ins)."),
         "scores": list("Score plugins (weights apply)."),
         "selects": list("Select plugins."),
-        "assigners": list("Assign plugins, asked in order until one does not skip."),
+        "assigners": list("Assign plugins, asked in order until one does not skip (added ones are asked before the built-ins)."),
         "overriders": list("Override plugins, in order."),
     }})
 }

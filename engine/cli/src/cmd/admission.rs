@@ -235,7 +235,7 @@ impl Policies {
         let mut causes = Vec::new();
         for point in ExtensionPoint::ALL {
             for (i, spec) in doc.spec.list(point).into_iter().flatten().enumerate() {
-                let field = format!("spec.{point}[{i}]");
+                let field = doc.spec.entry_path(point, i);
                 check_plugin(point, spec, &field, &factories, &mut causes);
             }
         }
@@ -543,6 +543,17 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(fields(&e), ["spec.scores[1].name"], "{e}");
+        // {add: [...]} extends the built-ins; its entries are checked alike and named so.
+        let added = profile(
+            json!({"scores": {"add": [{"name": "gpu", "wasm": {"plugin": "gpu-scorer"}}]}}),
+        );
+        assert!(admit(SP, added).is_ok());
+        let e = admit(
+            SP,
+            profile(json!({"scores": {"add": [{"name": "NoSuchPlugin"}]}})),
+        )
+        .unwrap_err();
+        assert_eq!(fields(&e), ["spec.scores.add[0].name"], "{e}");
         let e = admit(
             SP,
             profile(json!({"filters": [{"name": "f", "cel": {"expression": "clusterName =="}}]})),
