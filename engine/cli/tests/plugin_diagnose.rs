@@ -263,3 +263,42 @@ fn assemblyscript_built_without_the_abort_shim_is_explained() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     refused(&dir, "a.wasm", &["imports env.abort", "--use abort="]);
 }
+
+#[test]
+fn offline_wasm_plugins_for_interpreters_are_checked() {
+    let s = Scratch::new("offline");
+    let out = flotilla(
+        &s.0,
+        &["plugin", "new", "--lang", "c", "--point", "interpret", "i"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = s.0.join("i");
+    let plan = |what: &str| {
+        let out = flotilla(&dir, &["plan", "-f", "scenario/", "-f", "interpreter/"]);
+        assert!(!out.status.success(), "{what}: accepted");
+        text(&out.stderr)
+    };
+    // Not built yet: the module file is named.
+    let e = plan("missing");
+    assert!(
+        e.contains("WasmPlugin \"i\": spec.module.path: cannot read") && e.contains("i.wasm"),
+        "{e}"
+    );
+    let plugin = dir.join("interpreter/wasmplugin.yaml");
+    let yaml = std::fs::read_to_string(&plugin).expect("wasmplugin");
+    std::fs::write(
+        &plugin,
+        yaml.replace("{path: ../i.wasm}", "{base64: '!!not base64!!'}"),
+    )
+    .expect("write");
+    let e = plan("base64");
+    assert!(e.contains("spec.module.base64 is not base64"), "{e}");
+    // A scheduling plugin is not an interpreter.
+    std::fs::write(dir.join("score.wat"), wat(1, "")).expect("write");
+    std::fs::write(&plugin, yaml.replace("../i.wasm", "../score.wat")).expect("write");
+    let e = plan("not an interpreter");
+    assert!(
+        e.contains("does not export flotilla_interpret_v1 (not a resource interpreter)"),
+        "{e}"
+    );
+}

@@ -135,6 +135,12 @@ fn expected(point: &str) -> (Vec<&'static str>, Vec<&'static str>) {
         "score" | "assign" => (vec!["east replicas=6"], vec!["edge replicas=6"]),
         "select" => (all, vec!["edge replicas=6"]),
         "override" => (all.clone(), all),
+        // Without the interpreter a Shard's replicas are unknown (0, the whole object to each
+        // cluster); with it its 6 are divided by available replicas.
+        "interpret" => (
+            vec!["east replicas=0", "edge replicas=0", "west replicas=0"],
+            vec!["east replicas=3", "edge replicas=1", "west replicas=2"],
+        ),
         _ => unreachable!(),
     }
 }
@@ -184,6 +190,41 @@ pub fn walkthrough(parent: &Path, lang: &str, point: &str, env: &[(&str, &Path)]
 
     let (without, with) = expected(point);
     let test = flotilla(&dir, &["plugin", "test", &wasm, "-f", "scenario/"]);
+    if point == "interpret" {
+        assert!(
+            test.contains("Shard default/db: InterpretReplica replicas=6"),
+            "{lang}/{point}: plugin test:\n{test}"
+        );
+        let plain = flotilla(
+            &dir,
+            &["plan", "-f", "scenario/", "-o", "table", "--now", NOW],
+        );
+        let interpreted = flotilla(
+            &dir,
+            &[
+                "plan",
+                "-f",
+                "scenario/",
+                "-f",
+                "interpreter/",
+                "-o",
+                "table",
+                "--now",
+                NOW,
+            ],
+        );
+        assert_eq!(
+            placements(&plain),
+            without,
+            "{lang}/{point}: without the interpreter"
+        );
+        assert_eq!(
+            placements(&interpreted),
+            with,
+            "{lang}/{point}: with the interpreter"
+        );
+        return dir;
+    }
     let scheduled = with
         .iter()
         .map(|p| p.replace(" replicas=", ":"))
@@ -253,7 +294,14 @@ fn every_point(lang: &str, env: &[(&str, &Path)]) {
         return;
     }
     let scratch = Scratch::new(lang);
-    for point in ["filter", "score", "select", "assign", "override"] {
+    for point in [
+        "filter",
+        "score",
+        "select",
+        "assign",
+        "override",
+        "interpret",
+    ] {
         walkthrough(&scratch.0, lang, point, env);
     }
 }

@@ -79,6 +79,7 @@ fn walk(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> anyhow::Result<(
 /// document and field.
 pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
     let mut inv = Inventory::default();
+    let mut wasm_plugins = Vec::new();
     // Which file each policy came from, so admission errors name it.
     let mut origin = std::collections::BTreeMap::<(String, String), String>::new();
     for p in expand(paths, recursive)? {
@@ -94,7 +95,19 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
                     .with_context(|| format!("{}: cannot read", p.display()))?,
             )
         };
-        let docs = parse_documents(&name, &text)?;
+        let mut docs = parse_documents(&name, &text)?;
+        // WasmPlugin objects serve `wasm: {plugin: NAME}` interpreter rules offline; they are
+        // not templates to propagate.
+        let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+        docs.retain(|d| match d {
+            flotilla_core::manifest::Document::Template(o)
+                if super::interpreters::is_wasm_plugin(&o.0) =>
+            {
+                wasm_plugins.push((name.clone(), dir.clone(), o.0.clone()));
+                false
+            }
+            _ => true,
+        });
         for d in &docs {
             if let Some(key) = policy_key(d) {
                 origin.entry(key).or_insert_with(|| name.clone());
@@ -120,7 +133,7 @@ pub fn load(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Inventory> {
             bail!("duplicate Cluster {:?}", c.name());
         }
     }
-    super::interpreters::attach(&mut inv)?;
+    super::interpreters::attach(&mut inv, &wasm_plugins)?;
     Ok(inv)
 }
 

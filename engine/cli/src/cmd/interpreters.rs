@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use flotilla_api::interpreter::{
     CONFIG_API_VERSION, CUSTOMIZATION_KIND, ResourceInterpreterCustomization,
 };
@@ -47,12 +47,92 @@ pub fn clash<'a>(
     None
 }
 
+/// Whether `object` is a `WasmPlugin` (flotilla.dev/v1alpha1).
+pub fn is_wasm_plugin(object: &serde_json::Value) -> bool {
+    object.get("apiVersion").and_then(serde_json::Value::as_str)
+        == Some(flotilla_core::profile::API_VERSION)
+        && object.get("kind").and_then(serde_json::Value::as_str)
+            == Some(flotilla_core::profile::WASM_PLUGIN_KIND)
+}
+
+/// Largest module an offline `WasmPlugin` may name (as the controllers allow).
+const MAX_MODULE_BYTES: u64 = 64 << 20;
+
+/// The interpreter plugins of offline `WasmPlugin` documents `(file, its directory, object)`: the
+/// module from `spec.module.path` (relative to the file's directory) or `spec.module.base64`,
+/// with the object's config and limits.
+fn offline_plugins(
+    docs: &[(String, std::path::PathBuf, serde_json::Value)],
+) -> anyhow::Result<flotilla_wasm::PluginMap> {
+    use base64::Engine as _;
+    use std::io::Read as _;
+    let map = flotilla_wasm::PluginMap::new();
+    for (file, dir, o) in docs {
+        let name = o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let at = format!("{file}: WasmPlugin {name:?}");
+        let spec: flotilla_core::profile::WasmPluginSpec =
+            serde_path_to_error::deserialize(o.get("spec").cloned().unwrap_or_default())
+                .map_err(|e| anyhow::anyhow!("{at}: spec.{}: {}", e.path(), e.inner()))?;
+        let bytes = match (&spec.module.path, &spec.module.base64) {
+            (Some(p), None) => {
+                let path = dir.join(p);
+                let f = std::fs::File::open(&path).with_context(|| {
+                    format!("{at}: spec.module.path: cannot read {}", path.display())
+                })?;
+                let mut bytes = Vec::new();
+                f.take(MAX_MODULE_BYTES + 1).read_to_end(&mut bytes)?;
+                bytes
+            }
+            (None, Some(b)) => {
+                if b.len() as u64 > MAX_MODULE_BYTES / 3 * 4 + 4 {
+                    bail!("{at}: spec.module.base64: larger than {MAX_MODULE_BYTES} bytes");
+                }
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|_| anyhow::anyhow!("{at}: spec.module.base64 is not base64"))?
+            }
+            _ => bail!("{at}: spec.module: set exactly one of path and base64"),
+        };
+        if bytes.len() as u64 > MAX_MODULE_BYTES {
+            bail!("{at}: the module is larger than {MAX_MODULE_BYTES} bytes");
+        }
+        let plugin = flotilla_wasm::load_interpreter(
+            &name,
+            &bytes,
+            spec.config.as_ref(),
+            spec.limits.as_ref(),
+        )
+        .map_err(|e| {
+            let hint = super::diagnose::hint(&e)
+                .map(|h| format!("\n{h}"))
+                .unwrap_or_default();
+            anyhow::anyhow!("{at}: {e}{hint}")
+        })?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{at}: the module does not export {} (not a resource interpreter)",
+                flotilla_abi::export::INTERPRET
+            )
+        })?;
+        map.insert(name, Ok(plugin));
+    }
+    Ok(map)
+}
+
 /// Compile the customizations among `inv`'s documents and set `inv.interpreters` to the chain
-/// (customizations by name, then the native defaults).
+/// (customizations by name, then the native defaults). `wasm: {plugin: NAME}` rules are served by
+/// the `WasmPlugin` documents of the input (`(file, its directory, object)`) when it has any.
 ///
 /// # Errors
-/// A customization that does not parse, does not compile or clashes with another.
-pub fn attach(inv: &mut Inventory) -> anyhow::Result<()> {
+/// A customization that does not parse, does not compile or clashes with another; a `WasmPlugin`
+/// whose module cannot be read or loaded.
+pub fn attach(
+    inv: &mut Inventory,
+    wasm_plugins: &[(String, std::path::PathBuf, serde_json::Value)],
+) -> anyhow::Result<()> {
     let mut rics = Vec::new();
     for t in inv.templates.iter().filter(|t| is_customization(&t.0)) {
         let ric: ResourceInterpreterCustomization = serde_json::from_value(t.0.clone())
@@ -69,8 +149,14 @@ pub fn attach(inv: &mut Inventory) -> anyhow::Result<()> {
             );
         }
     }
+    let mut backends = rule_backends();
+    if !wasm_plugins.is_empty() {
+        let map = Arc::new(offline_plugins(wasm_plugins)?);
+        backends.retain(|b| b.field() != "wasm");
+        backends.push(Arc::new(flotilla_wasm::WasmRuleBackend::new(map)));
+    }
     let (compiled, failed) =
-        flotilla_plugins::interpreter::compile_customizations(&rics, &rule_backends());
+        flotilla_plugins::interpreter::compile_customizations(&rics, &backends);
     if let Some((name, e)) = failed.first() {
         bail!("{CUSTOMIZATION_KIND} {name}: {e}");
     }

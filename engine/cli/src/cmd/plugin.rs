@@ -121,11 +121,14 @@ fn inspect(path: &Path) -> anyhow::Result<()> {
             flotilla_abi::ABI_VERSION
         ),
     }
-    let points: Vec<&str> = POINTS
+    let mut points: Vec<&str> = POINTS
         .iter()
         .filter(|(p, _)| module.exports_point(flotilla_wasm::export_for(*p)))
         .map(|(_, n)| *n)
         .collect();
+    if module.has_interpret {
+        points.push("interpret");
+    }
     println!("points:    {}", points.join(", "));
     println!("init:      {}", if module.has_init { "yes" } else { "no" });
     println!(
@@ -235,7 +238,7 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
         plugins.push(plugin);
     }
     if plugins.is_empty() {
-        bail!("{}: exports no extension point", path.display());
+        return test_interpreter(path, &name, &bytes, spec.config.as_ref(), &inv);
     }
     // Bindings as `flotilla plan` derives them from the inputs (scheduled with the default profile).
     let options = Options {
@@ -325,5 +328,65 @@ fn new(name: &str, lang: Lang, point: Point, parent: &Path) -> anyhow::Result<()
         "next: cd {} && ./build.sh && flotilla plugin test {name}.wasm -f scenario/ && flotilla plan -f scenario/ --profile profile.yaml (see README.md)",
         dir.display()
     );
+    Ok(())
+}
+
+/// `plugin test` of a resource interpreter: `InterpretReplica` on every object of the inputs,
+/// through a customization routing the object's kind to the module (as `plan` runs it).
+fn test_interpreter(
+    path: &Path,
+    name: &str,
+    bytes: &[u8],
+    config: Option<&serde_json::Value>,
+    inv: &flotilla_core::plan::Inventory,
+) -> anyhow::Result<()> {
+    use flotilla_core::interpreter::{Customization, ResourceInterpreter as _};
+    let plugin = flotilla_wasm::load_interpreter(name, bytes, config, None)
+        .map_err(|e| {
+            let hint = super::diagnose::hint(&e)
+                .map(|h| format!("\n{h}"))
+                .unwrap_or_default();
+            anyhow::anyhow!("{}: {e}{hint}", path.display())
+        })?
+        .with_context(|| format!("{}: exports no extension point", path.display()))?;
+    println!("loaded interpreter {name} (InterpretReplica; other operations: flotilla interpret)");
+    let map = Arc::new(flotilla_wasm::PluginMap::new());
+    map.insert(name, Ok(plugin));
+    let backend = flotilla_wasm::WasmRuleBackend::new(map);
+    for t in inv
+        .templates
+        .iter()
+        .filter(|t| !super::interpreters::is_customization(&t.0))
+        .filter(|t| t.kind() != "CustomResourceDefinition")
+    {
+        let ric: flotilla_api::interpreter::ResourceInterpreterCustomization =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": flotilla_api::interpreter::CONFIG_API_VERSION,
+                "kind": flotilla_api::interpreter::CUSTOMIZATION_KIND,
+                "metadata": {"name": "plugin-test"},
+                "spec": {
+                    "target": {"apiVersion": t.api_version(), "kind": t.kind()},
+                    "customizations": {"replicaResource": {"wasm": {"plugin": name}}}
+                }
+            }))?;
+        let c = Customization::compile(&ric, &[&backend])
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let id = format!("{} {}/{}", t.kind(), t.namespace(), t.name());
+        let start = Instant::now();
+        match c.get_replicas(&t.0) {
+            Ok(r) => println!(
+                "{id}: InterpretReplica replicas={} in {:?}",
+                r.replicas,
+                start.elapsed()
+            ),
+            Err(e) => {
+                let e = e.to_string();
+                println!("{id}: InterpretReplica failed: {e}");
+                if let Some(h) = super::diagnose::hint(&e) {
+                    println!("  {h}");
+                }
+            }
+        }
+    }
     Ok(())
 }

@@ -63,17 +63,20 @@ pub enum Point {
     Assign,
     /// Override: label each cluster's manifest `example.com/cluster: <cluster>`.
     Override,
+    /// Resource interpreter: the replicas of a custom kind (`InterpretReplica`).
+    Interpret,
 }
 
 impl Point {
     /// Every extension point a template exists for.
     #[cfg(test)]
-    pub const ALL: [Point; 5] = [
+    pub const ALL: [Point; 6] = [
         Point::Filter,
         Point::Score,
         Point::Select,
         Point::Assign,
         Point::Override,
+        Point::Interpret,
     ];
 
     /// The name used on the command line and in capabilities.
@@ -84,6 +87,7 @@ impl Point {
             Point::Select => "select",
             Point::Assign => "assign",
             Point::Override => "override",
+            Point::Interpret => "interpret",
         }
     }
 
@@ -95,6 +99,7 @@ impl Point {
             Point::Select => "selects",
             Point::Assign => "assigners",
             Point::Override => "overriders",
+            Point::Interpret => "interpreters",
         }
     }
 
@@ -103,6 +108,7 @@ impl Point {
         match self {
             Point::Filter => "example.com/avoid",
             Point::Override => "example.com/cluster",
+            Point::Interpret => "example.com/replicas",
             _ => "example.com/preferred",
         }
     }
@@ -124,6 +130,9 @@ impl Point {
             }
             Point::Override => {
                 "Adds the label `example.com/cluster: <cluster name>` to the manifest sent to each cluster (JSON Patch `add`; the manifest must have `metadata.labels`)."
+            }
+            Point::Interpret => {
+                "A resource interpreter for the custom kind `Shard` (example.com/v1): `InterpretReplica` answers the object's label `example.com/replicas` when it holds a number, else `spec.replicas`, else 1. The ResourceInterpreterCustomization in `interpreter/` routes the kind's `replicaResource` to the `WasmPlugin` of this module."
             }
         }
     }
@@ -150,6 +159,10 @@ impl Point {
             Point::Override => (
                 "    replicaScheduling:\n      replicaSchedulingType: Duplicated\n",
                 "Duplicated to every cluster: with the plugin each cluster's manifest carries `example.com/cluster: <that cluster>` (see `-o yaml`); without it none does.",
+            ),
+            Point::Interpret => (
+                "",
+                "A Shard of 6 replicas, divided by available replicas: without the interpreter its replicas are unknown and each cluster gets the whole object; with it (`-f interpreter/`) the 6 replicas are divided.",
             ),
         }
     }
@@ -230,6 +243,7 @@ pub fn project(name: &str, lang: Lang, point: Point) -> anyhow::Result<Vec<File>
                 Point::Select => template!("rust/select.rs"),
                 Point::Assign => template!("rust/assign.rs"),
                 Point::Override => template!("rust/override.rs"),
+                Point::Interpret => template!("rust/interpret.rs"),
             };
             files.push(file(
                 "src/lib.rs",
@@ -271,6 +285,10 @@ pub fn project(name: &str, lang: Lang, point: Point) -> anyhow::Result<Vec<File>
                     template!("go/override.go"),
                     "\t\"strings\"\n\n\t\"flotilla.dev/sdk/go/override\"\n",
                 ),
+                Point::Interpret => (
+                    template!("go/interpret.go"),
+                    "\t\"strconv\"\n\n\t\"flotilla.dev/sdk/go/interpret\"\n",
+                ),
             };
             let main =
                 fill(&format!("{}{body}", template!("go/head.go"))).replace("__IMPORTS__", imports);
@@ -294,6 +312,7 @@ pub fn project(name: &str, lang: Lang, point: Point) -> anyhow::Result<Vec<File>
                 Point::Select => template!("c/select.c"),
                 Point::Assign => template!("c/assign.c"),
                 Point::Override => template!("c/override.c"),
+                Point::Interpret => template!("c/interpret.c"),
             };
             files.push(file(
                 "plugin.c",
@@ -324,6 +343,11 @@ pub fn project(name: &str, lang: Lang, point: Point) -> anyhow::Result<Vec<File>
                     template!("assemblyscript/assign.ts"),
                     "onAssign, AssignResult, DetailRow",
                     "flotilla_assign_v1",
+                ),
+                Point::Interpret => (
+                    template!("assemblyscript/interpret.ts"),
+                    "onInterpret, InterpretRequest",
+                    "flotilla_interpret_v1",
                 ),
                 Point::Override => (
                     template!("assemblyscript/override.ts"),
@@ -363,6 +387,7 @@ pub fn project(name: &str, lang: Lang, point: Point) -> anyhow::Result<Vec<File>
                 Point::Select => template!("zig/select.zig"),
                 Point::Assign => template!("zig/assign.zig"),
                 Point::Override => template!("zig/override.zig"),
+                Point::Interpret => template!("zig/interpret.zig"),
             };
             files.push(file(
                 "src/main.zig",
@@ -382,19 +407,36 @@ pub fn project(name: &str, lang: Lang, point: Point) -> anyhow::Result<Vec<File>
         "scenario/clusters.yaml",
         template!("common/clusters.yaml"),
     ));
-    files.push(file(
-        "scenario/workload.yaml",
-        template!("common/workload.yaml")
-            .replace("__PLACEMENT__\n", placement)
-            .replace("__POLICY_COMMENT__", &policy_comment(point)),
-    ));
-    files.push(file(
-        "profile.yaml",
-        fill(PROFILE).replace("__LIST__", point.list()),
-    ));
+    if point == Point::Interpret {
+        files.push(file("scenario/shard.yaml", template!("common/shard.yaml")));
+        files.push(file(
+            "interpreter/customization.yaml",
+            fill(template!("common/customization.yaml")),
+        ));
+        files.push(file(
+            "interpreter/wasmplugin.yaml",
+            fill(template!("common/wasmplugin.yaml")),
+        ));
+    } else {
+        files.push(file(
+            "scenario/workload.yaml",
+            template!("common/workload.yaml")
+                .replace("__PLACEMENT__\n", placement)
+                .replace("__POLICY_COMMENT__", &policy_comment(point)),
+        ));
+        files.push(file(
+            "profile.yaml",
+            fill(PROFILE).replace("__LIST__", point.list()),
+        ));
+    }
+    let readme = if point == Point::Interpret {
+        README_INTERPRET
+    } else {
+        README
+    };
     files.push(file(
         "README.md",
-        fill(README)
+        fill(readme)
             .replace("__LANG__", lang.as_str())
             .replace("__BUILD_DOC__", build_doc)
             .replace("__BEHAVIOUR__", point.behaviour())
@@ -516,6 +558,55 @@ EOF
 then point a profile entry at it with `wasm: {plugin: __NAME__}` instead of `wasm: {path: ...}`.
 Updating the object (a rebuilt module) swaps the plugin live: new placements use the new module;
 a module that fails to load leaves the previous one serving.
+"#;
+
+const README_INTERPRET: &str = r#"# __NAME__
+
+A Flotilla resource interpreter in __LANG__, generated by
+`flotilla plugin new --lang __LANG__ --point interpret __NAME__`.
+
+__BEHAVIOUR__
+
+Config (optional, in the WasmPlugin object): `{"label": "__LABEL__"}`.
+
+## Build
+
+```sh
+./build.sh            # writes __NAME__.wasm next to this file
+```
+
+__BUILD_DOC__
+
+## Try it
+
+```sh
+flotilla plugin inspect __NAME__.wasm                     # exports, imports, metadata; flags build mistakes
+flotilla plugin test __NAME__.wasm -f scenario/           # InterpretReplica on every object of the scenario
+flotilla plan -f scenario/                                # the plan without the interpreter
+flotilla plan -f scenario/ -f interpreter/                # ... and with it
+```
+
+__EXPECT__
+
+`interpreter/` holds what a control plane holds: the ResourceInterpreterCustomization routing the
+Shard kind's `replicaResource` to the plugin, and the `WasmPlugin` with the module (offline,
+`spec.module.path` is relative to that file).
+
+## Load it into a running control plane
+
+```sh
+kubectl create -f - <<EOF
+apiVersion: flotilla.dev/v1alpha1
+kind: WasmPlugin
+metadata: {name: __NAME__}
+spec:
+  module: {base64: $(base64 -w0 __NAME__.wasm)}
+EOF
+kubectl apply -f interpreter/customization.yaml
+```
+
+Updating the object (a rebuilt module) swaps the interpreter live; a module that fails to load
+leaves the previous one serving.
 "#;
 
 const RUST_CARGO: &str = r#"# __NAME__: a Flotilla __POINT__ plugin. Its own workspace; the SDK is vendored in vendor/.
@@ -752,14 +843,26 @@ mod tests {
             for point in Point::ALL {
                 let files = project("p", lang, point).expect("project");
                 let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-                for want in [
-                    "build.sh",
-                    "profile.yaml",
-                    "README.md",
-                    "scenario/clusters.yaml",
-                    "scenario/workload.yaml",
-                ] {
-                    assert!(names.contains(&want), "{lang:?} {point:?}: {names:?}");
+                let wants: &[&str] = if point == Point::Interpret {
+                    &[
+                        "build.sh",
+                        "README.md",
+                        "scenario/clusters.yaml",
+                        "scenario/shard.yaml",
+                        "interpreter/customization.yaml",
+                        "interpreter/wasmplugin.yaml",
+                    ]
+                } else {
+                    &[
+                        "build.sh",
+                        "profile.yaml",
+                        "README.md",
+                        "scenario/clusters.yaml",
+                        "scenario/workload.yaml",
+                    ]
+                };
+                for want in wants {
+                    assert!(names.contains(want), "{lang:?} {point:?}: {names:?}");
                 }
                 let vendored = |p: &str| {
                     p.starts_with("vendor/") || p.starts_with("flotilla-sdk/") || p == "flotilla.h"
@@ -789,7 +892,7 @@ mod tests {
                         );
                     }
                     assert!(
-                        !f.contents.contains("../"),
+                        !f.contents.contains("../../") && !f.contents.contains("../flotilla"),
                         "{lang:?} {point:?} {}: a path outside the project",
                         f.path
                     );
