@@ -264,6 +264,14 @@ pub fn walkthrough(parent: &Path, lang: &str, point: &str, env: &[(&str, &Path)]
         "{lang}/{point}: with the profile"
     );
     if point == "override" {
+        for c in ["east", "west", "edge"] {
+            assert!(
+                test.contains(&format!(
+                    "override {name} {c}: [{{\"op\":\"add\",\"path\":\"/metadata/labels/example.com~1cluster\",\"value\":\"{c}\"}}]"
+                )),
+                "{lang}/{point}: plugin test shows the patch per cluster:\n{test}"
+            );
+        }
         let yaml = |profile: bool| {
             let mut args = vec!["plan", "-f", "scenario/", "-o", "yaml", "--now", NOW];
             if profile {

@@ -210,6 +210,7 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
     }
     let mut profile = flotilla_plugins::default_profile();
     let mut plugins: Vec<Arc<WasmPlugin>> = Vec::new();
+    let mut overrider: Option<Arc<WasmPlugin>> = None;
     for (point, label) in POINTS {
         let plugin = match factory.load(point, &spec, path) {
             Ok(p) => Arc::new(p),
@@ -232,6 +233,7 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
                 .assigners
                 .insert(0, Slot::new(Arc::clone(&plugin) as _)),
             ExtensionPoint::Override => {
+                overrider = Some(Arc::clone(&plugin));
                 profile.overriders.push(Slot::new(Arc::clone(&plugin) as _))
             }
         }
@@ -288,6 +290,31 @@ fn test(path: &Path, config: Option<&str>, files: &Files) -> anyhow::Result<()> 
                     .map(|t| format!("{}:{}", t.name, t.replicas))
                     .collect();
                 println!("{id}: scheduled [{}] in {took:?}", t.join(", "));
+                // An overrider's patch for the manifest each chosen cluster gets.
+                if let (Some(o), Some(template)) = (&overrider, template) {
+                    for target in r.outcome.iter().flatten() {
+                        let Some(cluster) = inv.clusters.iter().find(|c| c.name() == target.name)
+                        else {
+                            continue;
+                        };
+                        let input = flotilla_core::framework::OverrideInput::new(
+                            &template.0,
+                            cluster,
+                            &inv.overrides,
+                        );
+                        match flotilla_core::framework::OverridePlugin::override_manifest(
+                            o.as_ref(),
+                            &input,
+                        ) {
+                            Ok(p) => println!(
+                                "  override {name} {}: {}",
+                                target.name,
+                                serde_json::to_string(&p.patch).unwrap_or_default()
+                            ),
+                            Err(e) => println!("  override {name} {}: {e}", target.name),
+                        }
+                    }
+                }
             }
             Err(f) => {
                 println!("{id}: {} {} ({took:?})", f.kind.reason(), f.message);

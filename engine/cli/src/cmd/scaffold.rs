@@ -898,6 +898,29 @@ mod tests {
                     );
                 }
                 assert!(files.iter().any(|f| f.path == "build.sh" && f.executable));
+                // Go and AssemblyScript go through their SDKs, not the raw ABI.
+                let source = |p: &str| {
+                    files
+                        .iter()
+                        .find(|f| f.path == p)
+                        .map(|f| f.contents.as_str())
+                };
+                match lang {
+                    Lang::Go => {
+                        let main = source("main.go").expect("main.go");
+                        assert!(main.contains("flotilla \"flotilla.dev/sdk/go\""), "{main}");
+                        assert!(!main.contains("go:wasmexport"), "{main}");
+                    }
+                    Lang::Assemblyscript => {
+                        let index = source("assembly/index.ts").expect("index.ts");
+                        assert!(
+                            index.contains("from \"@flotilla/plugin-sdk/assembly\""),
+                            "{index}"
+                        );
+                        assert!(!index.contains("@external"), "{index}");
+                    }
+                    _ => {}
+                }
             }
         }
     }
