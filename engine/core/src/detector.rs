@@ -66,29 +66,168 @@ pub struct Claim<'a> {
     pub policy: &'a PropagationPolicy,
     /// Its scope.
     pub scope: PolicyScope,
+    /// The policy it took the template over from (policy preemption), if any.
+    pub preempted: Option<Claimant<'a>>,
 }
 
-/// Pick the policy for `template`: PropagationPolicies in its namespace first, then
-/// ClusterPropagationPolicies; within each, highest explicit priority, then highest implicit
-/// priority (name 3 > label selector 2 > match-all 1), then the lexicographically smallest name.
+/// A policy named by a template's claim annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimant<'a> {
+    /// Its scope.
+    pub scope: PolicyScope,
+    /// Its namespace (empty for a ClusterPropagationPolicy).
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+}
+
+impl Claimant<'_> {
+    /// Karmada's wording in preemption events: `propagation policy(ns/name)` or
+    /// `cluster propagation policy(name)`.
+    pub fn describe(&self) -> String {
+        match self.scope {
+            PolicyScope::Namespaced => {
+                format!("propagation policy({}/{})", self.namespace, self.name)
+            }
+            PolicyScope::Cluster => format!("cluster propagation policy({})", self.name),
+        }
+    }
+}
+
+impl Claim<'_> {
+    /// The claiming policy as a [`Claimant`].
+    pub fn claimant(&self) -> Claimant<'_> {
+        Claimant {
+            scope: self.scope,
+            namespace: self.policy.metadata.namespace(),
+            name: self.policy.metadata.name(),
+        }
+    }
+}
+
+/// The policy the template's claim annotations name (Karmada's `propagationpolicy.karmada.io/
+/// namespace`+`name`, or `clusterpropagationpolicy.karmada.io/name`).
+pub fn claimed_by(template: &Object) -> Option<Claimant<'_>> {
+    let a = template.0.pointer("/metadata/annotations")?;
+    let get = |k: &str| a.get(k).and_then(Value::as_str);
+    match (get(labels::PP_NAMESPACE), get(labels::PP_NAME)) {
+        (Some(ns), Some(name)) if !ns.is_empty() && !name.is_empty() => {
+            return Some(Claimant {
+                scope: PolicyScope::Namespaced,
+                namespace: ns,
+                name,
+            });
+        }
+        _ => {}
+    }
+    get(labels::CPP_NAME)
+        .filter(|n| !n.is_empty())
+        .map(|name| Claimant {
+            scope: PolicyScope::Cluster,
+            namespace: "",
+            name,
+        })
+}
+
+/// Pick the policy for `template` as Karmada's detector does, without policy preemption
+/// ([`claim_with`] with the `PropagationPolicyPreemption` gate off).
 pub fn claim<'a>(
     template: &Object,
     pps: &'a [PropagationPolicy],
     cpps: &'a [PropagationPolicy],
 ) -> Option<Claim<'a>> {
+    claim_with(template, pps, cpps, false)
+}
+
+/// Pick the policy for `template`, as Karmada's detector does:
+///
+/// - A template already claimed by a policy that still exists and still selects it stays with
+///   that policy: a claim is sticky, a new better-matching policy does not take it.
+/// - Unless `preemption` (the `PropagationPolicyPreemption` gate) is on and a policy with
+///   `preemption: Always` selects it: a PropagationPolicy takes it from any
+///   ClusterPropagationPolicy, and from a PropagationPolicy of lower explicit priority; a
+///   ClusterPropagationPolicy takes it from a ClusterPropagationPolicy of lower explicit
+///   priority (never from a PropagationPolicy). Among several, the best by the rule below.
+/// - Otherwise (unclaimed, or its policy gone or no longer selecting it): PropagationPolicies
+///   in its namespace first, then ClusterPropagationPolicies; within each, highest explicit
+///   priority, then highest implicit priority (name 3 > label selector 2 > match-all 1), then
+///   the lexicographically smallest name.
+pub fn claim_with<'a>(
+    template: &Object,
+    pps: &'a [PropagationPolicy],
+    cpps: &'a [PropagationPolicy],
+    preemption: bool,
+) -> Option<Claim<'a>> {
     let ns = template.namespace();
-    let in_ns = pps
-        .iter()
-        .filter(|p| p.metadata.namespace() == ns && !ns.is_empty());
-    if let Some(p) = best(template, in_ns) {
+    let in_ns = || {
+        pps.iter()
+            .filter(move |p| p.metadata.namespace() == ns && !ns.is_empty())
+    };
+    let selects = |p: &PropagationPolicy| {
+        p.metadata.deletion_timestamp.is_none()
+            && selectors_priority(&template.0, &p.spec.resource_selectors) > 0
+    };
+    let preempting = |p: &&PropagationPolicy| {
+        preemption && p.spec.preemption.as_deref() == Some("Always") && selects(p)
+    };
+    if let Some(c) = claimed_by(template) {
+        let current = match c.scope {
+            PolicyScope::Namespaced => in_ns().find(|p| p.metadata.name() == c.name),
+            PolicyScope::Cluster => cpps.iter().find(|p| p.metadata.name() == c.name),
+        }
+        .filter(|p| selects(p));
+        if let Some(current) = current {
+            let floor = current.spec.explicit_priority();
+            let taker = match c.scope {
+                PolicyScope::Namespaced => best(
+                    template,
+                    in_ns()
+                        .filter(preempting)
+                        .filter(|p| p.spec.explicit_priority() > floor),
+                )
+                .map(|p| (p, PolicyScope::Namespaced)),
+                PolicyScope::Cluster => best(template, in_ns().filter(preempting))
+                    .map(|p| (p, PolicyScope::Namespaced))
+                    .or_else(|| {
+                        best(
+                            template,
+                            cpps.iter()
+                                .filter(preempting)
+                                .filter(|p| p.spec.explicit_priority() > floor),
+                        )
+                        .map(|p| (p, PolicyScope::Cluster))
+                    }),
+            };
+            let (policy, scope, preempted) = match taker {
+                Some((p, s)) if !std::ptr::eq(p, current) => (
+                    p,
+                    s,
+                    Some(Claimant {
+                        scope: c.scope,
+                        namespace: current.metadata.namespace(),
+                        name: current.metadata.name(),
+                    }),
+                ),
+                _ => (current, c.scope, None),
+            };
+            return Some(Claim {
+                policy,
+                scope,
+                preempted,
+            });
+        }
+    }
+    if let Some(p) = best(template, in_ns()) {
         return Some(Claim {
             policy: p,
             scope: PolicyScope::Namespaced,
+            preempted: None,
         });
     }
     best(template, cpps.iter()).map(|p| Claim {
         policy: p,
         scope: PolicyScope::Cluster,
+        preempted: None,
     })
 }
 
@@ -391,6 +530,96 @@ mod tests {
         assert_eq!(
             claim(&t, &pps, &cpps).unwrap().scope,
             PolicyScope::Namespaced
+        );
+    }
+
+    fn claimed(mut t: Object, ns: &str, name: &str) -> Object {
+        let a = t.0["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .entry("annotations")
+            .or_insert_with(|| json!({}));
+        if ns.is_empty() {
+            a[labels::CPP_NAME] = json!(name);
+        } else {
+            a[labels::PP_NAMESPACE] = json!(ns);
+            a[labels::PP_NAME] = json!(name);
+        }
+        t
+    }
+
+    fn always(mut p: PropagationPolicy) -> PropagationPolicy {
+        p.spec.preemption = Some("Always".into());
+        p
+    }
+
+    #[test]
+    fn a_claim_is_sticky_without_preemption() {
+        let t = claimed(deploy(), "default", "low");
+        let pps = vec![
+            pp("default", "low", Some(1), sel("nginx", false)),
+            always(pp("default", "high", Some(9), sel("nginx", false))),
+        ];
+        let c = claim(&t, &pps, &[]).unwrap();
+        assert_eq!(c.policy.metadata.name(), "low", "the gate is off");
+        assert!(c.preempted.is_none());
+        let c = claim_with(&t, &pps, &[], true).unwrap();
+        assert_eq!(c.policy.metadata.name(), "high");
+        assert_eq!(
+            c.preempted.unwrap().describe(),
+            "propagation policy(default/low)"
+        );
+        // Without `preemption: Always`, or without a higher priority, nothing moves.
+        let pps = vec![
+            pp("default", "low", Some(1), sel("nginx", false)),
+            pp("default", "high", Some(9), sel("nginx", false)),
+            always(pp("default", "same", Some(1), sel("nginx", false))),
+        ];
+        assert_eq!(
+            claim_with(&t, &pps, &[], true)
+                .unwrap()
+                .policy
+                .metadata
+                .name(),
+            "low"
+        );
+        // The claimed policy gone: a fresh choice.
+        let pps = vec![pp("default", "other", None, sel("", false))];
+        let c = claim_with(&t, &pps, &[], true).unwrap();
+        assert_eq!((c.policy.metadata.name(), c.preempted), ("other", None));
+    }
+
+    #[test]
+    fn cluster_policies_yield_to_any_preempting_pp_and_to_higher_cpps_only() {
+        let t = claimed(deploy(), "", "cpp-low");
+        let cpps = vec![
+            pp("", "cpp-low", Some(5), sel("nginx", false)),
+            always(pp("", "cpp-high", Some(6), sel("nginx", false))),
+        ];
+        let pps = vec![always(pp("default", "pp", Some(-100), sel("nginx", false)))];
+        let c = claim_with(&t, &pps, &cpps, true).unwrap();
+        assert_eq!(
+            (c.policy.metadata.name(), c.scope),
+            ("pp", PolicyScope::Namespaced),
+            "a PP preempts a CPP regardless of priority"
+        );
+        assert_eq!(
+            c.preempted.unwrap().describe(),
+            "cluster propagation policy(cpp-low)"
+        );
+        let c = claim_with(&t, &[], &cpps, true).unwrap();
+        assert_eq!(c.policy.metadata.name(), "cpp-high");
+        // A CPP never takes a template from a PP.
+        let t = claimed(deploy(), "default", "pp-plain");
+        let pps = vec![pp("default", "pp-plain", None, sel("nginx", false))];
+        let cpps = vec![always(pp("", "cpp-top", Some(1000), sel("nginx", false)))];
+        assert_eq!(
+            claim_with(&t, &pps, &cpps, true)
+                .unwrap()
+                .policy
+                .metadata
+                .name(),
+            "pp-plain"
         );
     }
 

@@ -33,6 +33,8 @@ pub struct Options {
     /// Karmada's `--enable-no-execute-taint-eviction`: the taint manager evicts from clusters
     /// with untolerated NoExecute taints.
     pub taint_eviction: bool,
+    /// Karmada's feature gates (priority-based scheduling, policy preemption).
+    pub gates: crate::priority::FeatureGates,
 }
 
 impl Default for Options {
@@ -40,6 +42,7 @@ impl Default for Options {
         Options {
             empty_workload_propagation: false,
             taint_eviction: true,
+            gates: crate::priority::FeatureGates::default(),
         }
     }
 }

@@ -313,6 +313,11 @@ pub struct Plan {
     pub unmatched: Vec<String>,
     /// Templates whose interpretation failed, as `Kind namespace/name: error` (no binding).
     pub faults: Vec<String>,
+    /// The order the scheduler would take these bindings in, pushed at once in template order
+    /// ([`crate::queue::schedule_order`]): `namespace/name` keys.
+    pub schedule_order: Vec<String>,
+    /// Policy preemptions: `Kind namespace/name: <policy> preempted <policy>`.
+    pub preemptions: Vec<String>,
 }
 
 /// Run the whole pipeline over `inv` with `profiles` (looked up by `spec.schedulerName`).
@@ -334,8 +339,9 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
     templates.sort_by(|a, b| {
         (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name()))
     });
+    let gates = snapshot.options().gates;
     for t in templates {
-        let (mut rb, _) = match binding_for(inv, t) {
+        let (mut rb, claim) = match binding_for_with(inv, t, gates) {
             Some(Ok(b)) => b,
             Some(Err(e)) => {
                 out.faults.push(format!(
@@ -354,6 +360,15 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
                 continue;
             }
         };
+        if let Some(from) = claim.preempted {
+            out.preemptions.push(format!(
+                "{} {}: {} preempted {}",
+                t.kind(),
+                qualified(t.namespace(), t.name()),
+                claim.claimant().describe(),
+                from.describe()
+            ));
+        }
         let mut memory = FailoverMemory::default();
         let d = decide(
             snapshot,
@@ -374,6 +389,20 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
             works,
         });
     }
+    let keys: Vec<(String, i32)> = out
+        .bindings
+        .iter()
+        .map(|b| {
+            (
+                qualified(b.binding.metadata.namespace(), b.binding.metadata.name()),
+                crate::queue::binding_priority(b.binding.spec.schedule_priority.as_ref()),
+            )
+        })
+        .collect();
+    out.schedule_order = crate::queue::schedule_order(
+        keys.iter().map(|(k, p)| (k.as_str(), *p)),
+        gates.priority_based_scheduling,
+    );
     out
 }
 
@@ -385,15 +414,40 @@ pub fn binding_for<'a>(
     inv: &'a Inventory,
     template: &Object,
 ) -> Option<Result<(ResourceBinding, detector::Claim<'a>), crate::error::PluginError>> {
-    let claim = detector::claim(
+    binding_for_with(inv, template, crate::priority::FeatureGates::default())
+}
+
+/// [`binding_for`] under `gates`: policy preemption decides the claim
+/// ([`detector::claim_with`]), and the policy's `schedulePriority` is resolved against the
+/// inventory's PriorityClasses ([`crate::priority::apply`]); a resolution failure is an error
+/// as an interpreter fault is (no binding).
+pub fn binding_for_with<'a>(
+    inv: &'a Inventory,
+    template: &Object,
+    gates: crate::priority::FeatureGates,
+) -> Option<Result<(ResourceBinding, detector::Claim<'a>), crate::error::PluginError>> {
+    let claim = detector::claim_with(
         template,
         &inv.propagation_policies,
         &inv.cluster_propagation_policies,
+        gates.policy_preemption,
     )?;
     let mut rb = match detector::build_binding(template, claim, &inv.interpreters) {
         Ok(rb) => rb,
         Err(e) => return Some(Err(e)),
     };
+    let classes = crate::priority::PriorityClass::all_of(&inv.templates);
+    if let Err(e) = crate::priority::apply(
+        &mut rb,
+        claim.policy.spec.schedule_priority.as_ref(),
+        &classes,
+        gates,
+    ) {
+        return Some(Err(crate::error::PluginError::failed(
+            "schedulePriority",
+            e.0,
+        )));
+    }
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
     let mut generation = 1;
     if let Some(prev) = inv.bindings.get(&key) {
