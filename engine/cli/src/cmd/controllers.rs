@@ -48,6 +48,10 @@ pub struct Args {
     /// How long a simulated member takes to make a Deployment available, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub ready_delay_ms: u64,
+    /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
+    /// `PropagationPolicyPreemption` (default false).
+    #[arg(long, value_name = "GATES", default_value = "")]
+    pub feature_gates: String,
     /// The only directory WasmPlugin objects' `spec.module.path` may name files in (relative
     /// paths that stay inside it). Without it such paths are refused: objects carry their
     /// modules inline (`spec.module.base64`).
@@ -104,6 +108,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         rule_backends: flotilla_controller::controller::interpreters::RuleBackends(
             super::interpreters::rule_backends(),
         ),
+        pipeline: flotilla_core::pipeline::Options {
+            gates: super::plan::gates(&args.feature_gates)?,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let metrics = match args.metrics_addr {

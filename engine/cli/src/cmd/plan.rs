@@ -32,6 +32,10 @@ pub struct Args {
     /// Do not evict clusters with untolerated NoExecute taints.
     #[arg(long)]
     pub no_taint_eviction: bool,
+    /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
+    /// `PropagationPolicyPreemption` (default false).
+    #[arg(long, value_name = "GATES", default_value = "")]
+    pub feature_gates: String,
     /// SchedulerProfile files (built-in, Wasm and CEL plugins); bindings pick one by `schedulerName`.
     #[arg(long = "profile")]
     pub profiles: Vec<PathBuf>,
@@ -44,6 +48,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         now: input::now(args.now.as_deref())?,
         pipeline: flotilla_core::pipeline::Options {
             taint_eviction: !args.no_taint_eviction,
+            gates: gates(&args.feature_gates)?,
             ..Default::default()
         },
     };
@@ -54,6 +59,9 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         Output::Yaml => {
             for item in items(&plan) {
                 print!("---\n{}", serde_yaml::to_string(&item)?);
+            }
+            if !plan.schedule_order.is_empty() {
+                println!("# schedule order: {}", plan.schedule_order.join(", "));
             }
         }
         Output::Table => print!("{}", table(&plan)),
@@ -73,6 +81,16 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The feature gates `spec` sets (Karmada's `--feature-gates` syntax) over the defaults.
+///
+/// # Errors
+/// An unknown gate or a malformed entry.
+pub fn gates(spec: &str) -> anyhow::Result<flotilla_core::priority::FeatureGates> {
+    let mut g = flotilla_core::priority::FeatureGates::default();
+    g.set(spec).map_err(anyhow::Error::msg)?;
+    Ok(g)
+}
+
 /// Bindings, then their Works.
 pub fn items(plan: &Plan) -> Vec<Value> {
     let mut out = Vec::new();
@@ -89,7 +107,11 @@ pub fn items(plan: &Plan) -> Vec<Value> {
 
 /// `{"apiVersion":"v1","kind":"List","items":[...]}`.
 pub fn as_list(plan: &Plan) -> Value {
-    json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items(plan)})
+    json!({
+        "apiVersion": "v1", "kind": "List", "metadata": {}, "items": items(plan),
+        "scheduleOrder": plan.schedule_order,
+        "preemptions": plan.preemptions,
+    })
 }
 
 fn table(plan: &Plan) -> String {
@@ -176,6 +198,39 @@ fn table(plan: &Plan) -> String {
     }
     for u in &plan.unmatched {
         let _ = writeln!(s, "{u}: no propagation policy matches");
+    }
+    for p in &plan.preemptions {
+        let _ = writeln!(s, "preemption: {p}");
+    }
+    if plan.schedule_order.len() > 1 {
+        let _ = writeln!(
+            s,
+            "schedule order (highest priority first, then queue order):"
+        );
+        let priority: std::collections::HashMap<String, i32> = plan
+            .bindings
+            .iter()
+            .map(|b| {
+                let ns = b.binding.metadata.namespace();
+                let key = if ns.is_empty() {
+                    b.binding.metadata.name().to_owned()
+                } else {
+                    format!("{ns}/{}", b.binding.metadata.name())
+                };
+                let p = flotilla_core::queue::binding_priority(
+                    b.binding.spec.schedule_priority.as_ref(),
+                );
+                (key, p)
+            })
+            .collect();
+        for (i, k) in plan.schedule_order.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  {:>4}. {k} (priority {})",
+                i + 1,
+                priority.get(k).copied().unwrap_or(0)
+            );
+        }
     }
     s
 }

@@ -60,6 +60,10 @@ pub struct Args {
     /// separately with `flotilla controllers --kubeconfig …`).
     #[arg(long)]
     pub no_controllers: bool,
+    /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
+    /// `PropagationPolicyPreemption` (default false).
+    #[arg(long, value_name = "GATES", default_value = "")]
+    pub feature_gates: String,
     /// The only directory WasmPlugin objects' `spec.module.path` may name files in (relative
     /// paths that stay inside it). Without it such paths are refused: objects carry their
     /// modules inline (`spec.module.base64`).
@@ -113,6 +117,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         rule_backends: flotilla_controller::controller::interpreters::RuleBackends(
             super::interpreters::rule_backends(),
         ),
+        pipeline: flotilla_core::pipeline::Options {
+            gates: super::plan::gates(&args.feature_gates)?,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let members = args.members;

@@ -30,17 +30,26 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     }
     let policies = ctx.propagation_policies();
     let (pps, cpps) = (&policies.0, &policies.1);
-    let Some(claim) = detector::claim(&template, pps, cpps) else {
+    let gates = ctx.settings.pipeline.gates;
+    let Some(claim) = detector::claim_with(&template, pps, cpps, gates.policy_preemption) else {
         // Unclaimed: an existing binding stays until the binding controller sees its template go.
         return Ok(Action::await_change());
     };
     let scope = claim.scope;
     let policy = claim.policy.clone();
+    let preempted = claim.preempted.map(|p| p.describe());
+    let regarding = Regarding {
+        api_version: template.api_version().to_owned(),
+        kind: template.kind().to_owned(),
+        namespace: template.namespace().to_owned(),
+        name: template.name().to_owned(),
+        uid: obj.metadata.uid.clone().unwrap_or_default(),
+    };
     // The workload's replicas, requirements and components come from the interpreter chain; a
     // fault is reported on the template (Karmada's GetReplicasFailed/GetComponentsFailed) and no
     // binding is written from it.
     let interpreters = ctx.interpreters.get();
-    let rb = match detector::build_binding(&template, claim, &interpreters) {
+    let mut rb = match detector::build_binding(&template, claim, &interpreters) {
         Ok(rb) => rb,
         Err(e) => {
             let components = interpreters
@@ -54,13 +63,6 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             } else {
                 "GetReplicasFailed"
             };
-            let regarding = Regarding {
-                api_version: template.api_version().to_owned(),
-                kind: template.kind().to_owned(),
-                namespace: template.namespace().to_owned(),
-                name: template.name().to_owned(),
-                uid: obj.metadata.uid.clone().unwrap_or_default(),
-            };
             ctx.recorder
                 .publish(&regarding, EventType::Warning, reason, &e.to_string());
             tracing::warn!(kind = template.kind(), namespace = template.namespace(), name = template.name(), error = %e, "interpreting the template failed");
@@ -72,6 +74,24 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             )));
         }
     };
+
+    // The policy's schedulePriority, resolved from its PriorityClass (Karmada's detector).
+    if gates.priority_based_scheduling
+        && let Some(sp) = policy.spec.schedule_priority.as_ref()
+    {
+        let classes = priority_class(&ctx, sp).await?;
+        if let Err(e) = flotilla_core::priority::apply(&mut rb, Some(sp), &classes, gates) {
+            ctx.recorder
+                .publish(&regarding, EventType::Warning, "ApplyPolicyFailed", &e.0);
+            tracing::warn!(kind = template.kind(), namespace = template.namespace(), name = template.name(), error = %e, "resolving the policy's schedulePriority failed");
+            return Err(Error::Apply(format!(
+                "schedulePriority of {} {}/{}: {e}",
+                template.kind(),
+                template.namespace(),
+                template.name()
+            )));
+        }
+    }
 
     // Claim the template (Karmada's policy labels and annotations).
     let (id_key, id) = match scope {
@@ -114,13 +134,48 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             template.namespace(),
             &api_resource(template.api_version(), template.kind()),
         );
-        let patch = json!({"metadata": {"labels": {id_key: id}, "annotations": annotations}});
+        // Taken over from another kind of policy: its claim goes (Karmada's Cleanup*ClaimMetadata).
+        let mut labels_patch = serde_json::Map::new();
+        match scope {
+            PolicyScope::Namespaced => {
+                labels_patch.insert(labels::CPP_PERMANENT_ID.into(), Value::Null);
+                annotations.insert(labels::CPP_NAME.into(), Value::Null);
+            }
+            PolicyScope::Cluster => {
+                labels_patch.insert(labels::PP_PERMANENT_ID.into(), Value::Null);
+                annotations.insert(labels::PP_NAMESPACE.into(), Value::Null);
+                annotations.insert(labels::PP_NAME.into(), Value::Null);
+            }
+        }
+        labels_patch.insert(id_key.into(), Value::from(id));
+        let patch = json!({"metadata": {"labels": labels_patch, "annotations": annotations}});
         api.patch(
             template.name(),
             &PatchParams::default(),
             &Patch::Merge(patch),
         )
         .await?;
+        if let Some(from) = &preempted {
+            // Karmada's PreemptPolicySucceed, worded as its detector words it.
+            let by = match scope {
+                PolicyScope::Namespaced => format!(
+                    "Propagation policy({}/{})",
+                    policy.metadata.namespace(),
+                    policy.metadata.name()
+                ),
+                PolicyScope::Cluster => {
+                    format!("Cluster propagation policy({})", policy.metadata.name())
+                }
+            };
+            let message = format!("{by} preempted {from} successfully");
+            tracing::info!(kind = template.kind(), namespace = template.namespace(), name = template.name(), %message, "policy preemption");
+            ctx.recorder.publish(
+                &regarding,
+                EventType::Normal,
+                "PreemptPolicySucceed",
+                &message,
+            );
+        }
         // Karmada's event when a policy (newly) claims a template.
         let message = match scope {
             PolicyScope::Namespaced => format!(
@@ -131,13 +186,6 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             PolicyScope::Cluster => {
                 format!("Apply cluster policy({}) succeed", policy.metadata.name())
             }
-        };
-        let regarding = Regarding {
-            api_version: template.api_version().to_owned(),
-            kind: template.kind().to_owned(),
-            namespace: template.namespace().to_owned(),
-            name: template.name().to_owned(),
-            uid: obj.metadata.uid.clone().unwrap_or_default(),
         };
         ctx.recorder.publish(
             &regarding,
@@ -167,4 +215,34 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     )
     .await?;
     Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// The PriorityClass `schedule_priority` names, read from the API server as Karmada's detector
+/// does (`GetPriorityClassByName`); empty when it does not exist (resolution then fails with
+/// Karmada's not-found message).
+async fn priority_class(
+    ctx: &Context,
+    schedule_priority: &Value,
+) -> Result<Vec<flotilla_core::priority::PriorityClass>, Error> {
+    let Some(name) = schedule_priority
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty() && n.len() <= 253)
+    else {
+        return Ok(Vec::new());
+    };
+    let api: Api<DynamicObject> = Api::all_with(
+        ctx.client.clone(),
+        &api_resource("scheduling.k8s.io/v1", "PriorityClass"),
+    );
+    let Some(pc) = api.get_opt(name).await? else {
+        return Ok(Vec::new());
+    };
+    let v = serde_json::to_value(&pc).map_err(|source| Error::Decode {
+        what: "PriorityClass".into(),
+        source,
+    })?;
+    Ok(flotilla_core::priority::PriorityClass::from_object(&v)
+        .into_iter()
+        .collect())
 }

@@ -11,6 +11,7 @@ pub mod interpreters;
 pub mod metrics;
 pub mod objects;
 pub mod plugins;
+pub mod schedule_queue;
 pub mod scheduler;
 pub mod simulator;
 pub mod status;
@@ -437,8 +438,9 @@ struct Declared {
     reconcile: ReconcileFn,
 }
 
-/// The controllers that reconcile cached objects.
-const CONTROLLERS: [Declared; 5] = [
+/// The controllers that reconcile cached objects (the scheduler runs its own priority queue:
+/// [`schedule_queue`]).
+const CONTROLLERS: [Declared; 4] = [
     Declared {
         id: Id::Detector,
         objects: |ctx| ctx.templates.values().collect(),
@@ -446,14 +448,6 @@ const CONTROLLERS: [Declared; 5] = [
         relevant: spec_and_annotations,
         watches: || all_on(&[Topic::Propagation]),
         reconcile: |o, c| Box::pin(detector::reconcile(o, c)),
-    },
-    Declared {
-        id: Id::Scheduler,
-        objects: |ctx| vec![&ctx.bindings],
-        topic: Topic::Binding,
-        relevant: scheduling_changes,
-        watches: scheduler_mapper,
-        reconcile: |o, c| Box::pin(scheduler::reconcile(o, c)),
     },
     Declared {
         id: Id::Binding,
@@ -529,6 +523,7 @@ pub fn spawn_all(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             run(tasks, ctx, d, cached);
         }
     }
+    schedule_queue::spawn(ctx, tasks);
     simulator::spawn(ctx, tasks);
     status::spawn(ctx, tasks);
     federatedhpa::spawn(ctx, tasks);

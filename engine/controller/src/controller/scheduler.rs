@@ -17,12 +17,33 @@ use crate::{Context, Error, api_resource, typed};
 /// How often a binding that could not be scheduled is tried again without any change.
 const UNSCHEDULABLE_RETRY: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Reconcile one binding: [`pipeline::decide`] against the shared snapshot, then write what it
+/// What one scheduling attempt leaves for the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// When to look at the binding again without any change (a failover deadline, the resync).
+    pub requeue: std::time::Duration,
+    /// No cluster fits it (Karmada's unschedulable queue holds it until an event about it).
+    pub unschedulable: bool,
+}
+
+/// Reconcile one binding ([`run`]) as a kube-runtime reconciler.
+///
+/// # Errors
+/// See [`run`].
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    run(obj, ctx).await.map(|v| Action::requeue(v.requeue))
+}
+
+/// Schedule one binding: [`pipeline::decide`] against the shared snapshot, then write what it
 /// changed (spec, then status).
 ///
 /// # Errors
 /// Fails when a read or write fails or the decision task dies.
-pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, Error> {
+    let await_change = Verdict {
+        requeue: ctx.settings.resync,
+        unschedulable: false,
+    };
     let mut rb: ResourceBinding = typed(&obj)?;
     // Karmada's scheduler only takes bindings a policy made (an attached binding of the
     // dependencies distributor follows the bindings that require it instead).
@@ -32,7 +53,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 .iter()
                 .any(|l| rb.metadata.labels.contains_key(*l)))
     {
-        return Ok(Action::await_change());
+        return Ok(await_change);
     }
     let api = namespaced_or_all(
         &ctx,
@@ -46,7 +67,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if rb.status.as_ref().map(|s| s.scheduler_observed_generation) != rb.metadata.generation {
         match api.get_opt(rb.metadata.name()).await? {
             Some(stored) => rb = typed(&stored)?,
-            None => return Ok(Action::await_change()),
+            None => return Ok(await_change),
         }
     }
     // The template, as `flotilla plan` passes it (CEL placements read it as `object`).
@@ -194,7 +215,10 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if matches!(decision.outcome, Some(Err(_))) {
         requeue = requeue.min(UNSCHEDULABLE_RETRY.min(ctx.settings.resync));
     }
-    Ok(Action::requeue(requeue))
+    Ok(Verdict {
+        requeue,
+        unschedulable: matches!(&decision.outcome, Some(Err(f)) if f.kind != flotilla_core::scheduler::FailureKind::SchedulerError),
+    })
 }
 
 /// The binding's `Scheduled` condition is True (a re-decision with the same result is no news).
