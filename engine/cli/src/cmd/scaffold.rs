@@ -555,7 +555,10 @@ spec:
 EOF
 ```
 
-then point a profile entry at it with `wasm: {plugin: __NAME__}` instead of `wasm: {path: ...}`.
+or, for a module over about 2 MB (Go's are 3 MB or more; base64 would exceed the API server's
+3 MiB request limit), copy it into the control plane's module directory (`flotilla up
+--module-dir DIR`) and use `spec.module: {path: __NAME__.wasm}`. Then point a profile entry at
+it with `wasm: {plugin: __NAME__}` instead of `wasm: {path: ...}`.
 Updating the object (a rebuilt module) swaps the plugin live: new placements use the new module;
 a module that fails to load leaves the previous one serving.
 "#;
@@ -604,6 +607,10 @@ spec:
 EOF
 kubectl apply -f interpreter/customization.yaml
 ```
+
+(A module over about 2 MB, as Go's are, exceeds the API server's 3 MiB request limit in base64:
+copy it into the control plane's module directory, `flotilla up --module-dir DIR`, and use
+`spec.module: {path: __NAME__.wasm}`.)
 
 Updating the object (a rebuilt module) swaps the interpreter live; a module that fails to load
 leaves the previous one serving.
