@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
 /// `flotilla up` on a free port with no simulated members, killed on drop.
@@ -342,6 +342,307 @@ async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cl
     assert_eq!(
         lease.data["spec"]["holderIdentity"],
         json!("flotilla-agent")
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
+}
+
+/// Assert `res` is kube-apiserver's 403 for `user`, with `message`.
+fn assert_forbidden<T: std::fmt::Debug>(res: Result<T, kube::Error>, message: &str) {
+    match res {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(
+                (s.code, s.reason.as_str(), s.is_failure()),
+                (403, "Forbidden", true),
+                "{s:?}"
+            );
+            assert_eq!(s.message, message);
+        }
+        other => panic!("expected 403 ({message}): {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_agent_runs_with_scoped_credentials_that_reach_only_its_own_cluster() {
+    let up = Up::start();
+    let creds = up.dir.path().join("agent.kubeconfig");
+    let out = flotilla(
+        &["join", "scoped", "--mode", "pull"],
+        &[
+            ("--kubeconfig", &up.kubeconfig()),
+            ("--agent-kubeconfig", &creds),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "join --mode pull failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ServiceAccount karmada-cluster/karmada-agent-scoped")
+            && stdout.contains("Role/karmada-es-scoped/system:karmada:scoped:agent-work"),
+        "{stdout}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&creds)
+            .expect("kubeconfig")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the agent kubeconfig holds a token");
+    }
+    let text = std::fs::read_to_string(&creds).expect("agent kubeconfig");
+    let admin_token = std::fs::read_to_string(up.kubeconfig()).expect("admin kubeconfig");
+    assert!(
+        !text.contains("system:masters")
+            && admin_token
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("token:"))
+                .all(|t| !text.contains(t.trim())),
+        "the agent kubeconfig must not carry the admin token"
+    );
+
+    // Another Pull cluster, with a Work of its own.
+    let admin = control(&up).await;
+    let clusters = api(
+        &admin,
+        "cluster.karmada.io",
+        "v1alpha1",
+        "Cluster",
+        "clusters",
+        None,
+    );
+    let pp = kube::api::PostParams::default();
+    let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
+    clusters
+        .create(&pp, &obj(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": "other"}, "spec": {"syncMode": "Pull"}})))
+        .await
+        .expect("Cluster other");
+    api(&admin, "", "v1", "Namespace", "namespaces", None)
+        .create(&pp, &obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "karmada-es-other"}})))
+        .await
+        .expect("namespace karmada-es-other");
+    let work = |name: &str, ns: &str| {
+        obj(json!({
+            "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"workload": {"manifests": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}},
+            ]}},
+        }))
+    };
+    let works_of = |ns: &str| {
+        api(
+            &admin,
+            "work.karmada.io",
+            "v1alpha1",
+            "Work",
+            "works",
+            Some(ns),
+        )
+    };
+    works_of("karmada-es-other")
+        .create(&pp, &work("theirs", "karmada-es-other"))
+        .await
+        .expect("Work of other");
+
+    // The agent runs with the scoped credentials only.
+    let member = up.member_kubeconfig("scoped");
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args([
+            "agent",
+            "--cluster-name",
+            "scoped",
+            "--cluster-status-update-frequency",
+            "1",
+        ])
+        .arg("--kubeconfig")
+        .arg(&creds)
+        .arg("--member-kubeconfig")
+        .arg(&member)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("flotilla agent starts");
+    works_of("karmada-es-scoped")
+        .create(&pp, &work("mine", "karmada-es-scoped"))
+        .await
+        .expect("Work of scoped");
+    let member_client = client_for(&member, true).await;
+    let cms = api(
+        &member_client,
+        "",
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        Some("default"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let ready = ready_status(&clusters, "scoped").await;
+        let applied = works_of("karmada-es-scoped")
+            .get("mine")
+            .await
+            .ok()
+            .and_then(|w| {
+                w.data
+                    .pointer("/status/conditions")?
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "Applied")
+                    .map(|c| c["status"].clone())
+            });
+        if ready.as_deref() == Some("True")
+            && applied == Some(json!("True"))
+            && cms.get_opt("mine").await.ok().flatten().is_some()
+        {
+            break;
+        }
+        assert!(
+            agent.try_wait().expect("agent status").is_none(),
+            "the agent exited early"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the scoped agent never got Ready and applied its Work: Ready {ready:?}, Applied {applied:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let lease = api(
+        &admin,
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        Some("karmada-cluster"),
+    )
+    .get("scoped")
+    .await
+    .expect("the agent's Lease");
+    assert_eq!(
+        lease.data["spec"]["holderIdentity"],
+        json!("flotilla-agent")
+    );
+    assert!(
+        cms.get_opt("theirs").await.expect("member read").is_none(),
+        "another cluster's Work reached this member"
+    );
+
+    // The same credentials, used directly: their own cluster's objects yes, another's no.
+    let scoped = client_for(&creds, false).await;
+    let user = "system:serviceaccount:karmada-cluster:karmada-agent-scoped";
+    let scoped_works = |ns: &str| {
+        api(
+            &scoped,
+            "work.karmada.io",
+            "v1alpha1",
+            "Work",
+            "works",
+            Some(ns),
+        )
+    };
+    let own = scoped_works("karmada-es-scoped")
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("its own Works");
+    assert_eq!(own.items.len(), 1);
+    assert_forbidden(
+        scoped_works("karmada-es-other")
+            .list(&kube::api::ListParams::default())
+            .await,
+        &format!(
+            "works.work.karmada.io is forbidden: User \"{user}\" cannot list resource \"works\" in API group \"work.karmada.io\" in the namespace \"karmada-es-other\""
+        ),
+    );
+    assert_forbidden(
+        scoped_works("karmada-es-other").get("theirs").await,
+        &format!(
+            "works.work.karmada.io \"theirs\" is forbidden: User \"{user}\" cannot get resource \"works\" in API group \"work.karmada.io\" in the namespace \"karmada-es-other\""
+        ),
+    );
+    assert_forbidden(
+        api(
+            &scoped,
+            "work.karmada.io",
+            "v1alpha1",
+            "Work",
+            "works",
+            None,
+        )
+        .list(&kube::api::ListParams::default())
+        .await,
+        &format!(
+            "works.work.karmada.io is forbidden: User \"{user}\" cannot list resource \"works\" in API group \"work.karmada.io\" at the cluster scope"
+        ),
+    );
+    let scoped_clusters = api(
+        &scoped,
+        "cluster.karmada.io",
+        "v1alpha1",
+        "Cluster",
+        "clusters",
+        None,
+    );
+    scoped_clusters
+        .get("scoped")
+        .await
+        .expect("its own Cluster");
+    let taint = Patch::Merge(json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}));
+    assert_forbidden(
+        scoped_clusters
+            .patch("other", &PatchParams::default(), &taint)
+            .await,
+        &format!(
+            "clusters.cluster.karmada.io \"other\" is forbidden: User \"{user}\" cannot patch resource \"clusters\" in API group \"cluster.karmada.io\" at the cluster scope"
+        ),
+    );
+    assert_forbidden(
+        scoped_clusters
+            .patch_status(
+                "other",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"kubernetesVersion": "v0"}})),
+            )
+            .await,
+        &format!(
+            "clusters.cluster.karmada.io \"other\" is forbidden: User \"{user}\" cannot patch resource \"clusters/status\" in API group \"cluster.karmada.io\" at the cluster scope"
+        ),
+    );
+    assert_forbidden(
+        scoped_clusters.delete("scoped", &Default::default()).await,
+        &format!(
+            "clusters.cluster.karmada.io \"scoped\" is forbidden: User \"{user}\" cannot delete resource \"clusters\" in API group \"cluster.karmada.io\" at the cluster scope"
+        ),
+    );
+    assert_forbidden(
+        api(
+            &scoped,
+            "",
+            "v1",
+            "Secret",
+            "secrets",
+            Some("karmada-cluster"),
+        )
+        .list(&kube::api::ListParams::default())
+        .await,
+        &format!(
+            "secrets is forbidden: User \"{user}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"karmada-cluster\""
+        ),
+    );
+    assert_forbidden(
+        api(
+            &scoped,
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            Some("karmada-cluster"),
+        )
+        .patch("other", &PatchParams::apply("x").force(), &Patch::Apply(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "other"}})))
+        .await,
+        &format!("leases.coordination.k8s.io \"other\" is forbidden: User \"{user}\" cannot patch resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"karmada-cluster\""),
     );
     let _ = agent.kill();
     let _ = agent.wait();

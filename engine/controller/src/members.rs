@@ -259,3 +259,256 @@ pub async fn join(
         shape,
     })
 }
+
+/// The ServiceAccount a Pull agent for cluster `name` runs as (in `karmada-cluster`).
+pub fn agent_service_account(name: &str) -> String {
+    format!("karmada-agent-{name}")
+}
+
+/// Default lifetime of a Pull agent's token: one year, as `karmadactl register`'s agent
+/// certificate (`--cert-expiration-seconds`).
+pub const AGENT_TOKEN_SECONDS: i64 = 365 * 24 * 3600;
+
+/// What [`prepare_pull`] created for a Pull agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullCredentials {
+    /// The agent's ServiceAccount, `namespace/name`.
+    pub service_account: String,
+    /// A token for that ServiceAccount (TokenRequest).
+    pub token: String,
+    /// When the token expires (RFC 3339), as the TokenRequest answered.
+    pub expires: String,
+    /// The RBAC objects granting the agent its access, `Kind/[namespace/]name` as
+    /// `karmadactl register` lists them.
+    pub objects: Vec<String>,
+}
+
+/// The RBAC a Pull agent for cluster `name` needs on the control plane, as
+/// `(kind, namespace, name, rules)`: Karmada's agent ClusterRole and work Role
+/// (`system:karmada:<name>:agent`, `system:karmada:<name>:agent-work`), narrowed to what
+/// `flotilla agent` calls — its own `Cluster` (and its status) by name, the Works of
+/// `karmada-es-<name>` only, its own Lease in `karmada-cluster` by name, namespaces `get`,
+/// Events, and reading the interpreter customizations it applies on the member side.
+pub fn agent_rbac(name: &str) -> Vec<(&'static str, String, String, Value)> {
+    let es = flotilla_core::render::execution_namespace(name);
+    let lease_ns = crate::controller::status::CLUSTER_NAMESPACE;
+    vec![
+        (
+            "ClusterRole",
+            String::new(),
+            format!("system:karmada:{name}:agent"),
+            json!([
+                {"apiGroups": ["cluster.karmada.io"], "resources": ["clusters"], "resourceNames": [name], "verbs": ["get", "patch", "update"]},
+                {"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/status"], "resourceNames": [name], "verbs": ["get", "patch", "update"]},
+                {"apiGroups": ["config.karmada.io"], "resources": ["resourceinterpreterwebhookconfigurations", "resourceinterpretercustomizations"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+            ]),
+        ),
+        (
+            "Role",
+            es,
+            format!("system:karmada:{name}:agent-work"),
+            json!([
+                {"apiGroups": ["work.karmada.io"], "resources": ["works"], "verbs": ["get", "list", "watch", "patch", "update"]},
+                {"apiGroups": ["work.karmada.io"], "resources": ["works/status"], "verbs": ["get", "patch", "update"]},
+            ]),
+        ),
+        (
+            "Role",
+            lease_ns.to_owned(),
+            format!("system:karmada:{name}:agent-lease"),
+            json!([
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [name], "verbs": ["get", "patch", "update"]},
+            ]),
+        ),
+    ]
+}
+
+/// Prepare the control plane for a Pull agent of cluster `name`, as `karmadactl register`
+/// does with its bootstrap token, but with a ServiceAccount instead of a CSR-signed
+/// certificate: the namespaces `karmada-cluster` and `karmada-es-<name>`, ServiceAccount
+/// `karmada-cluster/karmada-agent-<name>`, the roles of [`agent_rbac`] and their bindings to it,
+/// and a token for it valid `expiration_seconds`. Running it again refreshes the objects and
+/// issues a new token. Deleting the ServiceAccount revokes every token issued for it.
+///
+/// # Errors
+/// Fails when the name is invalid, the Cluster exists in Push mode, or a request fails.
+pub async fn prepare_pull(
+    control: &Client,
+    name: &str,
+    expiration_seconds: i64,
+) -> Result<PullCredentials, Error> {
+    use crate::client::MemberError;
+    crate::client::validate_cluster_name(name)?;
+    let clusters: Api<DynamicObject> = Api::all_with(
+        control.clone(),
+        &api_resource(flotilla_api::cluster::API_VERSION, "Cluster"),
+    );
+    if let Some(existing) = clusters.get_opt(name).await? {
+        let mode = existing
+            .data
+            .pointer("/spec/syncMode")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if mode != "Pull" {
+            return Err(MemberError::Invalid {
+                what: format!("cluster {name}"),
+                message: format!(
+                    "already registered with syncMode {mode:?}; unjoin it (delete the Cluster) first"
+                ),
+            }
+            .into());
+        }
+    }
+    let ns = crate::controller::status::CLUSTER_NAMESPACE;
+    let es = flotilla_core::render::execution_namespace(name);
+    for n in [ns, es.as_str()] {
+        crate::controller::status::ensure_namespace(control, n).await?;
+    }
+    let pp = PatchParams::apply("flotilla-join").force();
+    let sa_name = agent_service_account(name);
+    let sas: Api<DynamicObject> =
+        Api::namespaced_with(control.clone(), ns, &api_resource("v1", "ServiceAccount"));
+    sas.patch(
+        &sa_name,
+        &pp,
+        &Patch::Apply(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa_name, "namespace": ns}})),
+    )
+    .await?;
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let subject = json!([{"kind": "ServiceAccount", "name": sa_name, "namespace": ns}]);
+    let mut objects = Vec::new();
+    for (kind, namespace, role, rules) in agent_rbac(name) {
+        let binding_kind = if kind == "ClusterRole" {
+            "ClusterRoleBinding"
+        } else {
+            "RoleBinding"
+        };
+        let (roles, bindings): (Api<DynamicObject>, Api<DynamicObject>) = if namespace.is_empty() {
+            (
+                Api::all_with(control.clone(), &api_resource(rbac, kind)),
+                Api::all_with(control.clone(), &api_resource(rbac, binding_kind)),
+            )
+        } else {
+            (
+                Api::namespaced_with(control.clone(), &namespace, &api_resource(rbac, kind)),
+                Api::namespaced_with(
+                    control.clone(),
+                    &namespace,
+                    &api_resource(rbac, binding_kind),
+                ),
+            )
+        };
+        let mut meta = json!({"name": role});
+        if !namespace.is_empty() {
+            meta["namespace"] = Value::from(namespace.clone());
+        }
+        roles
+            .patch(
+                &role,
+                &pp,
+                &Patch::Apply(
+                    json!({"apiVersion": rbac, "kind": kind, "metadata": meta, "rules": rules}),
+                ),
+            )
+            .await?;
+        bindings
+            .patch(
+                &role,
+                &pp,
+                &Patch::Apply(json!({
+                    "apiVersion": rbac, "kind": binding_kind, "metadata": meta,
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+                    "subjects": subject,
+                })),
+            )
+            .await?;
+        let at = if namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{namespace}/")
+        };
+        objects.push(format!("{kind}/{at}{role}"));
+        objects.push(format!("{binding_kind}/{at}{role}"));
+    }
+    let request = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": expiration_seconds},
+    });
+    let answer: Value = sas
+        .create_subresource(
+            "token",
+            &sa_name,
+            &kube::api::PostParams::default(),
+            &request,
+        )
+        .await?;
+    let token = answer
+        .pointer("/status/token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| MemberError::Invalid {
+            what: format!("TokenRequest for ServiceAccount {ns}/{sa_name}"),
+            message: "the answer has no status.token".into(),
+        })?
+        .to_owned();
+    let expires = answer
+        .pointer("/status/expirationTimestamp")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    Ok(PullCredentials {
+        service_account: format!("{ns}/{sa_name}"),
+        token,
+        expires,
+        objects,
+    })
+}
+
+/// A kubeconfig for the control plane with `token` as its user: the cluster entry (server and
+/// CA) of `control_kubeconfig`'s `context` (or current context), named `karmada-apiserver`
+/// as `karmadactl register` names it, and user `name`.
+///
+/// # Errors
+/// [`crate::client::MemberError::Invalid`] when the kubeconfig has no such context or cluster.
+pub fn agent_kubeconfig(
+    control_kubeconfig: &str,
+    context: Option<&str>,
+    name: &str,
+    token: &str,
+) -> Result<String, crate::client::MemberError> {
+    use crate::client::MemberError;
+    let invalid = |message: String| MemberError::Invalid {
+        what: "control plane kubeconfig".into(),
+        message,
+    };
+    let kc = kube::config::Kubeconfig::from_yaml(control_kubeconfig)
+        .map_err(|e| invalid(e.to_string()))?;
+    let ctx_name = context
+        .map(str::to_owned)
+        .or_else(|| kc.current_context.clone())
+        .ok_or_else(|| invalid("no current context".into()))?;
+    let ctx = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == ctx_name)
+        .and_then(|c| c.context.as_ref())
+        .ok_or_else(|| invalid(format!("no context {ctx_name:?}")))?;
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.cluster.as_ref())
+        .ok_or_else(|| invalid(format!("no cluster {:?}", ctx.cluster)))?;
+    let cluster = serde_json::to_value(cluster).map_err(|e| invalid(e.to_string()))?;
+    let user = format!("karmada-agent-{name}");
+    let out = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "karmada-apiserver", "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": "karmada-apiserver", "user": user}}],
+        "current-context": user,
+    });
+    serde_yaml::to_string(&out).map_err(|e| invalid(e.to_string()))
+}
