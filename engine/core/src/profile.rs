@@ -794,3 +794,59 @@ impl WasmPluginSpec {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod point_list_tests {
+    use super::*;
+
+    fn spec(v: Value) -> Result<ProfileSpec, String> {
+        serde_path_to_error::deserialize(v).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    }
+
+    #[test]
+    fn a_plain_list_replaces_and_add_extends() {
+        let s = spec(serde_json::json!({
+            "scores": [{"name": "a"}],
+            "assigners": {"add": [{"name": "b"}]},
+        }))
+        .expect("spec");
+        assert!(!s.point(ExtensionPoint::Score).expect("scores").extends());
+        assert!(
+            s.point(ExtensionPoint::Assign)
+                .expect("assigners")
+                .extends()
+        );
+        assert_eq!(
+            s.list(ExtensionPoint::Assign).expect("assigners")[0].name,
+            "b"
+        );
+        assert_eq!(s.entry_path(ExtensionPoint::Score, 0), "spec.scores[0]");
+        assert_eq!(
+            s.entry_path(ExtensionPoint::Assign, 0),
+            "spec.assigners.add[0]"
+        );
+        // Both forms serialize back as written.
+        let back = serde_json::to_value(&s).expect("serialize");
+        assert_eq!(
+            back["assigners"],
+            serde_json::json!({"add": [{"name": "b", "failurePolicy": "Fail"}]})
+        );
+        assert_eq!(
+            back["scores"],
+            serde_json::json!([{"name": "a", "failurePolicy": "Fail"}])
+        );
+    }
+
+    #[test]
+    fn other_shapes_are_refused_with_the_field() {
+        let e = spec(serde_json::json!({"scores": 3})).expect_err("scalar");
+        assert!(
+            e.contains("a list of plugins (replaces the built-ins) or {add: [...]}"),
+            "{e}"
+        );
+        let e = spec(serde_json::json!({"scores": {"append": []}})).expect_err("unknown key");
+        assert!(e.contains("unknown field `append`"), "{e}");
+        let e = spec(serde_json::json!({"filters": {"add": [{"nam": "x"}]}})).expect_err("entry");
+        assert!(e.starts_with("filters.add[0]"), "{e}");
+    }
+}
