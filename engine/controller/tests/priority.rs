@@ -158,8 +158,7 @@ async fn schedule_batch(n: usize, gates: &str) -> Vec<i32> {
     .await;
     watching.abort();
     drop(running);
-    let got = order.lock().unwrap().clone();
-    got
+    order.lock().unwrap().clone()
 }
 
 /// Where each priority's bindings landed in the order: (first, last, mean) positions.
