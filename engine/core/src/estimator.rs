@@ -16,6 +16,11 @@
 //! `MaxInt32` becomes `spec.replicas`. A workload with `replicas == 0` and no components skips
 //! estimation and gets `MaxInt32` everywhere.
 //!
+//! A multi-component workload scheduled to exactly one cluster
+//! ([`crate::component_sets::applicable`]) is estimated in complete component sets instead
+//! ([`crate::component_sets::max_sets`], Karmada's `MaxAvailableComponentSets`); other component
+//! workloads have no replica requirements here and get `allowedPods`, as in Karmada.
+//!
 //! Unparseable quantities count as 0 (never a panic); Kubernetes' API validation makes them
 //! impossible on real objects.
 
@@ -107,6 +112,13 @@ pub fn available_replicas(clusters: &[&Cluster], spec: &ResourceBindingSpec) -> 
     if spec.replicas == 0 && spec.components.is_empty() {
         return vec![MAX_INT32; clusters.len()];
     }
+    if crate::component_sets::applicable(spec) {
+        let set = crate::component_sets::ComponentSet::parse(&spec.components);
+        return clusters
+            .iter()
+            .map(|c| merge_estimate(crate::component_sets::max_sets(c, &set), spec))
+            .collect();
+    }
     let requests = parse_requests(spec);
     clusters
         .iter()
@@ -174,6 +186,13 @@ pub fn available_replicas_with(
     if spec.replicas == 0 && spec.components.is_empty() {
         return vec![MAX_INT32; clusters.len()];
     }
+    if crate::component_sets::applicable(spec) {
+        let set = crate::component_sets::ComponentSet::parse(&spec.components);
+        return clusters
+            .iter()
+            .map(|(c, _)| merge_estimate(crate::component_sets::max_sets(c, &set), spec))
+            .collect();
+    }
     let requests = parse_requests(spec);
     clusters
         .iter()
@@ -195,6 +214,16 @@ pub fn available_replicas_with(
             }
         })
         .collect()
+}
+
+/// `calAvailableReplicas`' merge of one estimate: `-1` is ignored, and a cluster still at
+/// `MaxInt32` gets `spec.replicas`.
+fn merge_estimate(estimate: i32, spec: &ResourceBindingSpec) -> i64 {
+    if estimate != -1 && i64::from(estimate) < MAX_INT32 {
+        i64::from(estimate)
+    } else {
+        i64::from(spec.replicas)
+    }
 }
 
 fn parse_requests(spec: &ResourceBindingSpec) -> Option<Vec<Request<'_>>> {

@@ -16,6 +16,7 @@
 //! the traits in [`framework`] from their own crates.
 
 pub mod autoscaling;
+pub mod component_sets;
 pub mod detector;
 pub mod division;
 pub mod error;

@@ -545,9 +545,28 @@ fn assign_replicas(
         ));
     }
     if (spec.replicas == 0 && spec.replica_requirements.is_none()) || spec.components.len() > 1 {
+        // A multi-component workload placed whole records its components in each target
+        // (Karmada master's `buildTargetComponents`; v1.18/v1.19 leave targets bare).
+        let components: Vec<serde_json::Value> =
+            if spec.components.len() > 1 && crate::component_sets::applicable(spec) {
+                spec.components
+                    .iter()
+                    .map(|c| {
+                        serde_json::json!({
+                            "name": c.get("name").cloned().unwrap_or_default(),
+                            "replicas": c.get("replicas").cloned().unwrap_or_else(|| 0.into()),
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
         return Ok(selected
             .iter()
-            .map(|d| TargetCluster::new(d.name(), 0))
+            .map(|d| TargetCluster {
+                components: components.clone(),
+                ..TargetCluster::new(d.name(), 0)
+            })
             .collect());
     }
     let overflow = ctx.placement.cluster_affinity.is_none()
@@ -663,6 +682,11 @@ pub fn needs_scheduling(
         return true;
     }
     if placement.replica_scheduling.is_some() {
+        // A component workload whose clusters were cleared (failover evicted it) is rescheduled
+        // (Karmada's `IsBindingReplicasChanged` with MultiplePodTemplatesScheduling).
+        if !spec.components.is_empty() && spec.clusters.is_empty() {
+            return true;
+        }
         let changed = if placement.replica_scheduling_type()
             == flotilla_api::policy::scheduling_type::DUPLICATED
         {

@@ -79,7 +79,8 @@ fn constraint<'a>(placement: &'a Placement, field: &str) -> Option<&'a SpreadCon
         .find(|c| c.spread_by_field == field)
 }
 
-/// Karmada's `SelectBestClusters` with `needReplicas = spec.replicas`. `input.clusters` must be in
+/// Karmada's `SelectBestClusters` with `needReplicas = spec.replicas` (1 for a multi-component
+/// workload placed whole, [`crate::component_sets::applicable`]). `input.clusters` must be in
 /// canonical order; the result indexes into it.
 pub fn select(input: &SelectInput<'_>) -> Selection {
     let placement = input.binding.placement;
@@ -90,6 +91,9 @@ pub fn select(input: &SelectInput<'_>) -> Selection {
     }
     let need = if availability_ignored(placement) {
         None
+    } else if crate::component_sets::applicable(spec) {
+        // A multi-component workload is placed whole: one complete set is the unit.
+        Some(1)
     } else {
         Some(i64::from(spec.replicas))
     };
