@@ -71,7 +71,7 @@ use tower::ServiceExt as _;
 pub use admission::{Admission, AdmissionError};
 pub use error::ApiError;
 pub use server::{ApiServer, ServerOptions, WatchStats};
-pub use store::{Store, StoreError, StoreOptions};
+pub use store::{Store, StoreError, StoreOptions, StoreStats};
 
 /// A failure to start the server.
 #[derive(Debug, thiserror::Error)]

@@ -58,6 +58,11 @@ pub const WATCH_WINDOW: usize = 16 * 1024;
 pub const WATCH_WINDOW_BYTES: usize = 64 * 1024 * 1024;
 /// Events a watcher examines per look at the window before it lets go of the lock.
 const SCAN_CHUNK: usize = 1024;
+/// The most log entries one compaction step removes (the default of
+/// [`StoreOptions::compact_chunk`]). Compaction runs in steps folded into the writer's group
+/// commits (or in a transaction of its own when no write is queued), so a large backlog never
+/// holds writers up for longer than one step.
+pub const COMPACT_CHUNK: u64 = 1024;
 /// How often the writer retries reopening a database it had to close after an I/O failure.
 const REOPEN_RETRY: Duration = Duration::from_secs(1);
 /// redb's page cache. Its default (1 GiB) made the store's file resident as it grew; reads that
@@ -170,6 +175,8 @@ pub struct StoreOptions {
     pub watch_window: usize,
     /// The most object JSON the watch window holds; see [`WATCH_WINDOW_BYTES`].
     pub watch_window_bytes: usize,
+    /// The most log entries one compaction step removes; see [`COMPACT_CHUNK`].
+    pub compact_chunk: u64,
 }
 
 impl Default for StoreOptions {
@@ -177,6 +184,7 @@ impl Default for StoreOptions {
         StoreOptions {
             watch_window: WATCH_WINDOW,
             watch_window_bytes: WATCH_WINDOW_BYTES,
+            compact_chunk: COMPACT_CHUNK,
         }
     }
 }
@@ -347,6 +355,33 @@ struct Shared {
     published: watch::Sender<u64>,
     current: AtomicU64,
     compacted: AtomicU64,
+    /// See [`StoreOptions::compact_chunk`].
+    compact_chunk: u64,
+    stats: Counters,
+}
+
+/// The writer's counters (see [`StoreStats`]).
+#[derive(Debug, Default)]
+struct Counters {
+    commits: AtomicU64,
+    writes: AtomicU64,
+    compacted_entries: AtomicU64,
+    compaction_steps: AtomicU64,
+}
+
+/// What the store's writer has done since it opened: for write amplification (commits and
+/// revisions per unit of work) and compaction progress.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// Durable transactions committed with at least one write (group commits).
+    pub commits: u64,
+    /// Writes committed (one revision each).
+    pub writes: u64,
+    /// Revisions compacted (log entries removed).
+    pub compacted_entries: u64,
+    /// Compaction steps (each at most [`StoreOptions::compact_chunk`] revisions).
+    pub compaction_steps: u64,
 }
 
 impl Shared {
@@ -660,6 +695,8 @@ impl Store {
             published,
             current: AtomicU64::new(current),
             compacted: AtomicU64::new(compacted),
+            compact_chunk: options.compact_chunk.max(1),
+            stats: Counters::default(),
         });
         let (tx, rx) = mpsc::channel();
         let writer_shared = Arc::clone(&shared);
@@ -686,6 +723,17 @@ impl Store {
         self.inner.shared.compacted.load(Ordering::Acquire)
     }
 
+    /// The writer's counters since the store opened.
+    pub fn stats(&self) -> StoreStats {
+        let c = &self.inner.shared.stats;
+        StoreStats {
+            commits: c.commits.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            compacted_entries: c.compacted_entries.load(Ordering::Relaxed),
+            compaction_steps: c.compaction_steps.load(Ordering::Relaxed),
+        }
+    }
+
     /// Write one key and wait until the write is durable.
     ///
     /// # Errors
@@ -710,7 +758,9 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Drop log entries older than the newest `retain` revisions; returns the new horizon.
+    /// Drop log entries older than the newest `retain` revisions; returns the new horizon once
+    /// reached. The writer removes them in steps of [`StoreOptions::compact_chunk`] between (or
+    /// within) its group commits, so writes go on meanwhile.
     ///
     /// # Errors
     /// Fails when the commit fails.
@@ -960,18 +1010,19 @@ fn is_open(shared: &Shared) -> bool {
         .is_some()
 }
 
+/// A compaction in progress: the horizon it works towards, in steps, and who waits for it.
+struct Compaction {
+    target: u64,
+    waiting: Vec<oneshot::Sender<Result<u64, StoreError>>>,
+}
+
 fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
     let mut shutdown = false;
+    let mut compaction: Option<Compaction> = None;
     while !shutdown {
-        let first = if is_open(shared) {
-            match rx.recv() {
-                Ok(req) => req,
-                Err(_) => break,
-            }
-        } else {
-            // Closed after an I/O failure: retry now and then, so reads recover without writes.
+        let first = if !is_open(shared) {
             match rx.recv_timeout(REOPEN_RETRY) {
-                Ok(req) => req,
+                Ok(req) => Some(req),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let slot = shared.db.write().unwrap_or_else(PoisonError::into_inner);
                     let _ = open_closed(shared, slot);
@@ -979,9 +1030,21 @@ fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
+        } else if compaction.is_some() {
+            // Compacting: take what is queued, but do not wait for it.
+            match rx.try_recv() {
+                Ok(req) => Some(req),
+                Err(mpsc::TryRecvError::Empty) => None,
+                Err(mpsc::TryRecvError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(req) => Some(req),
+                Err(_) => break,
+            }
         };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        let mut batch: Vec<Request> = first.into_iter().collect();
+        while !batch.is_empty() && batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(req) => batch.push(req),
                 Err(_) => break,
@@ -1001,44 +1064,62 @@ fn writer_loop(shared: &Shared, rx: &mpsc::Receiver<Request>) {
                     reply,
                 } => writes.push((key, op, pre, reply)),
                 Request::Compact { retain, reply } => {
-                    let result = compact(shared, retain);
-                    if let Err(err) = &result
-                        && err.needs_reopen()
-                        && is_open(shared)
-                    {
-                        let _ = reopen(shared);
-                    }
-                    let _ = reply.send(result);
+                    let target = shared
+                        .current
+                        .load(Ordering::Acquire)
+                        .saturating_sub(retain);
+                    let c = compaction.get_or_insert_with(|| Compaction {
+                        target: 0,
+                        waiting: Vec::new(),
+                    });
+                    c.target = c.target.max(target);
+                    c.waiting.push(reply);
                 }
                 Request::Shutdown => shutdown = true,
             }
         }
-        if writes.is_empty() {
-            continue;
-        }
-        match commit_batch(shared, &mut writes) {
-            Ok((results, rev)) => {
-                // Publish before answering: an acknowledged write is already in the window.
-                let events: Vec<Arc<Event>> = results
-                    .iter()
-                    .filter_map(|r| r.as_ref().ok().map(|(_, ev)| Arc::clone(ev)))
-                    .collect();
-                if !events.is_empty() {
-                    shared.publish(events, rev);
+        let compact_to = compaction
+            .as_ref()
+            .map(|c| c.target)
+            .filter(|t| *t > shared.compacted.load(Ordering::Acquire));
+        if !writes.is_empty() || compact_to.is_some() {
+            match commit_batch(shared, &mut writes, compact_to) {
+                Ok((results, rev)) => {
+                    let events: Vec<Arc<Event>> = results
+                        .iter()
+                        .filter_map(|r| r.as_ref().ok().map(|(_, ev)| Arc::clone(ev)))
+                        .collect();
+                    if !events.is_empty() {
+                        shared.publish(events, rev);
+                    }
+                    for ((_, _, _, reply), result) in writes.into_iter().zip(results) {
+                        let _ = reply.send(result.map(|(committed, _)| committed));
+                    }
                 }
-                for ((_, _, _, reply), result) in writes.into_iter().zip(results) {
-                    let _ = reply.send(result.map(|(committed, _)| committed));
+                Err(err) => {
+                    if err.needs_reopen() && is_open(shared) {
+                        tracing::warn!(error = %err, "a commit failed; reopening the database");
+                        let _ = reopen(shared);
+                    }
+                    for (_, _, _, reply) in writes {
+                        let _ = reply.send(Err(err.again()));
+                    }
+                    if compact_to.is_some()
+                        && let Some(c) = compaction.take()
+                    {
+                        for reply in c.waiting {
+                            let _ = reply.send(Err(err.again()));
+                        }
+                    }
                 }
             }
-            Err(err) => {
-                // A failure of a live handle poisons it; a closed one is retried above.
-                if err.needs_reopen() && is_open(shared) {
-                    tracing::warn!(error = %err, "a commit failed; reopening the database");
-                    let _ = reopen(shared);
-                }
-                for (_, _, _, reply) in writes {
-                    let _ = reply.send(Err(err.again()));
-                }
+        }
+        let compacted = shared.compacted.load(Ordering::Acquire);
+        if compaction.as_ref().is_some_and(|c| c.target <= compacted)
+            && let Some(c) = compaction.take()
+        {
+            for reply in c.waiting {
+                let _ = reply.send(Ok(compacted));
             }
         }
     }
@@ -1053,12 +1134,20 @@ type WriteItem = (
 
 type BatchResults = (Vec<Result<(Committed, Arc<Event>), StoreError>>, u64);
 
-fn commit_batch(shared: &Shared, writes: &mut [WriteItem]) -> Result<BatchResults, StoreError> {
+/// Commit `writes` in one durable transaction, with one compaction step towards `compact_to`
+/// (at most [`StoreOptions::compact_chunk`] log entries) when a compaction is in progress.
+fn commit_batch(
+    shared: &Shared,
+    writes: &mut [WriteItem],
+    compact_to: Option<u64>,
+) -> Result<BatchResults, StoreError> {
     let db = shared.db.read().unwrap_or_else(PoisonError::into_inner);
     let db = db.as_ref().ok_or_else(|| shared.down())?;
     let txn = db.begin_write()?;
     let mut results = Vec::with_capacity(writes.len());
-    let mut rev = shared.current.load(Ordering::Acquire);
+    let before = shared.current.load(Ordering::Acquire);
+    let mut rev = before;
+    let mut compacted = None;
     {
         let mut kv = txn.open_table(KV)?;
         let mut log = txn.open_table(LOG)?;
@@ -1130,32 +1219,34 @@ fn commit_batch(shared: &Shared, writes: &mut [WriteItem]) -> Result<BatchResult
             });
             results.push(Ok((Committed { rev, object }, event)));
         }
-        meta.insert(META_REV, rev)?;
+        if rev > before {
+            meta.insert(META_REV, rev)?;
+        }
+        if let Some(target) = compact_to {
+            let old = shared.compacted.load(Ordering::Acquire);
+            let upto = target.min(old.saturating_add(shared.compact_chunk));
+            if upto > old {
+                log.retain_in(..upto, |_, _| false)?;
+                meta.insert(META_COMPACTED, upto)?;
+                compacted = Some((upto, upto - old));
+            }
+        }
     }
     txn.commit()?;
     shared.current.store(rev, Ordering::Release);
+    let stats = &shared.stats;
+    if rev > before {
+        stats.commits.fetch_add(1, Ordering::Relaxed);
+        stats.writes.fetch_add(rev - before, Ordering::Relaxed);
+    }
+    if let Some((upto, removed)) = compacted {
+        shared.compacted.store(upto, Ordering::Release);
+        stats.compaction_steps.fetch_add(1, Ordering::Relaxed);
+        stats
+            .compacted_entries
+            .fetch_add(removed, Ordering::Relaxed);
+    }
     Ok((results, rev))
-}
-
-fn compact(shared: &Shared, retain: u64) -> Result<u64, StoreError> {
-    let current = shared.current.load(Ordering::Acquire);
-    let target = current.saturating_sub(retain);
-    let old = shared.compacted.load(Ordering::Acquire);
-    if target <= old {
-        return Ok(old);
-    }
-    let db = shared.db.read().unwrap_or_else(PoisonError::into_inner);
-    let db = db.as_ref().ok_or_else(|| shared.down())?;
-    let txn = db.begin_write()?;
-    {
-        let mut log = txn.open_table(LOG)?;
-        log.retain_in(..target, |_, _| false)?;
-        let mut meta = txn.open_table(META)?;
-        meta.insert(META_COMPACTED, target)?;
-    }
-    txn.commit()?;
-    shared.compacted.store(target, Ordering::Release);
-    Ok(target)
 }
 
 #[cfg(test)]
@@ -1250,6 +1341,51 @@ mod tests {
             store.watch("/p/", first.rev),
             Err(StoreError::Compacted { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn compaction_goes_in_bounded_steps_while_writes_go_on_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            compact_chunk: 4,
+            ..StoreOptions::default()
+        };
+        let store = Store::open_with(dir.path(), &options).unwrap();
+        for i in 0..50 {
+            put(&store, &format!("/k/{i}")).await.unwrap();
+        }
+        let before = store.stats();
+        assert_eq!((before.commits, before.writes), (50, 50));
+        let compacting = {
+            let store = store.clone();
+            tokio::spawn(async move { store.compact(5).await })
+        };
+        // Writes queued meanwhile are committed between (or with) the steps.
+        for i in 50..60 {
+            put(&store, &format!("/k/{i}")).await.unwrap();
+        }
+        // The horizon is the newest revision when the writer took the request, less 5.
+        let horizon = compacting.await.unwrap().unwrap();
+        assert!((45..=55).contains(&horizon), "{horizon}");
+        let after = store.stats();
+        assert_eq!(after.compacted_entries, horizon);
+        assert!(
+            after.compaction_steps >= horizon.div_ceil(4),
+            "{horizon} revisions in steps of at most 4: {after:?}"
+        );
+        assert_eq!(after.writes, 60);
+        assert!(matches!(
+            store.watch("/k/", horizon - 1),
+            Err(StoreError::Compacted { compacted, .. }) if compacted == horizon
+        ));
+        let w = store.watch("/k/", horizon);
+        assert!(w.is_ok());
+        // Nothing left to do: answered at once with the horizon reached.
+        assert_eq!(store.compact(100).await.unwrap(), horizon);
+        drop(w);
+        drop(store);
+        let store = Store::open_with(dir.path(), &options).unwrap();
+        assert_eq!((store.current_rev(), store.compacted_rev()), (60, horizon));
     }
 
     async fn put(store: &Store, key: &str) -> Result<Committed, StoreError> {
