@@ -250,3 +250,112 @@ async fn a_customized_crd_is_divided_aggregated_and_failed_over() {
     .await;
     drop(running);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customization_change_reinterprets_the_templates_of_its_kind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = ApiServer::new(
+        Store::open(dir.path()).expect("store opens"),
+        ServerOptions {
+            bookmark_interval: Duration::from_millis(200),
+            ..ServerOptions::default()
+        },
+    );
+    let router = server.router();
+    let control = client::in_process(router.clone(), None, None);
+    apply(&control, &example("crd.yaml")).await;
+    let mut settings = Settings {
+        ready_delay: Duration::from_millis(100),
+        // Long: only a customization change may re-check the template in time.
+        resync: Duration::from_secs(3600),
+        rule_backends: RuleBackends(vec![Arc::new(flotilla_cel::CelRuleBackend::default())]),
+        ..Settings::default()
+    };
+    settings
+        .template_kinds
+        .push(("example.dev/v1".into(), "Widget".into()));
+    let running = flotilla_controller::start_embedded(
+        server.router(),
+        flotilla_controller::Embedded {
+            members: 2,
+            settings,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("controllers start");
+    let member: Vec<Client> = members::names(2)
+        .iter()
+        .map(|n| client::in_process(router.clone(), Some(n), None))
+        .collect();
+
+    // Before any customization a Widget is opaque: bound without replicas, copied whole.
+    apply(&control, &example("propagationpolicy.yaml")).await;
+    apply(&control, &example("widget.yaml")).await;
+    eventually("an opaque Widget bound without replicas", || async {
+        let rb = binding(&control).await?;
+        (rb.data
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+            && member_replicas(&member[0]).await? == 4
+            && member_replicas(&member[1]).await? == 4)
+            .then_some(())
+    })
+    .await;
+
+    // Created: the existing template is interpreted again and divided 1:3.
+    let mut ric = example("customization.yaml");
+    apply(&control, &ric).await;
+    eventually(
+        "the Widget divided after the customization's creation",
+        || async {
+            let rb = binding(&control).await?;
+            (rb.data.pointer("/spec/replicas")?.as_i64()? == 4
+                && split(&rb) == vec![("member1".to_owned(), 1), ("member2".to_owned(), 3)]
+                && member_replicas(&member[0]).await? == 1
+                && member_replicas(&member[1]).await? == 3)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Updated: twice the replicas.
+    ric["spec"]["customizations"]["replicaResource"]["cel"]["replicas"] =
+        json!("object.spec.?replicas.orValue(1) * 2");
+    apply(&control, &ric).await;
+    eventually("the Widget re-divided after the update", || async {
+        let rb = binding(&control).await?;
+        (rb.data.pointer("/spec/replicas")?.as_i64()? == 8
+            && split(&rb) == vec![("member1".to_owned(), 2), ("member2".to_owned(), 6)]
+            && member_replicas(&member[1]).await? == 6)
+            .then_some(())
+    })
+    .await;
+
+    // Deleted: opaque again.
+    Api::<DynamicObject>::all_with(
+        control.clone(),
+        &api_resource(
+            "config.karmada.io/v1alpha1",
+            "ResourceInterpreterCustomization",
+        ),
+    )
+    .delete("widgets", &Default::default())
+    .await
+    .expect("delete the customization");
+    eventually("the Widget opaque after the deletion", || async {
+        let rb = binding(&control).await?;
+        (rb.data
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+            && member_replicas(&member[0]).await? == 4
+            && member_replicas(&member[1]).await? == 4)
+            .then_some(())
+    })
+    .await;
+    drop(running);
+}

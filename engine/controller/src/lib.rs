@@ -100,6 +100,10 @@ pub enum Topic {
     Profiles,
     /// A `ResourceInterpreterCustomization` object.
     Interpreter,
+    /// The interpreter chain was swapped because a customization was created, changed or
+    /// deleted: the change's object is that customization (as it was last, when deleted), whose
+    /// `spec.target` names the template kind to interpret again.
+    InterpreterChain,
 }
 
 /// One change seen by a cache.

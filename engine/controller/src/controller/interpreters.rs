@@ -3,6 +3,10 @@
 //! controller consults is swapped whole: customizations sorted by name (as Karmada's
 //! configuration manager), then interpreter webhooks, then the native defaults.
 //!
+//! A swap caused by a customization's creation, update or deletion publishes
+//! [`Topic::InterpreterChain`] with that customization: the detector interprets the templates of
+//! its target kind again and the binding controller re-renders and re-aggregates.
+//!
 //! A customization that does not compile keeps its previous compiled version (if any) and is
 //! reported (log and a Warning Event on the object).
 
@@ -137,6 +141,41 @@ impl Slot {
     }
 }
 
+/// The [`Topic::InterpreterChain`] changes between two sets of customizations: one per
+/// customization created, deleted or whose spec changed (and its old version too when its
+/// target moved), so the templates of each concerned kind are interpreted again.
+fn chain_changes(
+    before: &BTreeMap<String, Arc<kube::api::DynamicObject>>,
+    after: &BTreeMap<String, Arc<kube::api::DynamicObject>>,
+) -> Vec<crate::Change> {
+    let spec = |o: &kube::api::DynamicObject| o.data.get("spec").cloned();
+    let target = |o: &kube::api::DynamicObject| o.data.pointer("/spec/target").cloned();
+    let change = |o: &Arc<kube::api::DynamicObject>, deleted: bool| crate::Change {
+        topic: Topic::InterpreterChain,
+        object: Some(Arc::clone(o)),
+        deleted,
+    };
+    let mut out = Vec::new();
+    for (name, o) in after {
+        match before.get(name) {
+            Some(old) if spec(old) == spec(o) => {}
+            Some(old) => {
+                if target(old) != target(o) {
+                    out.push(change(old, true));
+                }
+                out.push(change(o, false));
+            }
+            None => out.push(change(o, false)),
+        }
+    }
+    for (name, o) in before {
+        if !after.contains_key(name) {
+            out.push(change(o, true));
+        }
+    }
+    out
+}
+
 /// Watch the customizations and keep `ctx.interpreters` in line with them.
 pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     let ctx = Arc::clone(ctx);
@@ -144,11 +183,11 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     tasks.spawn(async move {
         // The same failure is reported once per spec, not on every pass.
         let mut reported: BTreeMap<String, String> = BTreeMap::new();
+        // The customizations as last seen, to tell which target kinds a swap concerns.
+        let mut last: BTreeMap<String, Arc<kube::api::DynamicObject>> = BTreeMap::new();
         loop {
-            let rics: Vec<ResourceInterpreterCustomization> = ctx
-                .customizations
-                .store
-                .state()
+            let objects = ctx.customizations.store.state();
+            let rics: Vec<ResourceInterpreterCustomization> = objects
                 .iter()
                 .filter_map(|o| {
                     let v = serde_json::to_value(&**o).ok()?;
@@ -165,6 +204,16 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             if changed {
                 tracing::info!(chain = ?ctx.interpreters.get(), "resource interpreter chain swapped");
             }
+            let now: BTreeMap<String, Arc<kube::api::DynamicObject>> = objects
+                .into_iter()
+                .map(|o| (o.metadata.name.clone().unwrap_or_default(), o))
+                .collect();
+            if changed {
+                for change in chain_changes(&last, &now) {
+                    ctx.events.send(change);
+                }
+            }
+            last = now;
             reported.retain(|name, _| failures.iter().any(|(r, _)| r.metadata.name() == name));
             for (ric, error) in failures {
                 let name = ric.metadata.name().to_owned();

@@ -225,13 +225,41 @@ fn scheduler_mapper() -> Mapper {
     })
 }
 
+/// Whether `c` is an interpreter chain swap by a customization targeting `api_version`/`kind`.
+fn retargets(c: &Change, api_version: &str, kind: &str) -> bool {
+    c.topic == Topic::InterpreterChain
+        && c.object.as_ref().is_none_or(|o| {
+            o.data
+                .pointer("/spec/target/apiVersion")
+                .and_then(serde_json::Value::as_str)
+                == Some(api_version)
+                && o.data
+                    .pointer("/spec/target/kind")
+                    .and_then(serde_json::Value::as_str)
+                    == Some(kind)
+        })
+}
+
+/// The detector re-checks every template of its kind when a policy changes, and when a
+/// customization targeting that kind swapped the interpreter chain (its replicas, components
+/// and dependencies are interpreted again), as Karmada's interpreter configuration change does.
+fn detector_mapper(resource: &ApiResource) -> Mapper {
+    let (api_version, kind) = (resource.api_version.clone(), resource.kind.clone());
+    Box::new(move |c: &Change| match c.topic {
+        Topic::Propagation => Targets::All,
+        Topic::InterpreterChain if retargets(c, &api_version, &kind) => Targets::All,
+        _ => Targets::Nothing,
+    })
+}
+
 /// The binding controller re-checks a template's binding, a Work's binding, and everything on
 /// override, profile and relevant Cluster changes.
 fn binding_mapper() -> Mapper {
     let mut clusters = cluster_changes();
     let mut works = work_changes();
     Box::new(move |c: &Change| match c.topic {
-        Topic::Override | Topic::Profiles => Targets::All,
+        // A customization change re-renders (ReviseReplica) and re-aggregates every binding.
+        Topic::Override | Topic::Profiles | Topic::InterpreterChain => Targets::All,
         Topic::Cluster if clusters.changed(c) => Targets::All,
         Topic::Work if works.changed(c) => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
         Topic::Template => match &c.object {
@@ -433,8 +461,8 @@ struct Declared {
     topic: Topic,
     /// What of its own objects it reacts to ([`Relevant`]).
     relevant: Relevant,
-    /// Other changes → the objects to re-check ([`Mapper`]).
-    watches: fn() -> Mapper,
+    /// Other changes → the objects to re-check ([`Mapper`]), given the kind of the objects.
+    watches: fn(&ApiResource) -> Mapper,
     reconcile: ReconcileFn,
 }
 
@@ -446,7 +474,7 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| ctx.templates.values().collect(),
         topic: Topic::Template,
         relevant: spec_and_annotations,
-        watches: || all_on(&[Topic::Propagation]),
+        watches: detector_mapper,
         reconcile: |o, c| Box::pin(detector::reconcile(o, c)),
     },
     Declared {
@@ -454,7 +482,7 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| vec![&ctx.bindings],
         topic: Topic::Binding,
         relevant: binding_changes,
-        watches: binding_mapper,
+        watches: |_| binding_mapper(),
         reconcile: |o, c| Box::pin(binding::reconcile(o, c)),
     },
     Declared {
@@ -462,7 +490,7 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| vec![&ctx.works],
         topic: Topic::Work,
         relevant: spec_changes,
-        watches: || Box::new(work_of_member),
+        watches: |_| Box::new(work_of_member),
         reconcile: |o, c| Box::pin(execution::reconcile(o, c)),
     },
     Declared {
@@ -470,7 +498,7 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| vec![&ctx.clusters],
         topic: Topic::Cluster,
         relevant: |o| o.metadata.resource_version.as_deref().map(hash_of),
-        watches: || all_on(&[]),
+        watches: |_| all_on(&[]),
         reconcile: |o, c| Box::pin(cluster::reconcile(o, c)),
     },
 ];
@@ -480,9 +508,10 @@ const CONTROLLERS: [Declared; 4] = [
 /// shared cache: no watch or copy of its own.
 fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, d: &Declared, cached: &Cached) {
     // Subscribed before anything runs, so no change made from now on is missed.
-    let events = ctx
-        .events
-        .subscribe_with(own(cached, d.topic, d.relevant, (d.watches)()), true);
+    let events = ctx.events.subscribe_with(
+        own(cached, d.topic, d.relevant, (d.watches)(&cached.resource)),
+        true,
+    );
     let ctx = ctx.clone();
     let (store, resource) = (cached.store.clone(), cached.resource.clone());
     let (which, reconcile) = (d.id, d.reconcile);
