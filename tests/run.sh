@@ -5,7 +5,10 @@
 # Needs, besides Rust:
 # - Go >= 1.25: tests/karmada-diff, the Karmada oracle the differential tests compare with,
 #   tests/karmadactl (Karmada's CLI, for engine/controller/tests/karmadactl.rs; about 3.5 minutes
-#   on 2 cores the first time, seconds after), and the Go SDK example (sdk/go).
+#   on 2 cores the first time, seconds after), tests/karmada-components (Karmada's
+#   karmada-controller-manager and karmada-scheduler, for engine/cli/tests/karmada_components.rs;
+#   ~45 s on 2 cores once Karmada's packages are in the Go build cache), and the Go SDK example
+#   (sdk/go).
 # - clang + wasm-ld: the C SDK example (sdk/c).
 # - node + npm: the AssemblyScript SDK example (sdk/assemblyscript).
 # - Zig (`zig`, or PyPI's ziglang, installed here with pip): `flotilla plugin new --lang zig`.
@@ -63,6 +66,13 @@ export KARMADA_DIFF_BIN="$PWD/target/karmada-diff"
 (cd tests/karmadactl && go build -buildvcs=false -o ../../target/karmadactl .)
 export KARMADACTL_BIN="$PWD/target/karmadactl"
 export FLOTILLA_REQUIRE_KARMADACTL=1
+# Karmada's own control plane, run against `flotilla up --no-controllers` (the drop-in test).
+(cd tests/karmada-components &&
+  go build -buildvcs=false -o ../../target/karmada-controller-manager github.com/karmada-io/karmada/cmd/controller-manager &&
+  go build -buildvcs=false -o ../../target/karmada-scheduler github.com/karmada-io/karmada/cmd/scheduler)
+export KARMADA_CONTROLLER_MANAGER_BIN="$PWD/target/karmada-controller-manager"
+export KARMADA_SCHEDULER_BIN="$PWD/target/karmada-scheduler"
+export FLOTILLA_REQUIRE_KARMADA_COMPONENTS=1
 # A real etcd + kube-apiserver, built once and reused; the real-engine suite fails without them.
 BASE="$PWD/target/real-apiserver" bash tests/real-apiserver.sh build
 export FLOTILLA_REAL_APISERVER_BIN="$PWD/target/real-apiserver/bin"

@@ -9,6 +9,7 @@
 //! | (Cluster)PropagationPolicy | Karmada's mutating webhook + CRD defaults | Karmada's validation, CEL compiled |
 //! | (Cluster)OverridePolicy | selector namespaces | Karmada's validation, CEL compiled |
 //! | Cluster | legacy `spec.zone` → `spec.zones` | the spec's schema |
+//! | (Cluster)ResourceBinding, Work | the permanent-id label on create (also on the policies) | — |
 //! | SchedulerProfile | — | the spec's schema, built-in names exist, CEL compiles; Wasm is not loaded |
 //! | WasmPlugin | — | the spec's schema, one module source, base64 decodes, sha256 shape |
 //!
@@ -19,6 +20,8 @@ use std::sync::Arc;
 
 #[path = "autoscaling_admission.rs"]
 mod autoscaling;
+#[path = "permanent_ids.rs"]
+mod permanent_ids;
 
 use base64::Engine as _;
 use flotilla_api::policy::{OverridePolicy, PropagationPolicy};
@@ -53,11 +56,12 @@ impl Policies {
 impl Admission for Policies {
     fn admit(
         &self,
-        _op: Operation,
+        op: Operation,
         resource: &Resource,
         object: &mut Value,
         _old: Option<&Value>,
     ) -> Result<(), AdmissionError> {
+        permanent_ids::assign(op, resource.group, resource.kind, object);
         match (resource.group, resource.kind) {
             ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => {
                 self.propagation_policy(object)
