@@ -43,6 +43,7 @@ pub fn default_profile() -> Profile {
         ],
         overriders: vec![Slot::new(Arc::new(overrider::OverridePolicy) as Arc<_>)],
         expressions: None,
+        versions: Vec::new(),
     }
 }
 

@@ -44,6 +44,10 @@ pub const APPLIED_OVERRIDES: &str = "policy.karmada.io/applied-overrides";
 pub const APPLIED_CLUSTER_OVERRIDES: &str = "policy.karmada.io/applied-cluster-overrides";
 /// Annotation on bindings: the placement the scheduler last scheduled against (JSON).
 pub const APPLIED_PLACEMENT: &str = "policy.karmada.io/applied-placement";
+/// Annotation on a binding: the loaded plugins (e.g. `WasmPlugin`s) of the profile that last
+/// wrote its placement, as `name=sha256:<hex>` joined by commas. Flotilla's; absent when only
+/// built-in plugins placed it.
+pub const PLACED_BY: &str = "flotilla.dev/placed-by";
 /// Label on templates: keep member replicas (HPA in member).
 pub const RETAIN_REPLICAS: &str = "resourcetemplate.karmada.io/retain-replicas";
 /// Label on templates: claimed by another controller, the detector ignores it.

@@ -584,6 +584,22 @@ pub struct Profile {
     pub overriders: Vec<Slot<dyn OverridePlugin>>,
     /// Evaluates the expressions (CEL) in policies' extension fields; `None`: such policies fault.
     pub expressions: Option<Arc<dyn ExpressionEngine>>,
+    /// The versions of loaded (non built-in) plugins, `(name, "sha256:<hex>")` in name order:
+    /// what a placement records in [`flotilla_api::labels::PLACED_BY`]. Empty for built-ins only.
+    pub versions: Vec<(String, String)>,
+}
+
+impl Profile {
+    /// `name=sha256:…` of every loaded plugin, comma-separated; `None` when there is none.
+    pub fn placed_by(&self) -> Option<String> {
+        (!self.versions.is_empty()).then(|| {
+            self.versions
+                .iter()
+                .map(|(n, d)| format!("{n}={d}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
 }
 
 impl std::fmt::Debug for Profile {
@@ -602,6 +618,7 @@ impl std::fmt::Debug for Profile {
                 "expressions",
                 &self.expressions.as_ref().map(|e| e.language()),
             )
+            .field("versions", &self.versions)
             .finish()
     }
 }

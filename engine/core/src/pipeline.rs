@@ -170,6 +170,9 @@ pub struct Decision {
     pub ignored_faults: Vec<String>,
     /// When (epoch milliseconds) a failover decision is next due, if any.
     pub next_due_ms: Option<i64>,
+    /// The loaded plugin versions of the profile that wrote the placement
+    /// ([`labels::PLACED_BY`]), when it wrote one with any.
+    pub placed_by: Option<String>,
 }
 
 impl Decision {
@@ -266,6 +269,17 @@ pub fn decide(
                     rb.metadata
                         .annotations
                         .insert(labels::APPLIED_PLACEMENT.to_owned(), placement);
+                    d.placed_by = profile.placed_by();
+                    match &d.placed_by {
+                        Some(v) => {
+                            rb.metadata
+                                .annotations
+                                .insert(labels::PLACED_BY.to_owned(), v.clone());
+                        }
+                        None => {
+                            rb.metadata.annotations.remove(labels::PLACED_BY);
+                        }
+                    }
                     d.clusters_written = true;
                 }
                 status.scheduler_observing_affinity_name = res.observed_affinity_name;

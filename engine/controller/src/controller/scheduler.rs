@@ -167,7 +167,11 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
             patch["spec"]["gracefulEvictionTasks"] = json!(rb.spec.graceful_eviction_tasks);
         }
         if decision.clusters_written {
-            patch["metadata"]["annotations"] = json!({labels::APPLIED_PLACEMENT: rb.metadata.annotations.get(labels::APPLIED_PLACEMENT)});
+            // The plugin versions that placed it; null removes a stale one (built-ins only now).
+            patch["metadata"]["annotations"] = json!({
+                labels::APPLIED_PLACEMENT: rb.metadata.annotations.get(labels::APPLIED_PLACEMENT),
+                labels::PLACED_BY: decision.placed_by,
+            });
         }
         let updated = api
             .patch(
