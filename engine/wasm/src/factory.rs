@@ -11,13 +11,24 @@ use crate::module::{LoadError, sha256};
 use crate::plugin::{WasmPlugin, export_for};
 
 /// The Wasm backend of profiles.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct WasmFactory;
+#[derive(Debug, Default, Clone)]
+pub struct WasmFactory {
+    cache_dir: Option<PathBuf>,
+}
 
 impl WasmFactory {
-    /// A factory on the process-wide [`Host`].
+    /// A factory on the process-wide [`Host`], compiling every module it loads.
     pub fn new() -> Self {
-        WasmFactory
+        WasmFactory { cache_dir: None }
+    }
+
+    /// A factory that keeps compiled modules in `dir` (made private, 0700; files 0600), by module
+    /// digest and engine configuration, so a restart loads them instead of compiling again (see
+    /// [`Host::compile_cached`]).
+    pub fn with_cache_dir(dir: PathBuf) -> Self {
+        WasmFactory {
+            cache_dir: Some(dir),
+        }
     }
 
     /// Load the plugin `spec` describes for `point`.
@@ -46,7 +57,7 @@ impl WasmFactory {
                 });
             }
         }
-        let module = host.compile(&bytes)?;
+        let module = host.compile_cached(&bytes, self.cache_dir.as_deref())?;
         let export = export_for(point);
         if !module.exports_point(export) {
             return Err(LoadError::MissingExport {

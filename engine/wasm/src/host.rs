@@ -101,6 +101,23 @@ impl Host {
     /// # Errors
     /// Compilation, an unknown import, a missing export or bad metadata.
     pub fn compile(&self, bytes: &[u8]) -> Result<Arc<Compiled>, LoadError> {
+        self.compile_cached(bytes, None)
+    }
+
+    /// [`Host::compile`], keeping the machine code in `cache` when given: a module compiled
+    /// before (same digest, same engine configuration and wasmtime version) is loaded from
+    /// `<cache>/<digest>-<engine>.cwasm` instead of compiled. The directory must be private: it
+    /// is created 0700 and a file is used only when it is a regular file, 0600, owned by this
+    /// process's user; an unusable or incompatible file is compiled again and replaced. Cache
+    /// write failures only cost the next start a compile.
+    ///
+    /// # Errors
+    /// As [`Host::compile`].
+    pub fn compile_cached(
+        &self,
+        bytes: &[u8],
+        cache: Option<&std::path::Path>,
+    ) -> Result<Arc<Compiled>, LoadError> {
         let digest = crate::module::sha256(bytes);
         if let Some(m) = self
             .modules
@@ -111,7 +128,7 @@ impl Host {
         {
             return Ok(m);
         }
-        let compiled = Arc::new(Compiled::load(self, digest, bytes)?);
+        let compiled = Arc::new(Compiled::load(self, digest, bytes, cache)?);
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         modules.retain(|_, w| w.strong_count() > 0);
         modules.insert(digest, Arc::downgrade(&compiled));

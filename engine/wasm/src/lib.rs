@@ -20,6 +20,7 @@
 //!   exhaustion or malformed reply becomes a `PluginError` (classified by type) and the faulted
 //!   instance is dropped. The host never panics on guest behaviour.
 
+mod cache;
 mod factory;
 mod host;
 mod instance;

@@ -171,7 +171,12 @@ impl Compiled {
             .is_some_and(|i| self.points[i])
     }
 
-    pub(crate) fn load(host: &Host, digest: Digest, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    pub(crate) fn load(
+        host: &Host,
+        digest: Digest,
+        bytes: &[u8],
+        cache: Option<&std::path::Path>,
+    ) -> Result<Compiled, LoadError> {
         let wasm = if bytes.starts_with(b"\0asm") {
             std::borrow::Cow::Borrowed(bytes)
         } else {
@@ -193,8 +198,11 @@ impl Compiled {
             }
             None => None,
         };
-        let module = Module::new(host.engine(), &wasm)
-            .map_err(|_| LoadError::Compile { size: bytes.len() })?;
+        let module = match cache {
+            Some(dir) => crate::cache::load_or_compile(host.engine(), dir, digest, &wasm),
+            None => Module::new(host.engine(), &wasm),
+        }
+        .map_err(|_| LoadError::Compile { size: bytes.len() })?;
         let mut wasi = false;
         let mut imports = Vec::new();
         for imp in module.imports() {

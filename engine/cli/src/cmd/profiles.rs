@@ -31,9 +31,17 @@ pub fn backends(
     store: PathBuf,
     source: Option<PathBuf>,
 ) -> flotilla_controller::controller::plugins::Backends {
+    // Compiled modules are kept beside the stored ones, so a restart does not compile again.
+    let factories = Factories::new([
+        std::sync::Arc::new(flotilla_plugins::BuiltinFactory) as std::sync::Arc<dyn PluginFactory>,
+        std::sync::Arc::new(flotilla_cel::CelFactory::new(cel())),
+        std::sync::Arc::new(flotilla_wasm::WasmFactory::with_cache_dir(
+            store.join("compiled"),
+        )),
+    ]);
     flotilla_controller::controller::plugins::Backends {
         base: base(),
-        factories: factories(),
+        factories,
         module_dir: Some(store),
         module_source_dir: source,
     }
