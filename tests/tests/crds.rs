@@ -337,12 +337,34 @@ fn wasm_plugin_spec() -> Value {
     json!({"type": "object", "required": ["module"], "properties": {
         "module": {"type": "object", "description": "Where the module's bytes come from: exactly one of path and base64.", "properties": {
             "path": {"type": "string", "description": "A file on the control plane's host."},
-            "base64": {"type": "string", "description": "The module inline, base64 (standard alphabet); binary Wasm or WAT text."},
+            "base64": {"type": "string", "description": "The module inline, base64 (standard alphabet): binary Wasm, or WAT text with format: wat."},
+            "format": {"type": "string", "enum": ["wasm", "wat"], "description": "What the bytes are: wasm (the default; bytes without the \\0asm header are refused as not a Wasm module) or wat (WebAssembly text)."},
         }},
         "sha256": {"type": "string", "pattern": "^(sha256:)?[0-9a-fA-F]{64}$", "description": "Expected sha256 of the module (hex, optionally sha256:-prefixed)."},
         "config": {"x-kubernetes-preserve-unknown-fields": true, "description": "The plugin's config (passed to its init)."},
         "failurePolicy": failure_policy(),
         "limits": plugin_limits(),
+    }})
+}
+
+/// What the controllers write in a `WasmPlugin`'s `status`.
+fn wasm_plugin_status() -> Value {
+    let digest = |d: &str| json!({"type": "string", "description": d});
+    json!({"type": "object", "description": "Observed state, written by the controllers.", "properties": {
+        "observedGeneration": {"type": "integer", "format": "int64", "description": "The generation this status describes."},
+        "servingDigest": digest("sha256 of the module the served profiles run; after a failed load, the previous version's. Absent while no served profile uses the plugin."),
+        "lastAttemptedDigest": digest("sha256 of the module the current spec names (the last one the controllers tried to load)."),
+        "size": {"type": "integer", "format": "int64", "description": "Size in bytes of the attempted module."},
+        "usedBy": {"type": "array", "description": "The profile entries naming this plugin, as PROFILE/POINT[INDEX].", "items": {"type": "string"}},
+        "conditions": {"type": "array", "description": "Loaded: the attempted module is serving (Unknown while it compiles). LoadFailed: the attempted module did not load; the reason says why (NotWasm, DigestMismatch, InvalidSpec, ReadFailed, LoadFailed, ...).", "items": {
+            "type": "object", "required": ["type", "status"], "properties": {
+                "type": {"type": "string", "description": "Loaded or LoadFailed."},
+                "status": {"type": "string", "description": "True, False or Unknown."},
+                "reason": {"type": "string", "description": "CamelCase reason."},
+                "message": {"type": "string", "description": "Human-readable detail."},
+                "lastTransitionTime": {"type": "string", "format": "date-time", "description": "When the status last changed."},
+                "observedGeneration": {"type": "integer", "format": "int64", "description": "The generation the condition describes."},
+            }}},
     }})
 }
 
@@ -621,11 +643,17 @@ fn kinds() -> Vec<Kind> {
             short_names: &["wp"],
             categories: FLOTILLA,
             columns: vec![
-                column("FAILURE-POLICY", "string", ".spec.failurePolicy"),
+                column("SERVING", "string", ".status.servingDigest"),
+                column(
+                    "READY",
+                    "string",
+                    ".status.conditions[?(@.type==\"Loaded\")].status",
+                ),
+                column("USED-BY", "string", ".status.usedBy"),
                 age(),
             ],
             spec: wasm_plugin_spec(),
-            status: Some(preserve("Observed state, written by the controllers.")),
+            status: Some(wasm_plugin_status()),
             description: "WasmPlugin is a Wasm scheduler plugin module kept on the control plane; profile entries name it with wasm.plugin.",
         },
         Kind {

@@ -257,6 +257,25 @@ fn columns(kind: &str) -> Vec<Column> {
             }),
             AGE,
         ],
+        "WasmPlugin" => vec![
+            NAME,
+            c("Serving", "string", 0, |o| {
+                s(o.pointer("/status/servingDigest"))
+            }),
+            c("Ready", "string", 0, |o| condition(o, "Loaded")),
+            c("Used-By", "string", 0, |o| {
+                let used = o.pointer("/status/usedBy").and_then(Value::as_array);
+                json!(
+                    used.map(|u| u
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(","))
+                        .unwrap_or_default()
+                )
+            }),
+            AGE,
+        ],
         _ => vec![NAME, AGE],
     }
 }

@@ -130,7 +130,7 @@ fn registry_swaps_while_scheduling_continuously_and_a_broken_module_keeps_the_pr
     let plugin = |generation: i64, module: &str| Object {
         name: "versioned".into(),
         generation: Some(generation),
-        spec: json!({"module": {"base64": b64(module)}}),
+        spec: json!({"module": {"base64": b64(module), "format": "wat"}}),
     };
     let profile = Object {
         name: "hot".into(),
@@ -348,7 +348,7 @@ async fn apply(api: &Api<DynamicObject>, obj: Value) {
 fn wasm_plugin(module: &str) -> Value {
     json!({
         "apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "pick"},
-        "spec": {"module": {"base64": b64(module)}, "sha256": sha(module)},
+        "spec": {"module": {"base64": b64(module), "format": "wat"}, "sha256": sha(module)},
     })
 }
 

@@ -314,7 +314,7 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
     let (v1, v2) = (common::filter_module(1, 1), common::filter_module(2, 0));
     let plugin = |m: &str| {
         format!(
-            "apiVersion: flotilla.dev/v1alpha1\nkind: WasmPlugin\nmetadata: {{name: pick}}\nspec:\n  module: {{base64: {}}}\n  sha256: {}\n",
+            "apiVersion: flotilla.dev/v1alpha1\nkind: WasmPlugin\nmetadata: {{name: pick}}\nspec:\n  module: {{base64: {}, format: wat}}\n  sha256: {}\n",
             common::b64(m),
             common::sha(m)
         )
@@ -372,7 +372,7 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
                 "wasmplugin",
                 "pick",
                 "-o",
-                "jsonpath={.status.digest} {.status.conditions[0].status}",
+                "jsonpath={.status.servingDigest} {.status.conditions[?(@.type==\"Loaded\")].status}",
             ]))
             .await;
             (d == format!("sha256:{want} True")).then_some(d)
@@ -430,8 +430,38 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
         "member1",
         "the Divided binding placed before the swap stays"
     );
+    // The binding records the plugin version that placed it.
+    let by = run(s(&[
+        "get",
+        "rb",
+        "b-deployment",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.metadata.annotations.flotilla\\.dev/placed-by}",
+    ]))
+    .await;
+    assert_eq!(by, format!("pick=sha256:{}", common::sha(&v2)));
     let table = run(s(&["get", "wasmplugins"])).await;
-    assert!(table.contains("pick"), "{table}");
+    let head: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        head,
+        ["NAME", "SERVING", "READY", "USED-BY", "AGE"],
+        "{table}"
+    );
+    let row = table.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.starts_with("pick")
+            && row.contains(&format!("sha256:{}", common::sha(&v2)))
+            && row.contains("True")
+            && row.contains("wasm-pick/filters[2]"),
+        "{table}"
+    );
     let _ = stop.send(());
 }
 

@@ -54,7 +54,7 @@ fn refused(report: &Report) -> String {
         !all.contains("very-secret"),
         "the report quotes the file: {all}"
     );
-    assert_eq!(st.digest, None, "{st:?}");
+    assert_eq!(st.attempted_digest, None, "{st:?}");
     assert_eq!(st.size, None, "{st:?}");
     st.error.clone().expect("refused")
 }
@@ -111,10 +111,14 @@ fn with_a_module_directory_only_relative_paths_inside_it_are_read() {
     }
     assert_eq!(stored_files(&store), 0);
 
-    let report = sync(&registry, json!({"path": "pick.wat"}), None);
+    let report = sync(
+        &registry,
+        json!({"path": "pick.wat", "format": "wat"}),
+        None,
+    );
     let st = &report.plugins["p"];
     assert_eq!(st.error, None, "{report:?}");
-    assert!(st.digest.is_some(), "{st:?}");
+    assert!(st.attempted_digest.is_some(), "{st:?}");
     assert_eq!(report.profiles["prof"].error, None, "{report:?}");
     #[cfg(unix)]
     {
@@ -149,7 +153,7 @@ fn a_file_that_is_not_a_module_is_reported_by_size_never_by_content() {
         .expect("the profile fails");
     assert!(
         e.contains(&format!(
-            "not a valid Wasm module ({} bytes)",
+            "spec.module.path: not a Wasm module ({} bytes without the \\0asm header)",
             SECRET.len() + 1
         )),
         "{e}"
@@ -167,7 +171,7 @@ fn a_file_that_is_not_a_module_is_reported_by_size_never_by_content() {
 fn out_of_range_limits_of_a_wasm_plugin_object_are_refused_with_the_field_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let registry = Registry::new(backends(&dir.path().join("store"), None));
-    let module = json!({"base64": b64(&filter_module(1, 1))});
+    let module = json!({"base64": b64(&filter_module(1, 1)), "format": "wat"});
     for (limits, want) in [
         (
             json!({"timeoutMs": u64::MAX}),

@@ -108,18 +108,14 @@ const WAIT: Duration = Duration::from_secs(30);
 fn wasm_plugin(name: &str, module: &str) -> Value {
     json!({
         "apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
-        "spec": {"module": {"base64": b64(module)}, "sha256": sha(module), "failurePolicy": "Fail"},
+        "spec": {"module": {"base64": b64(module), "format": "wat"}, "sha256": sha(module), "failurePolicy": "Fail"},
     })
 }
 
-/// `Loaded` condition status and digest of WasmPlugin `name`.
+/// `Loaded` condition status, serving digest and `Loaded` message of WasmPlugin `name`.
 async fn plugin_status(c: &Client, name: &str) -> (String, String, String) {
     let o = wasm_plugins(c).get(name).await.expect("get WasmPlugin");
-    let cond = o
-        .data
-        .pointer("/status/conditions/0")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let cond = condition(&o.data, "Loaded");
     let s = |v: &Value, p: &str| {
         v.pointer(p)
             .and_then(Value::as_str)
@@ -128,9 +124,28 @@ async fn plugin_status(c: &Client, name: &str) -> (String, String, String) {
     };
     (
         s(&cond, "/status"),
-        s(&o.data, "/status/digest"),
+        s(&o.data, "/status/servingDigest"),
         s(&cond, "/message"),
     )
+}
+
+/// The condition of `type_` in an object's status (null when absent).
+fn condition(o: &Value, type_: &str) -> Value {
+    o.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The plugin versions that placed the binding of Deployment `name`.
+async fn placed_by(c: &Client, name: &str) -> Option<String> {
+    let rb = bindings(c).get(&format!("{name}-deployment")).await.ok()?;
+    rb.metadata
+        .annotations
+        .as_ref()?
+        .get("flotilla.dev/placed-by")
+        .cloned()
 }
 
 fn deployment(name: &str) -> Value {
@@ -279,6 +294,34 @@ async fn replacing_a_wasm_plugin_object_changes_subsequent_placements_without_re
         .expect("create");
     let after = eventually("placement after the swap", WAIT, || placement(c, "after")).await;
     assert_eq!(after, Ok(vec!["member2".to_owned()]), "v2 rejects member1");
+    // Each binding records the version that placed it.
+    assert_eq!(
+        placed_by(c, "after").await,
+        Some(format!("pick=sha256:{}", sha(&v2)))
+    );
+    assert_eq!(
+        placed_by(c, "before").await,
+        Some(format!("pick=sha256:{}", sha(&v1)))
+    );
+    // And the profile's Events say it switched versions.
+    let events: Api<DynamicObject> =
+        Api::namespaced_with(c.clone(), "default", &api_resource("v1", "Event"));
+    let switched = eventually("a PluginVersionSwitched event", WAIT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            (e.data["reason"] == "PluginVersionSwitched"
+                && e.data["involvedObject"]["kind"] == "SchedulerProfile"
+                && e.data["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&sha(&v2)[..12])))
+            .then(|| e.data["message"].as_str().unwrap_or_default().to_owned())
+        })
+    })
+    .await;
+    assert!(
+        switched.contains("wasm-pick") && switched.contains(&sha(&v1)[..12]),
+        "{switched}"
+    );
 
     // Every binding created around the swap scheduled on exactly one version's choice.
     let (mut on_v1, mut on_v2) = (0, 0);
@@ -351,6 +394,62 @@ async fn a_broken_replacement_keeps_the_previous_version_and_both_objects_say_wh
         message.contains("env") && message.contains("abort"),
         "names the unknown import: {message}"
     );
+    // The status keeps the serving version and the failed attempt apart.
+    let o = wasm_plugins(c).get("pick").await.expect("get");
+    assert_eq!(
+        o.data.pointer("/status/servingDigest"),
+        Some(&json!(format!("sha256:{}", sha(&v1))))
+    );
+    assert_eq!(
+        o.data.pointer("/status/lastAttemptedDigest"),
+        Some(&json!(format!("sha256:{}", sha(broken))))
+    );
+    let failed = condition(&o.data, "LoadFailed");
+    assert_eq!(failed["status"], "True", "{failed}");
+    assert_eq!(failed["reason"], "LoadFailed", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("sha256:{} keeps serving", sha(&v1)))),
+        "{failed}"
+    );
+    assert_eq!(failed["observedGeneration"], json!(o.metadata.generation));
+
+    // Bytes that are not Wasm are refused as such, and WAT only when declared.
+    for bytes in ["hello, not a module", broken] {
+        let mut obj = wasm_plugin("pick", bytes);
+        obj["spec"]["module"]
+            .as_object_mut()
+            .expect("module")
+            .remove("format");
+        apply(&wasm_plugins(c), obj).await;
+        let want = format!(
+            "spec.module.base64: not a Wasm module ({} bytes",
+            bytes.len()
+        );
+        let (failed, o) = eventually("NotWasm", WAIT, || async {
+            let o = wasm_plugins(c).get("pick").await.ok()?;
+            let f = condition(&o.data, "LoadFailed");
+            f["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(&want))
+                .then_some((f, o))
+        })
+        .await;
+        let m = failed["message"].as_str().unwrap_or_default();
+        assert_eq!(failed["reason"], "NotWasm", "{failed}");
+        assert!(m.contains("format: wat") && !m.contains("hello"), "{m}");
+        assert!(
+            o.data.pointer("/status/lastAttemptedDigest").is_none(),
+            "{:?}",
+            o.data["status"]
+        );
+        assert_eq!(
+            o.data.pointer("/status/servingDigest"),
+            Some(&json!(format!("sha256:{}", sha(&v1))))
+        );
+    }
+    apply(&wasm_plugins(c), wasm_plugin("pick", broken)).await;
     let m = eventually("the profile's status", WAIT, || async {
         let p = profiles(c).get("wasm-pick").await.ok()?;
         let m = p
@@ -436,8 +535,23 @@ fn registry_sync_reports_digests_and_keeps_the_previous_version_on_failure() {
     let r = registry.sync(&[wp(&v1)], std::slice::from_ref(&profile));
     assert!(r.changed);
     assert_eq!(
-        r.plugins["pick"].digest.as_deref(),
+        r.plugins["pick"].attempted_digest.as_deref(),
         Some(format!("sha256:{}", sha(&v1)).as_str())
+    );
+    assert_eq!(
+        r.plugins["pick"].serving_digest,
+        r.plugins["pick"].attempted_digest
+    );
+    assert_eq!(
+        r.switches
+            .iter()
+            .map(|s| (s.profile.as_str(), s.plugin.as_str(), s.from.is_none()))
+            .collect::<Vec<_>>(),
+        [("wasm-pick", "pick", true)]
+    );
+    assert_eq!(
+        registry.find("wasm-pick").and_then(|p| p.placed_by()),
+        Some(format!("pick=sha256:{}", sha(&v1)))
     );
     assert_eq!(r.plugins["pick"].error, None);
     assert_eq!(r.plugins["pick"].used_by, ["wasm-pick/filters[0]"]);
@@ -460,6 +574,16 @@ fn registry_sync_reports_digests_and_keeps_the_previous_version_on_failure() {
         .unwrap_or_else(|| panic!("plugin error: {r:?}"));
     assert!(err.contains("env") && err.contains("abort"), "{err}");
     assert!(r.profiles["wasm-pick"].serving_previous);
+    assert_eq!(
+        r.plugins["pick"].serving_digest.as_deref(),
+        Some(format!("sha256:{}", sha(&v1)).as_str()),
+        "the previous version is still the one serving"
+    );
+    assert_eq!(
+        r.plugins["pick"].attempted_digest.as_deref(),
+        Some(format!("sha256:{}", sha(broken)).as_str())
+    );
+    assert!(r.switches.is_empty());
     assert!(
         r.profiles["wasm-pick"]
             .error
@@ -468,4 +592,75 @@ fn registry_sync_reports_digests_and_keeps_the_previous_version_on_failure() {
         "{:?}",
         r.profiles["wasm-pick"]
     );
+}
+
+/// The first status a new `WasmPlugin` gets already names the profile entries using it (they
+/// come from the profiles' specs, not from a finished build), and says it is loading or loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn used_by_is_right_in_the_first_status_written() {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    use kube::api::{WatchEvent, WatchParams};
+    let e = env().await;
+    let c = &e.control;
+    apply(
+        &profiles(c),
+        json!({
+            "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "wasm-pick"},
+            "spec": {"filters": [{"name": "pick", "wasm": {"plugin": "pick"}}]},
+        }),
+    )
+    .await;
+    // The profile is known to the controllers once they say its plugin is missing.
+    eventually("the profile's status", WAIT, || async {
+        let p = profiles(c).get("wasm-pick").await.ok()?;
+        (condition(&p.data, "Ready")["status"] == "False").then_some(())
+    })
+    .await;
+    let rv = wasm_plugins(c)
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut events = wasm_plugins(c)
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let v1 = filter_module(1, 1);
+    apply(&wasm_plugins(c), wasm_plugin("pick", &v1)).await;
+    let mut statuses = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, events.try_next())
+            .await
+            .expect("the plugin loads in time")
+            .expect("watch")
+            .expect("watch open");
+        let (WatchEvent::Added(o) | WatchEvent::Modified(o)) = ev else {
+            continue;
+        };
+        let Some(status) = o.data.get("status").cloned() else {
+            continue;
+        };
+        let loaded = condition(&o.data, "Loaded")["status"] == "True";
+        statuses.push(status);
+        if loaded {
+            break;
+        }
+    }
+    for st in &statuses {
+        assert_eq!(
+            st["usedBy"],
+            json!(["wasm-pick/filters[0]"]),
+            "{statuses:#?}"
+        );
+        assert_eq!(
+            st["lastAttemptedDigest"],
+            json!(format!("sha256:{}", sha(&v1)))
+        );
+    }
+    let last = statuses.last().expect("a status");
+    assert_eq!(last["servingDigest"], json!(format!("sha256:{}", sha(&v1))));
 }

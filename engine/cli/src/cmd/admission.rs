@@ -361,10 +361,22 @@ fn wasm_plugin(object: &mut Value) -> Result<(), AdmissionError> {
             Ok(bytes) if bytes.is_empty() => {
                 causes.push(fe("spec.module.base64", "the module is empty"))
             }
+            Ok(bytes)
+                if !bytes.starts_with(b"\0asm")
+                    && spec.module.format != Some(flotilla_core::profile::ModuleFormat::Wat) =>
+            {
+                causes.push(fe(
+                    "spec.module.base64",
+                    format!(
+                        "not a Wasm module ({} bytes without the \\0asm header); for WebAssembly text set spec.module.format: wat",
+                        bytes.len()
+                    ),
+                ));
+            }
             Ok(bytes) if !bytes.starts_with(b"\0asm") && std::str::from_utf8(&bytes).is_err() => {
                 causes.push(fe(
                     "spec.module.base64",
-                    "neither a binary Wasm module (\\0asm) nor WAT text",
+                    "spec.module.format is wat, but the module is neither WAT text nor binary Wasm",
                 ));
             }
             Ok(_) => {}
@@ -613,6 +625,16 @@ mod tests {
         assert_eq!(
             fields(&wasm(json!({"module": {"base64": "not base64!"}})).unwrap_err()),
             ["spec.module.base64"]
+        );
+        // WAT text ("(module)") only when declared; other bytes are not a Wasm module.
+        assert_eq!(
+            fields(&wasm(json!({"module": {"base64": "KG1vZHVsZSk="}})).unwrap_err()),
+            ["spec.module.base64"]
+        );
+        assert!(wasm(json!({"module": {"base64": "KG1vZHVsZSk=", "format": "wat"}})).is_ok());
+        assert!(
+            wasm(json!({"module": {"base64": "AGFzbQEAAAA=", "format": "binary"}})).is_err(),
+            "an unknown format"
         );
         assert_eq!(
             fields(&wasm(json!({"module": {"path": "a"}, "sha256": "sha256:xyz"})).unwrap_err()),

@@ -30,7 +30,8 @@ use flotilla_core::framework::{
     Slot, Verdict,
 };
 use flotilla_core::profile::{
-    self, Factories, PluginFactory, ProfileDocument, ProfileError, ProfileSpec, WasmPluginSpec,
+    self, Factories, ModuleFormat, PluginFactory, ProfileDocument, ProfileError, ProfileSpec,
+    WasmPluginSpec,
 };
 use serde_json::Value;
 use sha2::Digest as _;
@@ -100,14 +101,35 @@ pub struct Object {
 pub struct PluginStatus {
     /// The generation the status describes.
     pub generation: Option<i64>,
-    /// `sha256:<hex>` of the module, once resolved.
-    pub digest: Option<String>,
+    /// `sha256:<hex>` of the module the current spec names, once resolved (`lastAttemptedDigest`).
+    pub attempted_digest: Option<String>,
+    /// `sha256:<hex>` of the module the served profiles run (`servingDigest`): after a failed
+    /// load, the previous version's; `None` while no served profile uses the plugin.
+    pub serving_digest: Option<String>,
     /// Module size in bytes.
     pub size: Option<u64>,
-    /// `profile/point[index]` of every entry using it.
+    /// `profile/point[index]` of every entry naming it, from the profiles' specs (whether or not
+    /// they load).
     pub used_by: Vec<String>,
-    /// Why it is not (fully) loaded.
+    /// Why the current spec is not (fully) loaded.
     pub error: Option<String>,
+    /// CamelCase reason of `error` (`NotWasm`, `DigestMismatch`, `LoadFailed`, ...).
+    pub reason: Option<&'static str>,
+    /// A preliminary report ([`Registry::prepare`]): the modules are resolved, not yet built.
+    pub pending: bool,
+}
+
+/// A profile that now runs another version of a plugin ([`Report::switches`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switch {
+    /// The `SchedulerProfile`.
+    pub profile: String,
+    /// The `WasmPlugin`.
+    pub plugin: String,
+    /// `sha256:<hex>` served before, if the profile ran the plugin before.
+    pub from: Option<String>,
+    /// `sha256:<hex>` served now.
+    pub to: String,
 }
 
 /// What a [`Registry::sync`] found for one `SchedulerProfile`.
@@ -130,17 +152,81 @@ pub struct Report {
     pub profiles: BTreeMap<String, ProfileStatus>,
     /// Whether the served profile set changed.
     pub changed: bool,
+    /// Plugin versions that profiles switched to in this sync.
+    pub switches: Vec<Switch>,
 }
 
 struct Built {
     fingerprint: String,
     profile: Profile,
+    /// `WasmPlugin` name -> `sha256:<hex>` of the module this build runs.
+    plugins: BTreeMap<String, String>,
 }
 
 struct Resolved {
     spec: WasmPluginSpec,
     path: String,
     digest: String,
+}
+
+/// Why a `WasmPlugin`'s module could not be resolved: a status reason and a message.
+#[derive(Debug, Clone)]
+struct Unresolved {
+    reason: &'static str,
+    message: String,
+}
+
+impl Unresolved {
+    fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Unresolved {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The first phase of a sync ([`Registry::prepare`]): modules resolved and stored, references
+/// counted, nothing compiled. [`Registry::build`] finishes it.
+pub struct Prepared {
+    report: Report,
+    resolved: BTreeMap<String, Result<Resolved, Unresolved>>,
+    profiles: Vec<Object>,
+}
+
+impl Prepared {
+    /// The preliminary report: digests, sizes, `usedBy` and resolution errors; every plugin
+    /// `pending`.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `profile/point[index]` of every entry of `profiles` naming a `WasmPlugin`, by plugin name.
+fn references(profiles: &[Object]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in profiles {
+        let Ok(mut spec) = serde_json::from_value::<ProfileSpec>(o.spec.clone()) else {
+            continue;
+        };
+        for (point, list) in spec.lists_mut() {
+            for (index, entry) in list.iter().enumerate() {
+                if let Some(name) = entry.wasm.as_ref().and_then(|w| w.plugin.as_ref()) {
+                    out.entry(name.clone())
+                        .or_default()
+                        .push(format!("{}/{point}[{index}]", o.name));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The served profiles, rebuilt from plugin objects and swapped as a whole.
@@ -221,20 +307,68 @@ impl Registry {
 
     /// Rebuild from the current objects (blocking: reads files and compiles modules).
     pub fn sync(&self, wasm_plugins: &[Object], profiles: &[Object]) -> Report {
+        self.build(self.prepare(wasm_plugins, profiles))
+    }
+
+    /// Phase one of [`Registry::sync`] (blocking, but compiles nothing): resolve and store every
+    /// `WasmPlugin`'s module and find which profile entries name it, so a status can say what is
+    /// being loaded, and where, before the compile finishes.
+    pub fn prepare(&self, wasm_plugins: &[Object], profiles: &[Object]) -> Prepared {
         let mut report = Report::default();
-        let mut resolved: BTreeMap<&str, Result<Resolved, String>> = BTreeMap::new();
+        let mut resolved: BTreeMap<String, Result<Resolved, Unresolved>> = BTreeMap::new();
+        let mut refs = references(profiles);
+        let serving = self.serving_digests();
         for o in wasm_plugins {
             let r = self.resolve_module(&o.spec);
             let status = report.plugins.entry(o.name.clone()).or_default();
             status.generation = o.generation;
+            status.pending = true;
+            status.used_by = refs.remove(&o.name).unwrap_or_default();
+            status.serving_digest = serving.get(&o.name).cloned();
             match &r {
                 Ok(m) => {
-                    status.digest = Some(format!("sha256:{}", m.digest));
+                    status.attempted_digest = Some(format!("sha256:{}", m.digest));
                     status.size = std::fs::metadata(&m.path).ok().map(|m| m.len());
                 }
-                Err(e) => status.error = Some(e.clone()),
+                Err(e) => {
+                    status.error = Some(e.message.clone());
+                    status.reason = Some(e.reason);
+                }
             }
-            resolved.insert(&o.name, r);
+            resolved.insert(o.name.clone(), r);
+        }
+        Prepared {
+            report,
+            resolved,
+            profiles: profiles.to_vec(),
+        }
+    }
+
+    /// `sha256:<hex>` of the module each `WasmPlugin` runs in the built profiles.
+    fn serving_digests(&self) -> BTreeMap<String, String> {
+        let built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = BTreeMap::new();
+        for b in built.values() {
+            for (plugin, digest) in &b.plugins {
+                out.entry(plugin.clone()).or_insert_with(|| digest.clone());
+            }
+        }
+        out
+    }
+
+    /// Phase two of [`Registry::sync`] (blocking: compiles modules): rebuild the profiles whose
+    /// inputs changed and swap the set.
+    pub fn build(&self, prepared: Prepared) -> Report {
+        let Prepared {
+            mut report,
+            resolved,
+            profiles,
+        } = prepared;
+        for st in report.plugins.values_mut() {
+            st.pending = false;
         }
         publish_modules(&resolved);
 
@@ -244,10 +378,10 @@ impl Registry {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let names: BTreeSet<&str> = profiles.iter().map(|o| o.name.as_str()).collect();
         built.retain(|name, _| names.contains(name.as_str()));
-        for o in profiles {
+        for o in &profiles {
             let status = report.profiles.entry(o.name.clone()).or_default();
             status.generation = o.generation;
-            let doc = match self.document(o, &resolved, &mut report.plugins) {
+            let (doc, plugins) = match self.document(o, &resolved) {
                 Ok(doc) => doc,
                 Err(e) => {
                     let status = report.profiles.entry(o.name.clone()).or_default();
@@ -265,11 +399,29 @@ impl Registry {
             }
             match profile::build_profile(&doc, &self.backends.base, &self.backends.factories) {
                 Ok(p) => {
+                    let previous = built.get(&o.name).map(|b| &b.plugins);
+                    for (plugin, digest) in &plugins {
+                        let from = previous.and_then(|m| m.get(plugin)).cloned();
+                        if from.as_ref() != Some(digest) {
+                            report.switches.push(Switch {
+                                profile: o.name.clone(),
+                                plugin: plugin.clone(),
+                                from,
+                                to: digest.clone(),
+                            });
+                        }
+                    }
+                    let mut p = instrument(&p, &self.metrics);
+                    p.versions = plugins
+                        .iter()
+                        .map(|(n, d)| (n.clone(), d.clone()))
+                        .collect();
                     built.insert(
                         o.name.clone(),
                         Built {
                             fingerprint,
-                            profile: instrument(&p, &self.metrics),
+                            profile: p,
+                            plugins,
                         },
                     );
                 }
@@ -291,16 +443,17 @@ impl Registry {
                                 .filter(|m| !path.is_empty() && m.path == path)
                             {
                                 message = message.replace(&m.path, &format!("WasmPlugin {wp:?}"));
-                                let ps = report.plugins.entry((*wp).to_owned()).or_default();
-                                ps.error.get_or_insert_with(|| {
-                                    format!(
+                                let ps = report.plugins.entry(wp.clone()).or_default();
+                                if ps.error.is_none() {
+                                    ps.reason = Some("LoadFailed");
+                                    ps.error = Some(format!(
                                         "profile {}: {}",
                                         o.name,
                                         message
                                             .split_once(": ")
                                             .map_or(message.as_str(), |(_, rest)| rest)
-                                    )
-                                });
+                                    ));
+                                }
                             }
                         }
                     }
@@ -309,6 +462,23 @@ impl Registry {
                     status.error = Some(message);
                 }
             }
+        }
+        let mut serving: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for b in built.values() {
+            for (plugin, digest) in &b.plugins {
+                serving.entry(plugin).or_default().push(digest);
+            }
+        }
+        for (name, st) in &mut report.plugins {
+            let digests = serving.get(name.as_str());
+            // Prefer the attempted version when some profile runs it (another may still run an
+            // older one after its own failure).
+            st.serving_digest = digests.and_then(|ds| {
+                ds.iter()
+                    .find(|d| Some(**d) == st.attempted_digest.as_deref())
+                    .or_else(|| ds.first())
+                    .map(|d| (*d).to_owned())
+            });
         }
 
         // The new set: the base unless an object replaces `default-scheduler`, then every built profile.
@@ -337,13 +507,14 @@ impl Registry {
         report
     }
 
-    /// The profile document of object `o` with its `wasm.plugin` references resolved.
+    /// The profile document of object `o` with its `wasm.plugin` references resolved, and the
+    /// digest (`sha256:<hex>`) of every `WasmPlugin` it loads.
     fn document(
         &self,
         o: &Object,
-        resolved: &BTreeMap<&str, Result<Resolved, String>>,
-        plugins: &mut BTreeMap<String, PluginStatus>,
-    ) -> Result<ProfileDocument, String> {
+        resolved: &BTreeMap<String, Result<Resolved, Unresolved>>,
+    ) -> Result<(ProfileDocument, BTreeMap<String, String>), String> {
+        let mut plugins = BTreeMap::new();
         let spec = if o.spec.is_null() {
             Value::Object(serde_json::Map::new())
         } else {
@@ -360,15 +531,14 @@ impl Registry {
                 let m = match resolved.get(name.as_str()) {
                     None => return Err(format!("{at}: WasmPlugin {name:?} not found")),
                     Some(Err(e)) => {
-                        return Err(format!("{at}: WasmPlugin {name:?} is not loadable: {e}"));
+                        return Err(format!(
+                            "{at}: WasmPlugin {name:?} is not loadable: {}",
+                            e.message
+                        ));
                     }
                     Some(Ok(m)) => m,
                 };
-                plugins
-                    .entry(name.clone())
-                    .or_default()
-                    .used_by
-                    .push(format!("{}/{point}[{index}]", o.name));
+                plugins.insert(name.clone(), format!("sha256:{}", m.digest));
                 if entry.wasm.as_ref().is_some_and(|w| !w.path.is_empty()) {
                     return Err(format!("{at}.wasm: set one of path and plugin, not both"));
                 }
@@ -378,7 +548,7 @@ impl Registry {
                     .map_err(|e| format!("{at}: {e}"))?;
             }
         }
-        Ok(ProfileDocument {
+        let doc = ProfileDocument {
             api_version: profile::API_VERSION.to_owned(),
             kind: profile::KIND.to_owned(),
             metadata: ObjectMeta {
@@ -386,46 +556,76 @@ impl Registry {
                 ..Default::default()
             },
             spec,
-        })
+        };
+        Ok((doc, plugins))
     }
 
     /// Read, check and store a `WasmPlugin` spec's module.
-    fn resolve_module(&self, spec: &Value) -> Result<Resolved, String> {
+    fn resolve_module(&self, spec: &Value) -> Result<Resolved, Unresolved> {
+        let invalid = |m: String| Unresolved::new("InvalidSpec", m);
         let spec: WasmPluginSpec = serde_path_to_error::deserialize(spec.clone())
-            .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
+            .map_err(|e| invalid(format!("spec.{}: {}", e.path(), e.inner())))?;
         if let Some(limits) = &spec.limits
             && let Some(e) = limits.validate("spec.limits").into_iter().next()
         {
-            return Err(e.to_string());
+            return Err(invalid(e.to_string()));
         }
-        let bytes = match (&spec.module.path, &spec.module.base64) {
+        let (bytes, field) = match (&spec.module.path, &spec.module.base64) {
             (Some(_), Some(_)) => {
-                return Err("spec.module: set one of path and base64, not both".into());
+                return Err(invalid(
+                    "spec.module: set one of path and base64, not both".into(),
+                ));
             }
-            (None, None) => return Err("spec.module: one of path and base64 is required".into()),
-            (Some(path), None) => read_confined(self.backends.module_source_dir.as_deref(), path)?,
+            (None, None) => {
+                return Err(invalid(
+                    "spec.module: one of path and base64 is required".into(),
+                ));
+            }
+            (Some(path), None) => (
+                read_confined(self.backends.module_source_dir.as_deref(), path)
+                    .map_err(|m| Unresolved::new("ReadFailed", m))?,
+                "spec.module.path",
+            ),
             (None, Some(b64)) => {
                 let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-                base64::engine::general_purpose::STANDARD
+                let bytes = base64::engine::general_purpose::STANDARD
                     .decode(compact)
-                    .map_err(|e| format!("spec.module.base64: {e}"))?
+                    .map_err(|e| invalid(format!("spec.module.base64: {e}")))?;
+                (bytes, "spec.module.base64")
             }
         };
         if bytes.is_empty() {
-            return Err("spec.module: the module is empty".into());
+            return Err(invalid("spec.module: the module is empty".into()));
+        }
+        if !bytes.starts_with(b"\0asm") && spec.module.format != Some(ModuleFormat::Wat) {
+            // Never quote the bytes: a file that is not a module may hold anything.
+            return Err(Unresolved::new(
+                "NotWasm",
+                format!(
+                    "{field}: not a Wasm module ({} bytes without the \\0asm header); for WebAssembly text set spec.module.format: wat",
+                    bytes.len()
+                ),
+            ));
         }
         let digest = hex(&sha2::Sha256::digest(&bytes));
         if let Some(expected) = &spec.sha256 {
             let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
             if expected != digest {
-                return Err(format!(
-                    "spec.sha256: expected {}, the module's is {digest}",
-                    clip(&expected, 80)
+                return Err(Unresolved::new(
+                    "DigestMismatch",
+                    format!(
+                        "spec.sha256: expected {}, the module's is {digest}",
+                        clip(&expected, 80)
+                    ),
                 ));
             }
         }
-        let path = store_module(&self.module_dir, &digest, &bytes)
-            .map_err(|e| format!("storing the module in {}: {e}", self.module_dir.display()))?;
+        let path = store_module(&self.module_dir, &digest, &bytes).map_err(|e| {
+            Unresolved::new(
+                "StoreFailed",
+                format!("storing the module in {}: {e}", self.module_dir.display()),
+            )
+        })?;
         Ok(Resolved {
             spec,
             path: path.display().to_string(),
@@ -453,16 +653,19 @@ pub fn resolved_modules() -> &'static RwLock<BTreeMap<String, Result<ResolvedMod
     MODULES.get_or_init(Default::default)
 }
 
-fn publish_modules(resolved: &BTreeMap<&str, Result<Resolved, String>>) {
+fn publish_modules(resolved: &BTreeMap<String, Result<Resolved, Unresolved>>) {
     let next = resolved
         .iter()
         .map(|(name, r)| {
-            let m = r.as_ref().map_err(Clone::clone).map(|m| ResolvedModule {
-                path: m.path.clone(),
-                digest: m.digest.clone(),
-                spec: m.spec.clone(),
-            });
-            ((*name).to_owned(), m)
+            let m = r
+                .as_ref()
+                .map_err(|e| e.message.clone())
+                .map(|m| ResolvedModule {
+                    path: m.path.clone(),
+                    digest: m.digest.clone(),
+                    spec: m.spec.clone(),
+                });
+            (name.clone(), m)
         })
         .collect();
     *resolved_modules()
@@ -864,18 +1067,30 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
         loop {
             let wasm = objects(&ctx.wasm_plugins);
             let profiles = objects(&ctx.scheduler_profiles);
-            let c = Arc::clone(&ctx);
             let started = Instant::now();
-            let report = match tokio::task::spawn_blocking(move || c.plugins.sync(&wasm, &profiles)).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, "plugin registry sync failed");
-                    Report::default()
+            // Resolve first and say what is being loaded (digest, usedBy) before compiling,
+            // which can take seconds for a large module; the served set is untouched meanwhile.
+            let c = Arc::clone(&ctx);
+            let report = match tokio::task::spawn_blocking(move || c.plugins.prepare(&wasm, &profiles)).await {
+                Ok(prepared) => {
+                    if let Err(e) = write_statuses(&ctx, prepared.report()).await {
+                        tracing::warn!(error = %e, "writing plugin status failed; retrying");
+                    }
+                    let c = Arc::clone(&ctx);
+                    tokio::task::spawn_blocking(move || c.plugins.build(prepared)).await
                 }
+                Err(e) => Err(e),
             };
+            let report = report.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "plugin registry sync failed");
+                Report::default()
+            });
             if report.changed {
                 tracing::info!(elapsed = ?started.elapsed(), profiles = ?ctx.plugins.profiles().iter().map(|p| p.name.clone()).collect::<Vec<_>>(), "scheduler profiles swapped");
                 ctx.events.send(crate::Change::any(Topic::Profiles));
+            }
+            for sw in &report.switches {
+                announce_switch(&ctx, sw);
             }
             if let Err(e) = write_statuses(&ctx, &report).await {
                 tracing::warn!(error = %e, "writing plugin status failed; retrying");
@@ -889,15 +1104,65 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     });
 }
 
+fn regarding(cached: &Cached, kind: &str, name: &str) -> crate::recorder::Regarding {
+    crate::recorder::Regarding {
+        api_version: API_VERSION.to_owned(),
+        kind: kind.to_owned(),
+        namespace: String::new(),
+        name: name.to_owned(),
+        uid: cached
+            .get("", name)
+            .and_then(|o| o.metadata.uid.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// `sha256:0123456789ab`: a digest short enough for a message.
+fn short(digest: &str) -> &str {
+    digest.get(..19).unwrap_or(digest)
+}
+
+/// A profile now runs another version of a plugin: an Event on both objects and a log line.
+fn announce_switch(ctx: &Context, sw: &Switch) {
+    let message = match &sw.from {
+        Some(from) => format!(
+            "profile {} switched WasmPlugin {} from {} to {}; new placements use it",
+            sw.profile,
+            sw.plugin,
+            short(from),
+            short(&sw.to)
+        ),
+        None => format!(
+            "profile {} loaded WasmPlugin {} {}",
+            sw.profile,
+            sw.plugin,
+            short(&sw.to)
+        ),
+    };
+    tracing::info!(profile = %sw.profile, plugin = %sw.plugin, from = ?sw.from, to = %sw.to, "plugin version switched");
+    let type_ = crate::recorder::EventType::Normal;
+    ctx.recorder.publish(
+        &regarding(&ctx.scheduler_profiles, "SchedulerProfile", &sw.profile),
+        type_,
+        "PluginVersionSwitched",
+        &message,
+    );
+    ctx.recorder.publish(
+        &regarding(&ctx.wasm_plugins, "WasmPlugin", &sw.plugin),
+        type_,
+        "PluginVersionSwitched",
+        &message,
+    );
+}
+
 fn condition(
     existing: Option<&Value>,
     type_: &str,
-    ok: bool,
+    status: &str,
     reason: &str,
     message: &str,
     generation: Option<i64>,
 ) -> Value {
-    let status = if ok { "True" } else { "False" };
     let prev = existing
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
@@ -916,32 +1181,101 @@ fn condition(
     json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since, "observedGeneration": generation})
 }
 
+/// A `WasmPlugin`'s `status`: both digests, `usedBy`, and the `Loaded` and `LoadFailed`
+/// conditions. `None` when a preliminary report has nothing new to say.
+pub fn plugin_status(existing: Option<&Value>, st: &PluginStatus) -> Option<Value> {
+    let attempted = st.attempted_digest.as_deref();
+    let serving = st.serving_digest.as_deref();
+    if st.pending
+        && st.error.is_none()
+        && existing
+            .and_then(|e| e.get("lastAttemptedDigest"))
+            .and_then(Value::as_str)
+            == attempted
+        && existing
+            .and_then(|e| e.get("observedGeneration"))
+            .and_then(Value::as_i64)
+            == st.generation
+    {
+        // Nothing new was attempted: the last complete status stands.
+        return None;
+    }
+    let keeps = serving
+        .filter(|s| Some(*s) != attempted)
+        .map(|s| format!("; {s} keeps serving"))
+        .unwrap_or_default();
+    let used = st.used_by.join(", ");
+    let (loaded, failed) = match (&st.error, st.used_by.is_empty()) {
+        (Some(e), _) => {
+            let reason = st.reason.unwrap_or("LoadFailed");
+            (
+                ("False", reason, format!("{e}{keeps}")),
+                ("True", reason, format!("{e}{keeps}")),
+            )
+        }
+        (None, true) => {
+            let m = "module resolved; no SchedulerProfile uses it".to_owned();
+            (("True", "Resolved", m.clone()), ("False", "Resolved", m))
+        }
+        (None, false) if serving.is_some() && serving == attempted => {
+            let m = format!("serving in {used}");
+            (("True", "Loaded", m.clone()), ("False", "Loaded", m))
+        }
+        (None, false) if st.pending => {
+            let m = format!(
+                "loading {} for {used}{keeps}",
+                attempted.unwrap_or("the module")
+            );
+            (("Unknown", "Loading", m.clone()), ("False", "Loading", m))
+        }
+        (None, false) => {
+            let m =
+                format!("no profile using it is served (see the SchedulerProfiles {used}){keeps}");
+            (
+                ("False", "ProfileNotServed", m.clone()),
+                ("False", "ProfileNotServed", m),
+            )
+        }
+    };
+    Some(json!({
+        "observedGeneration": st.generation,
+        "servingDigest": serving,
+        "lastAttemptedDigest": attempted,
+        "size": st.size,
+        "usedBy": st.used_by,
+        "conditions": [
+            condition(existing, "Loaded", loaded.0, loaded.1, &loaded.2, st.generation),
+            condition(existing, "LoadFailed", failed.0, failed.1, &failed.2, st.generation),
+        ],
+    }))
+}
+
 async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Error> {
     for (name, st) in &report.plugins {
         let Some(obj) = ctx.wasm_plugins.get("", name) else {
             continue;
         };
         let existing = obj.data.get("status");
-        let (ok, reason, message) = match (&st.error, st.used_by.is_empty()) {
-            (Some(e), _) => (false, "LoadFailed", e.clone()),
-            (None, true) => (
-                true,
-                "Resolved",
-                "module resolved; no SchedulerProfile uses it".to_owned(),
-            ),
-            (None, false) => (
-                true,
-                "Loaded",
-                format!("loaded into {}", st.used_by.join(", ")),
-            ),
+        let Some(status) = plugin_status(existing, st) else {
+            continue;
         };
-        let status = json!({
-            "observedGeneration": st.generation,
-            "digest": st.digest,
-            "size": st.size,
-            "usedBy": st.used_by,
-            "conditions": [condition(existing, "Loaded", ok, reason, &message, st.generation)],
-        });
+        if let Some(e) = &st.error {
+            let before = existing
+                .and_then(|s| s.get("conditions"))
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "LoadFailed"))
+                .map(|c| (c["status"].clone(), c["message"].clone()));
+            let now = status["conditions"][1].clone();
+            if before != Some((now["status"].clone(), now["message"].clone())) {
+                tracing::warn!(plugin = %name, error = %e, "WasmPlugin not loaded");
+                ctx.recorder.publish(
+                    &regarding(&ctx.wasm_plugins, "WasmPlugin", name),
+                    crate::recorder::EventType::Warning,
+                    "LoadFailed",
+                    e,
+                );
+            }
+        }
         patch_status(ctx, &ctx.wasm_plugins, name, existing, status).await?;
     }
     for (name, st) in &report.profiles {
@@ -951,12 +1285,12 @@ async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Erro
         let existing = obj.data.get("status");
         let (ok, reason, message) = match &st.error {
             Some(e) if st.serving_previous => (
-                false,
+                "False",
                 "Invalid",
                 format!("{e}; the previous version keeps serving"),
             ),
-            Some(e) => (false, "Invalid", e.clone()),
-            None => (true, "Loaded", "profile loaded".to_owned()),
+            Some(e) => ("False", "Invalid", e.clone()),
+            None => ("True", "Loaded", "profile loaded".to_owned()),
         };
         let status = json!({
             "observedGeneration": st.generation,
