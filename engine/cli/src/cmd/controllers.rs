@@ -263,7 +263,8 @@ impl Term {
 }
 
 /// Answer `/metrics` on a standby replica (no controllers, so no samples) rather than leave
-/// scrapes hanging in the listen backlog.
+/// scrapes hanging in the listen backlog; `/healthz` and `/readyz` get the same 200, so a
+/// standby passes the chart's probes.
 fn serve_standby(listener: &std::net::TcpListener) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener =
         tokio::net::TcpListener::from_std(listener.try_clone().context("metrics listener")?)

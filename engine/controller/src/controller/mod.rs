@@ -29,26 +29,32 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 pub use metrics::{BUCKETS, Histogram, Id, Metrics, NAMES, RESULTS};
 
-/// Serve `GET /metrics` (Prometheus text) for `ctx` on `listener` until the task is aborted.
+/// Serve `GET /metrics` (Prometheus text) for `ctx` on `listener` until the task is aborted,
+/// and `GET /healthz` and `/readyz` (`ok` while the process serves; the liveness and readiness
+/// probes of the Helm chart).
 pub fn serve_metrics(
     listener: tokio::net::TcpListener,
     ctx: Arc<Context>,
 ) -> tokio::task::JoinHandle<()> {
-    let router = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let ctx = ctx.clone();
-            async move {
-                let mut text = ctx.metrics.render();
-                ctx.plugins.metrics().render(&mut text);
-                ctx.recorder.counts().render(&mut text);
-                (
-                    [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                    text,
-                )
-            }
-        }),
-    );
+    let ok = || async { "ok" };
+    let router = axum::Router::new()
+        .route("/healthz", axum::routing::get(ok))
+        .route("/readyz", axum::routing::get(ok))
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let ctx = ctx.clone();
+                async move {
+                    let mut text = ctx.metrics.render();
+                    ctx.plugins.metrics().render(&mut text);
+                    ctx.recorder.counts().render(&mut text);
+                    (
+                        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        text,
+                    )
+                }
+            }),
+        );
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     })
