@@ -359,3 +359,124 @@ async fn a_customization_change_reinterprets_the_templates_of_its_kind() {
     .await;
     drop(running);
 }
+
+/// The embedded server with `Widget` templates, two simulated members and every controller.
+async fn start(
+    resync: Duration,
+) -> (
+    tempfile::TempDir,
+    Client,
+    flotilla_controller::Running,
+    Vec<Client>,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = ApiServer::new(
+        Store::open(dir.path()).expect("store opens"),
+        ServerOptions {
+            bookmark_interval: Duration::from_millis(200),
+            ..ServerOptions::default()
+        },
+    );
+    let router = server.router();
+    let control = client::in_process(router.clone(), None, None);
+    apply(&control, &example("crd.yaml")).await;
+    let mut settings = Settings {
+        ready_delay: Duration::from_millis(100),
+        resync,
+        rule_backends: RuleBackends(vec![Arc::new(flotilla_cel::CelRuleBackend::default())]),
+        ..Settings::default()
+    };
+    settings
+        .template_kinds
+        .push(("example.dev/v1".into(), "Widget".into()));
+    let running = flotilla_controller::start_embedded(
+        server.router(),
+        flotilla_controller::Embedded {
+            members: 2,
+            settings,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("controllers start");
+    let member: Vec<Client> = members::names(2)
+        .iter()
+        .map(|n| client::in_process(router.clone(), Some(n), None))
+        .collect();
+    (dir, control, running, member)
+}
+
+/// The `reason: message` of the Events in `namespace` about Work `name`.
+async fn work_events(c: &Client, namespace: &str, name: &str) -> Vec<String> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(c.clone(), namespace, &api_resource("v1", "Event"));
+    let Ok(list) = api.list(&Default::default()).await else {
+        return Vec::new();
+    };
+    list.items
+        .into_iter()
+        .filter(|e| {
+            e.data["involvedObject"]["kind"] == "Work" && e.data["involvedObject"]["name"] == name
+        })
+        .map(|e| {
+            format!(
+                "{} {}: {}",
+                e.data["type"].as_str().unwrap_or(""),
+                e.data["reason"].as_str().unwrap_or(""),
+                e.data["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interpreter_faults_on_a_member_copy_are_warning_events_on_its_work() {
+    let (_dir, control, running, _member) = start(Duration::from_millis(500)).await;
+    // Rules that fail at run time on a Widget (`spec.size` is "large", not a number).
+    let mut ric = example("customization.yaml");
+    let rules = &mut ric["spec"]["customizations"];
+    rules["statusReflection"]["cel"]["status"] = json!("{'size': int(observedObject.spec.size)}");
+    rules["healthInterpretation"]["cel"]["healthy"] = json!("int(observedObject.spec.size) > 0");
+    apply(&control, &ric).await;
+    let ctx = running.context.clone();
+    eventually("the customization in the chain", || async {
+        let chain = ctx.interpreters.get();
+        let r = chain.resolve_kind(
+            "example.dev/v1",
+            "Widget",
+            flotilla_core::interpreter::Operation::InterpretHealth,
+        )?;
+        (r.name() == "widgets").then_some(())
+    })
+    .await;
+    apply(&control, &example("propagationpolicy.yaml")).await;
+    apply(&control, &example("widget.yaml")).await;
+    let work = flotilla_core::render::work_name("Widget", "gadget", "default");
+    let work = work.as_str();
+    let (health_event, reflect) = eventually("both faults reported on member1's Work", || async {
+        let events = work_events(&control, "karmada-es-member1", work).await;
+        let find = |reason: &str| {
+            events
+                .iter()
+                .find(|e| e.starts_with(&format!("Warning {reason}: ")))
+                .cloned()
+        };
+        Some((find("InterpretHealthFailed")?, find("ReflectStatusFailed")?))
+    })
+    .await;
+    assert!(
+        health_event.contains("Interpret health of object(Widget/default/gadget) failed, err: ")
+            && health_event.contains("widgets"),
+        "{health_event}"
+    );
+    assert!(
+        reflect.contains("Reflect status for object(Widget/default/gadget) failed, err: "),
+        "{reflect}"
+    );
+    // The copy's health is Unknown, as Karmada's work status controller records a fault.
+    eventually("member1's copy Unknown", || async {
+        (health(&binding(&control).await?, "member1") == "Unknown").then_some(())
+    })
+    .await;
+    drop(running);
+}

@@ -137,6 +137,7 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
         resync: agent.settings.resync,
         retry: agent.settings.cluster_status_update_frequency,
         interpreters: flotilla_plugins::interpreter::chain(Vec::new(), Vec::new()),
+        recorder: crate::recorder::Recorder::new(agent.control.clone(), MANAGER),
     });
     let es = flotilla_core::render::execution_namespace(&name);
     let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);

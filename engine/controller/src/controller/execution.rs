@@ -56,6 +56,9 @@ pub struct Executor {
     pub retry: Duration,
     /// The resource interpreter chain (Retain before updates, status reflection, health).
     pub interpreters: Interpreters,
+    /// Where interpreter faults are reported, as Events on the Work (Karmada's work status
+    /// controller's `ReflectStatusFailed` and `InterpretHealthFailed`).
+    pub recorder: crate::recorder::Recorder,
 }
 
 impl std::fmt::Debug for Executor {
@@ -91,6 +94,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             .cluster_status_update_frequency
             .min(ctx.settings.resync),
         interpreters: ctx.interpreters.get(),
+        recorder: ctx.recorder.clone(),
     };
     reconcile_work(&obj, &executor).await
 }
@@ -214,7 +218,7 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
         };
         match api.patch(&n, &pp, &Patch::Apply(&desired)).await {
             Ok(applied) => {
-                manifest_statuses.push(manifest_status(ordinal, m, &applied, &ex.interpreters));
+                manifest_statuses.push(manifest_status(ordinal, m, &applied, obj, ex));
             }
             Err(e) => {
                 failure = Some(format!(
@@ -266,8 +270,24 @@ fn manifest_status(
     ordinal: usize,
     manifest: &Value,
     applied: &DynamicObject,
-    interpreters: &Interpreters,
+    work: &DynamicObject,
+    ex: &Executor,
 ) -> Value {
+    use crate::recorder::{EventType, Regarding};
+    let interpreters = &ex.interpreters;
+    let regarding = Regarding {
+        api_version: "work.karmada.io/v1alpha1".into(),
+        kind: "Work".into(),
+        namespace: work.metadata.namespace.clone().unwrap_or_default(),
+        name: work.metadata.name.clone().unwrap_or_default(),
+        uid: work.metadata.uid.clone().unwrap_or_default(),
+    };
+    let object = format!(
+        "{}/{}/{}",
+        text_at(manifest, "/kind"),
+        text_at(manifest, "/metadata/namespace"),
+        text_at(manifest, "/metadata/name")
+    );
     let s = |p: &str| text_at(manifest, p);
     let api_version = s("/apiVersion");
     let (group, version) = api_version
@@ -284,6 +304,12 @@ fn manifest_status(
         Ok(st) => st.unwrap_or(Value::Null),
         Err(e) => {
             tracing::warn!(kind = %s("/kind"), name = %s("/metadata/name"), error = %e, "reflecting the member status failed");
+            ex.recorder.publish(
+                &regarding,
+                EventType::Warning,
+                "ReflectStatusFailed",
+                &format!("Reflect status for object({object}) failed, err: {e}."),
+            );
             Value::Null
         }
     };
@@ -292,6 +318,12 @@ fn manifest_status(
         Ok(Some(false)) => "Unhealthy",
         Err(e) => {
             tracing::warn!(kind = %s("/kind"), name = %s("/metadata/name"), error = %e, "interpreting the member health failed");
+            ex.recorder.publish(
+                &regarding,
+                EventType::Warning,
+                "InterpretHealthFailed",
+                &format!("Interpret health of object({object}) failed, err: {e}."),
+            );
             "Unknown"
         }
     };
