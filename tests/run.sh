@@ -73,6 +73,11 @@ export FLOTILLA_REQUIRE_KARMADACTL=1
 export KARMADA_CONTROLLER_MANAGER_BIN="$PWD/target/karmada-controller-manager"
 export KARMADA_SCHEDULER_BIN="$PWD/target/karmada-scheduler"
 export FLOTILLA_REQUIRE_KARMADA_COMPONENTS=1
+# Helm from its Go module, for the chart test (engine/cli/tests/helm_chart.rs); ~4.5 min on 2
+# cores the first time, seconds after.
+(cd tests/helm && go build -buildvcs=false -o ../../target/helm helm.sh/helm/v4/cmd/helm)
+export HELM_BIN="$PWD/target/helm"
+export FLOTILLA_REQUIRE_HELM=1
 # A real etcd + kube-apiserver, built once and reused; the real-engine suite fails without them.
 BASE="$PWD/target/real-apiserver" bash tests/real-apiserver.sh build
 export FLOTILLA_REAL_APISERVER_BIN="$PWD/target/real-apiserver/bin"
