@@ -854,6 +854,35 @@ mod tests {
     }
 
     #[test]
+    fn cleared_clusters_reschedule_a_component_workload() {
+        let placement = json!({"spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}],
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}});
+        let rb = |clusters: Value| -> flotilla_api::work::ResourceBinding {
+            serde_json::from_value(
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": "j", "namespace": "d",
+                    "annotations": {"policy.karmada.io/applied-placement": placement.to_string()}},
+                "spec": {"resource": {"apiVersion": "x/v1", "kind": "K", "name": "j"},
+                    "components": [{"name": "a", "replicas": 2}, {"name": "b", "replicas": 1}],
+                    "placement": placement, "clusters": clusters}}),
+            )
+            .expect("binding")
+        };
+        let snap = crate::pipeline::Snapshot::new(
+            Vec::new(),
+            std::sync::Arc::new(Vec::new()),
+            crate::pipeline::Options::default(),
+        );
+        // Evicted by failover: nothing left → reschedule the whole set.
+        assert!(crate::scheduler::needs_scheduling(&rb(json!([])), &snap));
+        // Placed: steady.
+        assert!(!crate::scheduler::needs_scheduling(
+            &rb(json!([{"name": "m1"}])),
+            &snap
+        ));
+    }
+
+    #[test]
     fn quota_caps_sets_per_matching_quota() {
         let q = QuotaView {
             hard: [
