@@ -86,6 +86,22 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         claim.policy.metadata.name()
     );
     let _ = writeln!(s, "replicas: {}  profile: {profile}", rb.spec.replicas);
+    // A multi-component workload placed whole is estimated in complete component sets: the
+    // "allocatable" column below counts sets, not replicas.
+    let sets = flotilla_core::component_sets::applicable(&rb.spec);
+    if sets {
+        let parts: Vec<String> = rb
+            .spec
+            .components
+            .iter()
+            .map(|c| format!("{}×{}", c["name"].as_str().unwrap_or(""), c["replicas"]))
+            .collect();
+        let _ = writeln!(
+            s,
+            "components: {} (placed whole; allocatable = complete sets per cluster)",
+            parts.join(", ")
+        );
+    }
     // What the profile document changes in the default profile (a plain list replaces built-ins).
     for doc in super::profiles::documents(&args.profiles)?
         .iter()
@@ -135,7 +151,8 @@ pub fn main(args: Args) -> anyhow::Result<()> {
                 .collect();
             let _ = writeln!(
                 s,
-                "  {name:<20} total={total:<4} allocatable={alloc} available={avail} overflowOrder={overflow}  {}",
+                "  {name:<20} total={total:<4} {}={alloc} available={avail} overflowOrder={overflow}  {}",
+                if sets { "sets" } else { "allocatable" },
                 per.join(" ")
             );
         }

@@ -156,7 +156,17 @@ fn table(plan: &Plan) -> String {
             let _ = writeln!(s, "  clusters:  <none>");
         }
         for t in &rb.spec.clusters {
-            let _ = writeln!(s, "  {:<24} replicas={}", t.name, t.replicas);
+            if t.components.is_empty() {
+                let _ = writeln!(s, "  {:<24} replicas={}", t.name, t.replicas);
+            } else {
+                // A multi-component workload placed whole: one set of every component.
+                let parts: Vec<String> = t
+                    .components
+                    .iter()
+                    .map(|c| format!("{}×{}", c["name"].as_str().unwrap_or(""), c["replicas"]))
+                    .collect();
+                let _ = writeln!(s, "  {:<24} components={}", t.name, parts.join(","));
+            }
         }
         for w in &b.works {
             match w {
