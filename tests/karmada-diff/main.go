@@ -36,9 +36,17 @@ import (
 	"k8s.io/klog/v2"
 
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	"github.com/karmada-io/karmada/pkg/features"
 )
 
 func main() {
+	// Multi-component workloads (binding.spec.components) are scheduled as Karmada does with
+	// this gate on, which is how flotilla always schedules them. It changes nothing for bindings
+	// without components.
+	if err := features.FeatureGate.Set("MultiplePodTemplatesScheduling=true"); err != nil {
+		fmt.Fprintln(os.Stderr, "karmada-diff:", err)
+		os.Exit(1)
+	}
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
 	if len(os.Args) < 2 {

@@ -217,6 +217,7 @@ pub fn scenario(seed: u64, index: u64, shape: Shape) -> Value {
         spec.insert("clusters".into(), Value::Array(prev));
     }
     spec.insert("placement".into(), placement.clone());
+    components(seed, index, &mut spec);
     if r.chance(0.07) && !names.is_empty() {
         let from = r.pick(&names).clone();
         spec.insert(
@@ -727,4 +728,48 @@ fn spread_constraints(r: &mut Rng) -> Vec<Value> {
         _ => &["zone", "cluster", "region"],
     };
     fields.iter().map(|f| groups(r, f)).collect()
+}
+
+/// One scenario in eight becomes a multi-component workload (Karmada's
+/// MultiplePodTemplatesScheduling, which the oracle enables): `components` instead of replicas
+/// and requirements, and most of those placed in exactly one cluster (a cluster spread
+/// constraint with min = max = 1), where Karmada estimates complete component sets. The draws
+/// come from their own stream, so every other scenario is unchanged.
+fn components(seed: u64, index: u64, spec: &mut Map<String, Value>) {
+    let mut r = Rng::for_scenario(seed ^ 0x636f_6d70_6f6e_656e, index);
+    if !r.chance(0.125) {
+        return;
+    }
+    spec.remove("replicas");
+    spec.remove("replicaRequirements");
+    let cpus = ["100m", "500m", "1", "2", "4", "1500m", "3"];
+    let mems = ["512Mi", "1Gi", "2Gi", "4Gi", "8Gi", "1G", "3G"];
+    let comps: Vec<Value> = (0..r.range(1, 3))
+        .map(|i| {
+            let mut c = json!({"name": format!("c{i}"), "replicas": r.range(0, 6)});
+            if r.chance(0.85) {
+                let mut req = Map::new();
+                if r.chance(0.9) {
+                    req.insert("cpu".into(), json!(r.pick(&cpus)));
+                }
+                if r.chance(0.7) {
+                    req.insert("memory".into(), json!(r.pick(&mems)));
+                }
+                if r.chance(0.1) {
+                    req.insert("nvidia.com/gpu".into(), json!(r.range(1, 2).to_string()));
+                }
+                c["replicaRequirements"] = json!({"resourceRequest": req});
+            }
+            c
+        })
+        .collect();
+    spec.insert("components".into(), json!(comps));
+    if r.chance(0.75)
+        && let Some(p) = spec.get_mut("placement").and_then(Value::as_object_mut)
+    {
+        p.insert(
+            "spreadConstraints".into(),
+            json!([{"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}]),
+        );
+    }
 }
