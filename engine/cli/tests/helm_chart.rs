@@ -12,6 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -136,8 +138,16 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
         "--all",
     ]));
     ok(&mut k(&["create", "namespace", "flotilla-system"]));
-
+    // By default the chart creates karmada-cluster; a server dry run cannot create a namespace
+    // and then a Role in it, so here it exists first (as after `flotilla join`).
     let chart = root().join("deploy/helm/flotilla").display().to_string();
+    let defaults = ok(Command::new(&helm).args(["template", "flotilla", &chart]));
+    assert!(
+        defaults.contains("kind: Namespace\nmetadata:\n  name: karmada-cluster"),
+        "the chart creates karmada-cluster by default:\n{defaults}"
+    );
+    ok(&mut k(&["create", "namespace", "karmada-cluster"]));
+
     let rendered = ok(Command::new(&helm).args([
         "template",
         "flotilla",
@@ -145,7 +155,7 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
         "--namespace",
         "flotilla-system",
         "--set",
-        "moduleConfigMap=flotilla-modules",
+        "moduleConfigMap=flotilla-modules,clusterNamespace.create=false",
         "--set-json",
         r#"profiles={"spread":{"scores":[{"name":"ClusterLocality"}]}}"#,
     ]));
@@ -223,6 +233,16 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
             "leases.coordination.k8s.io",
             Some("flotilla-system"),
         ),
+        (
+            "patch",
+            "leases.coordination.k8s.io",
+            Some("karmada-cluster"),
+        ),
+        (
+            "get",
+            "customresourcedefinitions.apiextensions.k8s.io",
+            None,
+        ),
     ] {
         assert!(
             can(verb, resource, ns),
@@ -247,6 +267,97 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
             "the controllers never {verb} {resource}; the chart must not grant it"
         );
     }
+
+    // The RBAC suffices: `flotilla controllers` with a token of the chart's ServiceAccount
+    // propagates the nginx example (with its override) to a Push member, and kube-apiserver
+    // denies it nothing on the way.
+    let (_member, member_kc) = common::up(
+        &base.join("member"),
+        &["--members", "0", "--no-controllers"],
+        true,
+    );
+    ok(Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["join", "member1", "--kubeconfig"])
+        .arg(&kc)
+        .arg("--member-kubeconfig")
+        .arg(&member_kc));
+    let token = ok(&mut k(&[
+        "create",
+        "token",
+        "flotilla",
+        "-n",
+        "flotilla-system",
+        "--duration=1h",
+    ]));
+    let admin: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&kc).expect("kubeconfig")).expect("yaml");
+    let mut sa_kc = admin.clone();
+    sa_kc["users"] = serde_json::json!([{"name": "flotilla", "user": {"token": token.trim()}}]);
+    sa_kc["contexts"][0]["context"]["user"] = serde_json::json!("flotilla");
+    let sa_kc_path = base.join("sa-kubeconfig");
+    std::fs::write(&sa_kc_path, serde_yaml::to_string(&sa_kc).expect("yaml")).expect("write");
+    let log_path = base.join("controllers.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let _controllers = common::Proc(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args([
+                "controllers",
+                "--leader-elect",
+                "--leader-elect-namespace=flotilla-system",
+                "--leader-elect-identity=chart-sa",
+                "--kubeconfig",
+            ])
+            .arg(&sa_kc_path)
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("flotilla controllers"),
+    );
+    let nginx = root().join("examples/nginx").display().to_string();
+    ok(&mut k(&["apply", "-f", &nginx]));
+    let started = std::time::Instant::now();
+    let want = "2 nginx:1.27";
+    loop {
+        let copy = Command::new(&kubectl)
+            .args([
+                "get",
+                "deployment",
+                "nginx",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
+                "--kubeconfig",
+            ])
+            .arg(&member_kc)
+            .output()
+            .expect("kubectl");
+        if String::from_utf8_lossy(&copy.stdout).trim() == want {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(90),
+            "no nginx copy ({want}) in the member with the chart's RBAC; controllers log:\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    eprintln!(
+        "with the chart's ServiceAccount: nginx copy in the member {:?} after kubectl apply",
+        started.elapsed()
+    );
+    // One more round of the cluster status controller (10 s) and its Lease renewal.
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert!(
+        log.contains("member registered cluster=member1"),
+        "the controllers ran:\n{log}"
+    );
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden"),
+        "kube-apiserver denied the chart's ServiceAccount something:\n{log}"
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&base);
 }
