@@ -209,7 +209,11 @@ fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 fn mark_deleting(m: &mut Map<String, Value>) {
     m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
     m.insert("deletionGracePeriodSeconds".into(), json!(0));
-    if let Some(g) = m.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+    if let Some(g) = m
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|g| *g > 0)
+    {
         m.insert("generation".into(), json!(g + 1));
     }
 }
@@ -1418,7 +1422,8 @@ impl ApiServer {
         match self.store.write(key, op, pre).await {
             Ok(c) if removed => {
                 // The last finalizer gone: the object leaves the store, its dependents follow.
-                self.collect_dependents(&t.cluster, &c.object, false).await?;
+                self.collect_dependents(&t.cluster, &c.object, false)
+                    .await?;
                 Ok(((*c.object).clone(), true))
             }
             Ok(c) => Ok(((*c.object).clone(), true)),
