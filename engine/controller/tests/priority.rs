@@ -157,6 +157,11 @@ async fn schedule_batch(n: usize, gates: &str) -> Vec<i32> {
     )
     .await;
     watching.abort();
+    let metrics = running.context.metrics.render();
+    assert!(
+        metrics.contains("flotilla_scheduler_pending_bindings{queue=\"unschedulable\"} 0\n"),
+        "{metrics}"
+    );
     drop(running);
     order.lock().unwrap().clone()
 }

@@ -83,7 +83,13 @@ pub struct Metrics {
     pub scheduling_cpu: Histogram,
     /// Scheduling attempts by result (see [`RESULTS`]).
     pub scheduling_results: [AtomicU64; RESULTS.len()],
+    /// Bindings waiting in the scheduling queue, by sub-queue (see [`QUEUES`]).
+    pub pending: [AtomicU64; QUEUES.len()],
 }
+
+/// The scheduling queue's sub-queues, as indexed in [`Metrics::pending`] (Karmada's
+/// `queue` label values).
+pub const QUEUES: [&str; 3] = ["active", "backoff", "unschedulable"];
 
 /// Scheduling results, as indexed in [`Metrics::scheduling_results`].
 pub const RESULTS: [&str; 3] = ["scheduled", "unschedulable", "error"];
@@ -203,6 +209,21 @@ impl Metrics {
                 self.scheduling_results[i].load(Ordering::Relaxed)
             );
         }
+        out.push_str("# HELP flotilla_scheduler_pending_bindings Bindings waiting in the scheduling queue, by sub-queue.\n# TYPE flotilla_scheduler_pending_bindings gauge\n");
+        for (i, q) in QUEUES.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "flotilla_scheduler_pending_bindings{{queue=\"{q}\"}} {}",
+                self.pending[i].load(Ordering::Relaxed)
+            );
+        }
         out
+    }
+
+    /// Set the scheduling queue's sizes (active, backoff, unschedulable).
+    pub fn set_pending(&self, sizes: [usize; QUEUES.len()]) {
+        for (g, n) in self.pending.iter().zip(sizes) {
+            g.store(n as u64, Ordering::Relaxed);
+        }
     }
 }

@@ -92,6 +92,12 @@ impl Shared {
     }
 }
 
+/// Publish the queue's sizes as `flotilla_scheduler_pending_bindings`.
+fn record(ctx: &Context, q: &SchedulingQueue) {
+    ctx.metrics
+        .set_pending([q.active_len(), q.backoff_len(), q.unschedulable_len()]);
+}
+
 fn key_of(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
@@ -113,6 +119,7 @@ fn push_keys(ctx: &Context, shared: &Shared, keys: Vec<String>) {
             None => q.remove(&key),
         }
     }
+    record(ctx, &q);
     drop(q);
     shared.work.notify_waiters();
 }
@@ -218,6 +225,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
                         moved += q.flush_unschedulable(now);
                         last_unschedulable = now;
                     }
+                    record(&ctx, &q);
                     moved
                 };
                 if !due.is_empty() {
@@ -268,12 +276,14 @@ async fn attempt(ctx: &Arc<Context>, shared: &Shared, info: QueuedBinding) {
                 q.forget(&info);
             }
             q.done(&info, now);
+            record(ctx, &q);
         }
         Err(err) => {
             tracing::warn!(controller = "scheduler", namespace, name, error = %err, attempts = info.attempts, "scheduling attempt failed; backing off");
             let mut q = shared.lock();
             q.push_backoff(info.clone());
             q.done(&info, now);
+            record(ctx, &q);
         }
     }
     shared.work.notify_waiters();
