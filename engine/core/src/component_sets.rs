@@ -35,28 +35,16 @@ use flotilla_api::policy::spread_field;
 use flotilla_api::work::ResourceBindingSpec;
 use serde_json::Value;
 
-use crate::quantity::{NANO_PER_UNIT, nano_to_milli, nano_to_value, parse_nano};
+use crate::estimator::{
+    DEFAULT_MODELS, MAX_PODS_PER_NODE as MAX_PODS_PER_NODE_I64, allowed_pods, nano, truncate_i32,
+};
+use crate::quantity::{nano_to_milli, nano_to_value};
 
 /// Node-run visits one cluster's packing may take before the summary bound is used instead.
 pub const SIMULATION_BUDGET: u64 = 4_000_000;
 
 /// Kubernetes' default pod capacity per node (resource-model virtual nodes).
-const MAX_PODS_PER_NODE: i128 = 110;
-
-const GIB: i128 = 1 << 30;
-
-/// Karmada's default resource models: `(grade, cpu milli, memory bytes)`.
-const DEFAULT_MODELS: [(u32, i128, i128); 9] = [
-    (0, 0, 0),
-    (1, 1_000, 4 * GIB),
-    (2, 2_000, 16 * GIB),
-    (3, 4_000, 32 * GIB),
-    (4, 8_000, 64 * GIB),
-    (5, 16_000, 128 * GIB),
-    (6, 32_000, 256 * GIB),
-    (7, 64_000, 512 * GIB),
-    (8, 128_000, 1024 * GIB),
-];
+const MAX_PODS_PER_NODE: i128 = MAX_PODS_PER_NODE_I64 as i128;
 
 /// True when Karmada schedules `spec` as a multi-component workload
 /// (`isMultiTemplateSchedulingApplicable`): it has components and a spread constraint by cluster
@@ -152,13 +140,6 @@ impl ComponentSet {
     }
 }
 
-fn nano(q: &Quantity) -> i128 {
-    match &q.0 {
-        QuantityRepr::String(s) => parse_nano(s).unwrap_or(0),
-        QuantityRepr::Int(i) => i128::from(*i) * NANO_PER_UNIT,
-    }
-}
-
 /// A binary-suffixed quantity (`Ki` … `Ei`): Kubernetes' `BinarySI` format.
 fn is_binary(q: &Quantity) -> bool {
     matches!(&q.0, QuantityRepr::String(s) if s.trim_end().ends_with('i'))
@@ -172,14 +153,6 @@ fn as_int64(nano: i128, binary: bool) -> i64 {
         nano_to_milli(nano)
     };
     i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
-}
-
-fn pods(list: &ResourceList) -> i128 {
-    list.get("pods").map_or(0, |q| nano_to_value(nano(q)))
-}
-
-fn allowed_pods(s: &ResourceSummary) -> i128 {
-    (pods(&s.allocatable) - pods(&s.allocated) - pods(&s.allocating)).max(0)
 }
 
 /// `allocatable − allocated − allocating` for `name` as `quantityAsInt64` sees the result: its
@@ -198,13 +171,6 @@ fn available(s: &ResourceSummary, name: &str) -> Option<i64> {
         }
     }
     Some(as_int64(value, binary))
-}
-
-/// Go's `int32(x)` of an `int64`.
-fn truncate_i32(v: i128) -> i32 {
-    #[allow(clippy::cast_possible_truncation)]
-    let t = v as i64 as i32;
-    t
 }
 
 /// `GeneralEstimator.maxAvailableComponentSets` for one cluster.

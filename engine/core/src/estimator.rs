@@ -34,7 +34,7 @@ use crate::quantity::{NANO_PER_UNIT, nano_to_milli, nano_to_value, parse_nano};
 pub const MAX_INT32: i64 = i32::MAX as i64;
 
 /// Kubernetes' default pod capacity per node, used for resource-model virtual nodes.
-const MAX_PODS_PER_NODE: i64 = 110;
+pub(crate) const MAX_PODS_PER_NODE: i64 = 110;
 
 const CPU: &str = "cpu";
 const MEMORY: &str = "memory";
@@ -45,7 +45,7 @@ const GIB: i128 = 1 << 30;
 
 /// Karmada's default resource models (`SetDefaultClusterResourceModels`), applied by Karmada to
 /// every cluster created without `spec.resourceModels`: `(grade, min cpu milli, min memory bytes)`.
-const DEFAULT_MODELS: [(u32, i128, i128); 9] = [
+pub(crate) const DEFAULT_MODELS: [(u32, i128, i128); 9] = [
     (0, 0, 0),
     (1, 1_000, 4 * GIB),
     (2, 2_000, 16 * GIB),
@@ -95,7 +95,7 @@ fn kind_of(name: &str) -> Kind {
     }
 }
 
-fn nano(q: &Quantity) -> i128 {
+pub(crate) fn nano(q: &Quantity) -> i128 {
     match &q.0 {
         QuantityRepr::String(s) => parse_nano(s).unwrap_or(0),
         QuantityRepr::Int(i) => i128::from(*i) * NANO_PER_UNIT,
@@ -293,14 +293,14 @@ fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 
 }
 
 /// Go's `int32(x)` for an `int64` (two's-complement truncation).
-fn truncate_i32(v: i128) -> i32 {
+pub(crate) fn truncate_i32(v: i128) -> i32 {
     // Truncation is the documented intent: Karmada converts with `int32(...)`.
     #[allow(clippy::cast_possible_truncation)]
     let t = v as i32;
     t
 }
 
-fn allowed_pods(s: &ResourceSummary) -> i128 {
+pub(crate) fn allowed_pods(s: &ResourceSummary) -> i128 {
     let pods = |l: &ResourceList| nano_of(l, PODS).map_or(0, nano_to_value);
     let allowed = pods(&s.allocatable) - pods(&s.allocated) - pods(&s.allocating);
     allowed.max(0)
