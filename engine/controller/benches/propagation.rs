@@ -94,6 +94,7 @@ async fn latency(members: usize, samples: usize, timeout: Duration, case: Case) 
     common::quiesce(&env, Duration::from_millis(200), Duration::from_secs(10)).await;
     let cpu0 = common::cpu_seconds();
     let (r0, s0) = (common::reconciles(&env), common::reconcile_seconds(&env));
+    let c0 = common::counters(&env);
     let mut applied = Vec::new();
     let mut healthy = Vec::new();
     let mut stages: Vec<[f64; 7]> = Vec::new();
@@ -136,6 +137,10 @@ async fn latency(members: usize, samples: usize, timeout: Duration, case: Case) 
         }
     }
     let wall = started.elapsed().as_secs_f64();
+    println!(
+        "  {}",
+        common::amplification(&env, &c0, applied.len(), applied.len() * members)
+    );
     println!(
         "  apply → all {members} Works Applied (ms):  {}",
         common::summary(&applied)
@@ -197,6 +202,7 @@ async fn burst_case(members: usize, n: usize, timeout: Duration) {
     }
     let cpu0 = common::cpu_seconds();
     let (r0, s0) = (common::reconciles(&env), common::reconcile_seconds(&env));
+    let c0 = common::counters(&env);
     let t0 = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, name) in names.iter().enumerate() {
@@ -247,6 +253,7 @@ async fn burst_case(members: usize, n: usize, timeout: Duration) {
         "  controller activity: {}",
         common::activity(&env, &r0, &s0)
     );
+    println!("  {}", common::amplification(&env, &c0, n, works));
     println!(
         "  process CPU {:.1} s, RSS {:.0} MiB, load average {}",
         common::cpu_seconds() - cpu0,

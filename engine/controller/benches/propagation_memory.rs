@@ -118,6 +118,7 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
 
     let cpu0 = common::cpu_seconds();
     let (r0, s0) = (common::reconciles(&env), common::reconcile_seconds(&env));
+    let c0 = common::counters(&env);
     let t0 = Instant::now();
     let end = t0 + deadline;
     let applied = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -246,6 +247,7 @@ async fn run(n: usize, policy: &str, members: usize, concurrency: usize, deadlin
         "  controller activity: {}",
         common::activity(&env, &r0, &s0)
     );
+    println!("  {}", common::amplification(&env, &c0, n, works));
     report_memory(&env);
     let horizon = env
         .store

@@ -556,6 +556,45 @@ pub fn summary(v: &[f64]) -> String {
     )
 }
 
+/// Counters taken before a measured run, for [`amplification`].
+pub struct Counters {
+    reconciles: Vec<u64>,
+    store: flotilla_apiserver::StoreStats,
+}
+
+/// Reconcile counts and store counters now.
+pub fn counters(env: &Env) -> Counters {
+    Counters {
+        reconciles: reconciles(env),
+        store: env.store.stats(),
+    }
+}
+
+/// Per-binding and per-Work amplification since `before`: reconciles of each propagation
+/// controller per binding and store writes / durable commits per Work.
+pub fn amplification(env: &Env, before: &Counters, bindings: usize, works: usize) -> String {
+    let now = counters(env);
+    let delta = |name: &str| {
+        let i = flotilla_controller::controller::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .expect("controller name");
+        (now.reconciles[i] - before.reconciles[i]) as f64
+    };
+    let per = |name: &str| delta(name) / bindings.max(1) as f64;
+    let writes = now.store.writes - before.store.writes;
+    let commits = now.store.commits - before.store.commits;
+    format!(
+        "reconciles per binding: detector {:.2}, scheduler {:.2}, binding {:.2}; per Work: execution {:.2}, store writes {:.2}, durable commits {:.2} ({writes} writes in {commits} commits)",
+        per("detector"),
+        per("scheduler"),
+        per("binding"),
+        delta("execution") / works.max(1) as f64,
+        writes as f64 / works.max(1) as f64,
+        commits as f64 / works.max(1) as f64,
+    )
+}
+
 /// One line of controller activity since `before` (reconcile counts and seconds).
 pub fn activity(env: &Env, before: &[u64], before_secs: &[f64]) -> String {
     let now = reconciles(env);
