@@ -8,8 +8,11 @@
 //!   the ratio is within the tolerance of 1 ([`DEFAULT_TOLERANCE`]). Pods whose metrics are
 //!   missing count as using 0 % on a scale-up and (at least) 100 % of the target on a scale-down;
 //!   pods not ready yet count as using 0 % on a scale-up; if that reverses the direction or
-//!   lands within the tolerance, nothing changes ([`resource_replicas`], [`plain_replicas`],
-//!   [`object_replicas`], [`object_average_replicas`]).
+//!   lands within the tolerance, nothing changes ([`resource_replicas`], [`plain_replicas`]).
+//! - **Object and External metrics**: one value (an external metric's series summed) against a
+//!   `value` target scales the ready pods by the ratio ([`object_replicas`]); against an
+//!   `averageValue` target the value is divided among the pods
+//!   ([`object_average_replicas`], [`external_average_replicas`]).
 //! - **Several metrics**: the largest proposal; when some metrics fail, a scale-down is not
 //!   attempted ([`combine`]).
 //! - **Normalization**: without `behavior`, the highest recommendation of the downscale
@@ -383,7 +386,7 @@ pub fn plain_replicas(
         for pod in &g.missing {
             metrics.insert(pod.clone(), target_average);
         }
-    } else {
+    } else if ratio > 1.0 {
         for pod in &g.missing {
             metrics.insert(pod.clone(), 0);
         }
@@ -400,30 +403,38 @@ pub fn plain_replicas(
     Ok(proposal(replicas))
 }
 
-/// Replicas for an `Object` (or `External`) metric with a `value` target (kube's
-/// `GetObjectMetricReplicas`): `ceil(ratio × ready pods)`, the ready pods being counted by
-/// the caller.
+/// Replicas for an `Object` or `External` metric with a `value` target (Karmada's
+/// `GetObjectMetricReplicas` and `getUsageRatioReplicaCount`, kube's `GetExternalMetricReplicas`):
+/// `usage` is the metric's value (for an external metric, the sum of every series selected),
+/// `pods` how many pods the target's selector matched and `ready_pods` how many of those are
+/// `Running` and `Ready`. Within the tolerance the count stays; otherwise it is
+/// `ceil(ratio × ready pods / calibration)`. From zero replicas it is `ceil(ratio)`, so a
+/// workload scaled to zero comes back.
 ///
 /// # Errors
-/// A target below 1, or no ready pod.
+/// A target below 1, or no pod at all when the count has to change.
 pub fn object_replicas(
     current: i32,
     usage: i64,
     target: i64,
-    ready_pods: usize,
+    (pods, ready_pods): (usize, usize),
     tolerance: f64,
+    calibration: f64,
 ) -> Result<Proposal, Error> {
     if target <= 0 {
         return Err(Error::InvalidTarget(target));
     }
+    let calibration = calibrated(calibration);
     let ratio = usage as f64 / target as f64;
-    let replicas = if within(tolerance, ratio) {
+    let replicas = if current == 0 {
+        ceil_replicas(ratio)
+    } else if within(tolerance, ratio) {
         current
     } else {
-        if ready_pods == 0 {
-            return Err(Error::NoReadyMetrics);
+        if pods == 0 {
+            return Err(Error::NoPods);
         }
-        ceil_replicas(ratio * ready_pods as f64)
+        ceil_replicas(ratio * ready_pods as f64 / calibration)
     };
     Ok(Proposal {
         replicas,
@@ -432,9 +443,30 @@ pub fn object_replicas(
     })
 }
 
-/// Replicas for an `Object` (or `External`) metric with an `averageValue` target (kube's
-/// `GetObjectPerPodMetricReplicas`): `ceil(usage / target)` unless `usage / (target × status
-/// replicas)` is within the tolerance.
+/// The per-pod average reported for a total `usage` over `status_replicas` pods (rounded up,
+/// as kube does; the total itself when there are no pods).
+fn per_pod(usage: i64, status_replicas: i32) -> i64 {
+    if status_replicas > 0 {
+        let avg = (usage as f64 / f64::from(status_replicas)).ceil();
+        if avg >= i64::MAX as f64 {
+            i64::MAX
+        } else if avg <= i64::MIN as f64 {
+            i64::MIN
+        } else {
+            avg as i64
+        }
+    } else {
+        usage
+    }
+}
+
+/// Replicas for an `Object` metric with an `averageValue` target, exactly as Karmada's
+/// `GetObjectPerPodMetricReplicas` computes them: `status_replicas` are the pods running in the
+/// members; within the tolerance of `usage / (target × status_replicas)` the count is
+/// `ceil(status_replicas / calibration)`, otherwise `ceil(ceil(usage / target / calibration) /
+/// calibration)` (Karmada divides by the calibration twice on this path; with templates that
+/// are divided between members rather than duplicated the calibration is 1 and both are kube's
+/// `ceil(usage / target)`).
 ///
 /// # Errors
 /// A target below 1.
@@ -443,24 +475,54 @@ pub fn object_average_replicas(
     usage: i64,
     target_average: i64,
     tolerance: f64,
+    calibration: f64,
 ) -> Result<Proposal, Error> {
     if target_average <= 0 {
         return Err(Error::InvalidTarget(target_average));
     }
+    let calibration = calibrated(calibration);
     let mut replicas = status_replicas;
     let ratio = usage as f64 / (target_average as f64 * f64::from(status_replicas));
-    if !within(tolerance, ratio) {
-        replicas = ceil_replicas(usage as f64 / target_average as f64);
+    if (1.0 - ratio).abs() > tolerance {
+        replicas = ceil_replicas(usage as f64 / target_average as f64 / calibration);
     }
-    let average = if status_replicas > 0 {
-        usage / i64::from(status_replicas)
+    Ok(Proposal {
+        replicas: ceil_replicas(f64::from(replicas) / calibration),
+        utilization: None,
+        value: per_pod(usage, status_replicas),
+    })
+}
+
+/// Replicas for an `External` metric with an `averageValue` target (kube's
+/// `GetExternalPerPodMetricReplicas`; Karmada serves no external metrics, so the calibration is
+/// applied once, as for every other metric): `usage` is the sum of the series selected and
+/// `status_replicas` the pods running in the members. Within the tolerance of `usage / (target ×
+/// status_replicas)` the count is `ceil(status_replicas / calibration)`, otherwise
+/// `ceil(usage / target / calibration)`.
+///
+/// # Errors
+/// A target below 1.
+pub fn external_average_replicas(
+    status_replicas: i32,
+    usage: i64,
+    target_average: i64,
+    tolerance: f64,
+    calibration: f64,
+) -> Result<Proposal, Error> {
+    if target_average <= 0 {
+        return Err(Error::InvalidTarget(target_average));
+    }
+    let calibration = calibrated(calibration);
+    let ratio = usage as f64 / (target_average as f64 * f64::from(status_replicas));
+    let replicas = if (1.0 - ratio).abs() > tolerance {
+        ceil_replicas(usage as f64 / target_average as f64 / calibration)
     } else {
-        usage
+        ceil_replicas(f64::from(status_replicas) / calibration)
     };
     Ok(Proposal {
         replicas,
         utilization: None,
-        value: average,
+        value: per_pod(usage, status_replicas),
     })
 }
 
@@ -1158,23 +1220,157 @@ mod tests {
             resource_replicas(1, 0, "cpu", &pods(1, 1), &usage(&[1]), 0.1, 1.0),
             Err(Error::InvalidTarget(0))
         );
-        assert!(object_replicas(1, 1, 0, 1, 0.1).is_err());
+        assert!(object_replicas(1, 1, 0, (1, 1), 0.1, 1.0).is_err());
+    }
+
+    // kube's replica_calculator_test.go cases for custom and external metrics (values in
+    // milli-units, as the metrics client reads them).
+    #[test]
+    fn pods_metrics_average_over_the_pods_as_kube_tests() {
+        let plain = |current, target, p: &[Pod], m: &BTreeMap<String, i64>| {
+            plain_replicas(current, target, false, p, m, DEFAULT_TOLERANCE, 1.0).expect("p")
+        };
+        // ScaleUpCM: 20, 10, 30 of 15 per pod → 20 / 15 × 3 = 4.
+        let got = plain(3, 15_000, &pods(3, 0), &usage(&[20_000, 10_000, 30_000]));
+        assert_eq!((got.replicas, got.value), (4, 20_000));
+        // ScaleUpCMUnreadyHotCpuNoLessScale: readiness does not matter outside CPU → 6.
+        let mut p = pods(3, 0);
+        p[2].state = PodState::Running { ready: false };
+        let got = plain(3, 15_000, &p, &usage(&[50_000, 10_000, 30_000]));
+        assert_eq!((got.replicas, got.value), (6, 30_000));
+        // ScaleDownCM: five pods at 12 of 20 → 3.
+        assert_eq!(
+            plain(5, 20_000, &pods(5, 0), &usage(&[12_000; 5])).replicas,
+            3
+        );
+        // ToleranceCM: 20, 21, 21 of 20 → within 10 % → 3.
+        let got = plain(3, 20_000, &pods(3, 0), &usage(&[20_000, 21_000, 21_000]));
+        assert_eq!((got.replicas, got.value), (3, 20_666));
+        // A missing pod at exactly the target changes nothing (kube leaves it out).
+        let got = plain(3, 10_000, &pods(3, 0), &usage(&[10_000, 10_000]));
+        assert_eq!(got.replicas, 3);
+        // On a scale-up a missing pod counts as 0: (30 + 30 + 0) / 3 = 20 of 10 → 6.
+        let got = plain(3, 10_000, &pods(3, 0), &usage(&[30_000, 30_000]));
+        assert_eq!(got.replicas, 6);
     }
 
     #[test]
-    fn object_metrics_scale_by_ready_pods_or_per_pod() {
-        // value target: usage 30 of target 10 with 2 ready pods → 6.
-        assert_eq!(object_replicas(2, 30, 10, 2, 0.1).expect("p").replicas, 6);
-        assert_eq!(object_replicas(2, 10, 10, 2, 0.1).expect("p").replicas, 2);
-        // averageValue target: usage 30 of 10 per pod → 3, unless 30/(10 × 3) is within.
+    fn object_and_external_value_targets_scale_by_ready_pods() {
+        let t = DEFAULT_TOLERANCE;
+        // ScaleUpCMObject: 20 of 15 with 3 ready pods → 4.
+        let got = object_replicas(3, 20_000, 15_000, (3, 3), t, 1.0).expect("p");
+        assert_eq!((got.replicas, got.value), (4, 20_000));
+        // ScaleUpCMObjectIgnoresUnreadyPods: 50 of 10 with one ready pod of three → 5.
         assert_eq!(
-            object_average_replicas(1, 30, 10, 0.1).expect("p").replicas,
+            object_replicas(3, 50_000, 10_000, (3, 1), t, 1.0)
+                .expect("p")
+                .replicas,
+            5
+        );
+        // ToleranceCMObject: 20.666 of 20 → 3.
+        assert_eq!(
+            object_replicas(3, 20_666, 20_000, (3, 3), t, 1.0)
+                .expect("p")
+                .replicas,
+            3
+        );
+        // ScaleUpCMExternal: 8600 of 4400 with 1 ready pod → 2; ScaleDownCMExternal: 8600 of
+        // 14334 with 5 → 3; ToleranceCMExternal: 8600 of 8888 → 3.
+        assert_eq!(
+            object_replicas(1, 8_600, 4_400, (1, 1), t, 1.0)
+                .expect("p")
+                .replicas,
+            2
+        );
+        assert_eq!(
+            object_replicas(5, 8_600, 14_334, (5, 5), t, 1.0)
+                .expect("p")
+                .replicas,
             3
         );
         assert_eq!(
-            object_average_replicas(3, 31, 10, 0.1).expect("p").replicas,
+            object_replicas(3, 8_600, 8_888, (3, 3), t, 1.0)
+                .expect("p")
+                .replicas,
             3
         );
+        // From zero replicas the ratio alone decides (and no pod is needed).
+        assert_eq!(
+            object_replicas(0, 30, 10, (0, 0), t, 1.0)
+                .expect("p")
+                .replicas,
+            3
+        );
+        // A template duplicated into two members: 4 ready pods for 2 replicas → 30/10 × 4 / 2.
+        assert_eq!(
+            object_replicas(2, 30, 10, (4, 4), t, 2.0)
+                .expect("p")
+                .replicas,
+            6
+        );
+        assert_eq!(
+            object_replicas(2, 30, 10, (0, 0), t, 1.0),
+            Err(Error::NoPods)
+        );
+        assert_eq!(
+            object_replicas(2, 30, 0, (2, 2), t, 1.0),
+            Err(Error::InvalidTarget(0))
+        );
+    }
+
+    #[test]
+    fn per_pod_targets_divide_the_total_as_kube_tests() {
+        let t = DEFAULT_TOLERANCE;
+        // ScaleUpPerPodCMExternal: 8600 over 3 pods, 2150 each → ceil(8600 / 2150) = 4, the
+        // reported average ceil(8600 / 3) = 2867.
+        let got = external_average_replicas(3, 8_600, 2_150, t, 1.0).expect("p");
+        assert_eq!((got.replicas, got.value), (4, 2_867));
+        // ScaleDownPerPodCMExternal: 8600 over 5 pods, 2867 each → 3, average 1720.
+        let got = external_average_replicas(5, 8_600, 2_867, t, 1.0).expect("p");
+        assert_eq!((got.replicas, got.value), (3, 1_720));
+        // TolerancePerPodCMExternal: 8600 over 2 pods of 4300 → 2.
+        assert_eq!(
+            external_average_replicas(2, 8_600, 4_300, t, 1.0)
+                .expect("p")
+                .replicas,
+            2
+        );
+        // Two members running 4 pods of a 2-replica template: 8600 / 1000 = 9 pods → 5 replicas.
+        assert_eq!(
+            external_average_replicas(4, 8_600, 1_000, t, 2.0)
+                .expect("p")
+                .replicas,
+            5
+        );
+        // Object averageValue: as external with calibration 1 ...
+        let got = object_average_replicas(3, 8_600, 2_150, t, 1.0).expect("p");
+        assert_eq!((got.replicas, got.value), (4, 2_867));
+        assert_eq!(
+            object_average_replicas(3, 31, 10, t, 1.0)
+                .expect("p")
+                .replicas,
+            3,
+            "31 / 30 is within the tolerance"
+        );
+        // ... and Karmada's double calibration otherwise: ceil(ceil(8600 / 1000 / 2) / 2) = 3,
+        // while within the tolerance the 4 member pods are 2 replicas.
+        assert_eq!(
+            object_average_replicas(4, 8_600, 1_000, t, 2.0)
+                .expect("p")
+                .replicas,
+            3
+        );
+        assert_eq!(
+            object_average_replicas(4, 4_000, 1_000, t, 2.0)
+                .expect("p")
+                .replicas,
+            2
+        );
+        // No pods: the total is the average, and the count follows the total.
+        let got = external_average_replicas(0, 5_000, 1_000, t, 1.0).expect("p");
+        assert_eq!((got.replicas, got.value), (5, 5_000));
+        assert!(external_average_replicas(1, 1, 0, t, 1.0).is_err());
+        assert!(object_average_replicas(1, 1, -1, t, 1.0).is_err());
     }
 
     // "if there are multiple metrics, the HPA calculates the desired count for each and uses
