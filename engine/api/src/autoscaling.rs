@@ -28,6 +28,18 @@ pub const SIMULATED_MEMORY_UTILIZATION: &str = "flotilla.dev/simulated-memory-ut
 /// Annotation on a simulated pod: its containers' usage, `{"<container>": {"cpu": "400m",
 /// "memory": "64Mi"}}`, which the API server serves as its `PodMetrics`.
 pub const SIMULATED_USAGE: &str = "flotilla.dev/simulated-usage";
+/// Annotation on an object in a simulated member: its custom metrics, `{"<metric>":
+/// "<quantity>"}` (`{"http_requests_per_second": "30"}`), which the API server serves as
+/// `custom.metrics.k8s.io` values of that object (the pod simulator writes it on each pod).
+pub const SIMULATED_CUSTOM_METRICS: &str = "flotilla.dev/simulated-custom-metrics";
+/// Annotation on a simulated member's Deployment (or its template on the control plane): the
+/// custom metrics each of its simulated pods reports, in the shape of
+/// [`SIMULATED_CUSTOM_METRICS`]. Deployments carrying it get simulated pods too.
+pub const SIMULATED_POD_CUSTOM_METRICS: &str = "flotilla.dev/simulated-pod-custom-metrics";
+/// Annotation on a ConfigMap in a simulated member: external metrics of its namespace,
+/// `{"<metric>": "<quantity>"}`, one series per metric labelled with the ConfigMap's labels,
+/// served as `external.metrics.k8s.io`.
+pub const SIMULATED_EXTERNAL_METRICS: &str = "flotilla.dev/simulated-external-metrics";
 
 /// `FederatedHPA`: kube's HorizontalPodAutoscaler over the pods of a resource template in every
 /// member cluster it was propagated to.

@@ -37,10 +37,16 @@ fn group_doc(name: &str, versions: &[&str]) -> Value {
 
 /// `/apis`.
 pub fn group_list() -> Value {
-    let groups: Vec<Value> = registry::groups()
+    let mut groups: Vec<Value> = registry::groups()
         .iter()
         .map(|(g, vs)| group_doc(g, vs))
         .collect();
+    // Served live by [`crate::custom_metrics`], with metrics that change: no registry entries.
+    groups.extend(
+        crate::custom_metrics::GROUPS
+            .iter()
+            .map(|(g, vs)| group_doc(g, vs)),
+    );
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
