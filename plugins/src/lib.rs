@@ -44,6 +44,7 @@ pub fn default_profile() -> Profile {
         overriders: vec![Slot::new(Arc::new(overrider::OverridePolicy) as Arc<_>)],
         expressions: None,
         versions: Vec::new(),
+        preemption: flotilla_core::preemption::VictimRules::default(),
     }
 }
 

@@ -587,6 +587,8 @@ pub struct Profile {
     /// The versions of loaded (non built-in) plugins, `(name, "sha256:<hex>")` in name order:
     /// what a placement records in [`flotilla_api::labels::PLACED_BY`]. Empty for built-ins only.
     pub versions: Vec<(String, String)>,
+    /// How binding preemption chooses victims (`spec.preemption` of the profile document).
+    pub preemption: crate::preemption::VictimRules,
 }
 
 impl Profile {

@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod overrides;
 pub mod pipeline;
 pub mod plan;
+pub mod preemption;
 pub mod priority;
 pub mod profile;
 pub mod quantity;

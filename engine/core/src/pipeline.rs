@@ -76,6 +76,30 @@ impl Snapshot {
         }
     }
 
+    /// This snapshot with `cluster` in place of the cluster of the same name (a new generation:
+    /// the content differs). Binding preemption decides on such "what if" snapshots.
+    pub fn with_cluster(&self, cluster: Cluster) -> Snapshot {
+        let mut clusters = self.clusters.clone();
+        let mut capacity = self.capacity.clone();
+        match clusters.binary_search_by(|c| c.name().cmp(cluster.name())) {
+            Ok(i) => {
+                capacity[i] = Capacity::of(&cluster);
+                clusters[i] = cluster;
+            }
+            Err(i) => {
+                capacity.insert(i, Capacity::of(&cluster));
+                clusters.insert(i, cluster);
+            }
+        }
+        Snapshot {
+            clusters,
+            capacity,
+            generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            profiles: self.profiles.clone(),
+            options: self.options,
+        }
+    }
+
     /// Process-unique identity of this snapshot (clones share it: they hold the same data).
     pub fn generation(&self) -> u64 {
         self.generation

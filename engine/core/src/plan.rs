@@ -318,6 +318,9 @@ pub struct Plan {
     pub schedule_order: Vec<String>,
     /// Policy preemptions: `Kind namespace/name: <policy> preempted <policy>`.
     pub preemptions: Vec<String>,
+    /// Binding preemptions (gate `BindingPreemption`), in the order the scheduler took the
+    /// preemptors ([`crate::preemption`]).
+    pub binding_preemptions: Vec<crate::preemption::Preemption>,
 }
 
 /// Run the whole pipeline over `inv` with `profiles` (looked up by `spec.schedulerName`).
@@ -340,6 +343,9 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
         (a.kind(), a.namespace(), a.name()).cmp(&(b.kind(), b.namespace(), b.name()))
     });
     let gates = snapshot.options().gates;
+    // Per planned binding: its template, its state before the decision and the outcome (binding
+    // preemption decides again from there).
+    let mut decided: Vec<(&Object, ResourceBinding, crate::pipeline::Decision)> = Vec::new();
     for t in templates {
         let (mut rb, claim) = match binding_for_with(inv, t, gates) {
             Some(Ok(b)) => b,
@@ -370,6 +376,7 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
             ));
         }
         let mut memory = FailoverMemory::default();
+        let before = rb.clone();
         let d = decide(
             snapshot,
             &mut rb,
@@ -379,15 +386,16 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
             None,
         );
         let works = render(snapshot, &rb, t, &inv.overrides, &inv.interpreters);
-        let mut evicted = d.taint_evicted;
-        evicted.extend(d.app_evicted);
+        let mut evicted = d.taint_evicted.clone();
+        evicted.extend(d.app_evicted.clone());
         out.bindings.push(PlannedBinding {
             binding: rb,
             scheduled: d.scheduled,
             evicted,
-            ignored_faults: d.ignored_faults,
+            ignored_faults: d.ignored_faults.clone(),
             works,
         });
+        decided.push((t, before, d));
     }
     let keys: Vec<(String, i32)> = out
         .bindings
@@ -403,7 +411,102 @@ pub fn plan_in(inv: &Inventory, snapshot: &Snapshot, now: i64) -> Plan {
         keys.iter().map(|(k, p)| (k.as_str(), *p)),
         gates.priority_based_scheduling,
     );
+    if gates.binding_preemption {
+        preempt_in_order(inv, snapshot, now, &mut out, &mut decided);
+    }
     out
+}
+
+/// Binding preemption over a plan: every binding left Unschedulable, in schedule order, through
+/// [`crate::preemption::decide_preempting`] against the others as planned so far; victims are
+/// evicted and decided again (back through the queue) on the snapshot the preemption left, which
+/// the next preemption starts from.
+fn preempt_in_order(
+    inv: &Inventory,
+    snapshot: &Snapshot,
+    now: i64,
+    out: &mut Plan,
+    decided: &mut [(&Object, ResourceBinding, crate::pipeline::Decision)],
+) {
+    use crate::preemption::{decide_preempting, evict_victim};
+    let mut snap = snapshot.clone();
+    let index: BTreeMap<String, usize> = out
+        .bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            (
+                qualified(b.binding.metadata.namespace(), b.binding.metadata.name()),
+                i,
+            )
+        })
+        .collect();
+    let clock = Clock::at_secs(now);
+    for key in out.schedule_order.clone() {
+        let Some(&i) = index.get(&key) else { continue };
+        let result = {
+            let others: Vec<&ResourceBinding> = out
+                .bindings
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, b)| &b.binding)
+                .collect();
+            let (t, before, d) = &decided[i];
+            decide_preempting(
+                &snap,
+                before,
+                &out.bindings[i].binding,
+                d,
+                Some(*t),
+                clock,
+                &FailoverMemory::default(),
+                &others,
+            )
+        };
+        let p = match result {
+            Ok(Some(p)) => p,
+            Ok(None) => continue,
+            Err(e) => {
+                out.faults.push(format!(
+                    "{} {key}: preemption: {e}",
+                    out.bindings[i].binding.kind
+                ));
+                continue;
+            }
+        };
+        snap = p.snapshot;
+        let t = decided[i].0;
+        out.bindings[i].works = render(&snap, &p.binding, t, &inv.overrides, &inv.interpreters);
+        out.bindings[i].binding = p.binding;
+        out.bindings[i].scheduled = p.decision.scheduled;
+        out.bindings[i].ignored_faults = p.decision.ignored_faults.clone();
+        decided[i].2 = p.decision;
+        for v in &p.preemption.victims {
+            let Some(&j) = index.get(&v.key()) else {
+                continue;
+            };
+            let (vt, _, _) = decided[j];
+            let victim = &mut out.bindings[j].binding;
+            evict_victim(victim, &p.preemption, now);
+            victim.metadata.generation = Some(victim.metadata.generation.unwrap_or(1) + 1);
+            let again = victim.clone();
+            let d = decide(
+                &snap,
+                victim,
+                Some(vt),
+                clock,
+                &mut FailoverMemory::default(),
+                None,
+            );
+            out.bindings[j].works = render(&snap, victim, vt, &inv.overrides, &inv.interpreters);
+            out.bindings[j].scheduled = d.scheduled;
+            out.bindings[j].evicted.push(p.preemption.cluster.clone());
+            decided[j].1 = again;
+            decided[j].2 = d;
+        }
+        out.binding_preemptions.push(p.preemption);
+    }
 }
 
 /// The binding the detector makes of `template` (with the policy that claims it), continuing the

@@ -14,6 +14,11 @@ pub struct FeatureGates {
     /// `PropagationPolicyPreemption` (alpha, off by default): a policy with
     /// `preemption: Always` takes templates over from lower-priority policies.
     pub policy_preemption: bool,
+    /// `BindingPreemption` (Flotilla, alpha, off by default — Karmada has no binding preemption,
+    /// so a default control plane schedules exactly as Karmada does): a binding that fits nowhere
+    /// for lack of capacity evicts lower-priority bindings from one cluster
+    /// ([`crate::preemption`]).
+    pub binding_preemption: bool,
 }
 
 impl Default for FeatureGates {
@@ -21,12 +26,17 @@ impl Default for FeatureGates {
         FeatureGates {
             priority_based_scheduling: true,
             policy_preemption: false,
+            binding_preemption: false,
         }
     }
 }
 
 /// The gate names, as Karmada spells them.
-pub const GATE_NAMES: [&str; 2] = ["PriorityBasedScheduling", "PropagationPolicyPreemption"];
+pub const GATE_NAMES: [&str; 3] = [
+    "PriorityBasedScheduling",
+    "PropagationPolicyPreemption",
+    "BindingPreemption",
+];
 
 impl FeatureGates {
     /// Apply `spec`, Karmada's `--feature-gates` syntax: `Name=true,Other=false` (whitespace
@@ -59,6 +69,7 @@ impl FeatureGates {
             match name {
                 "PriorityBasedScheduling" => self.priority_based_scheduling = on,
                 "PropagationPolicyPreemption" => self.policy_preemption = on,
+                "BindingPreemption" => self.binding_preemption = on,
                 other => {
                     return Err(format!(
                         "--feature-gates: unrecognized feature gate: {} (known: {})",
@@ -152,8 +163,24 @@ impl PriorityClass {
 pub struct PriorityError(pub String);
 
 /// The annotation carrying the resolved PriorityClass's `preemptionPolicy` on a binding
-/// (Karmada's binding has no field for it yet; binding preemption reads it).
+/// (Karmada's binding `spec.schedulePriority` has the priority only). Written only for `Never`;
+/// absent means `PreemptLowerPriority`, the Kubernetes default. Binding preemption reads it
+/// ([`preemption_policy_of`]).
 pub const PREEMPTION_POLICY_ANNOTATION: &str = "scheduling.flotilla.dev/preemption-policy";
+
+/// The preemption policy a binding carries ([`PREEMPTION_POLICY_ANNOTATION`]): `Never` only when
+/// the annotation says so.
+pub fn preemption_policy_of(rb: &flotilla_api::work::ResourceBinding) -> PreemptionPolicy {
+    match rb
+        .metadata
+        .annotations
+        .get(PREEMPTION_POLICY_ANNOTATION)
+        .map(String::as_str)
+    {
+        Some("Never") => PreemptionPolicy::Never,
+        _ => PreemptionPolicy::PreemptLowerPriority,
+    }
+}
 
 /// A policy's `spec.schedulePriority` resolved against `classes`: the binding's
 /// `spec.schedulePriority` (`{"priority": value}`, `{}` for 0 as Karmada serializes it) and the
@@ -240,10 +267,12 @@ mod tests {
     #[test]
     fn gates_default_as_karmada_and_parse_its_syntax() {
         let mut g = FeatureGates::default();
-        assert!(g.priority_based_scheduling && !g.policy_preemption);
+        assert!(g.priority_based_scheduling && !g.policy_preemption && !g.binding_preemption);
         g.set("PriorityBasedScheduling=false, PropagationPolicyPreemption=true")
             .unwrap();
         assert!(!g.priority_based_scheduling && g.policy_preemption);
+        g.set("BindingPreemption=true").unwrap();
+        assert!(g.binding_preemption);
         assert!(g.set("Nope=true").unwrap_err().contains("unrecognized"));
         assert!(g.set("PriorityBasedScheduling=yes").is_err());
         assert!(g.set("PriorityBasedScheduling").is_err());

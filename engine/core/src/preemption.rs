@@ -1,0 +1,547 @@
+//! Binding preemption (Flotilla, beyond Karmada; gate `BindingPreemption`, off by default).
+//!
+//! When a binding is `Unschedulable` for lack of capacity (the estimator finds too few replicas
+//! anywhere) and its preemption policy is `PreemptLowerPriority` (the PriorityClass named by its
+//! policy's `schedulePriority`, carried on the binding as
+//! [`crate::priority::PREEMPTION_POLICY_ANNOTATION`]; absent means `PreemptLowerPriority`), the
+//! scheduler looks for ONE cluster where evicting bindings of strictly lower
+//! `spec.schedulePriority.priority` frees enough capacity for it:
+//!
+//! * candidates on a cluster are the other bindings with replicas there and a lower priority,
+//!   that the profile's victim rules ([`VictimRules`], CEL) do not veto;
+//! * they are taken lowest priority first, then highest victim score (the rules' `score`, 0
+//!   without one), then most replicas there (fewest victims), then newest `creationTimestamp`,
+//!   then name — the shortest such prefix that lets the binding schedule, after which every
+//!   victim that is not needed is spared again (last taken first), so no victim is superfluous;
+//! * the cluster needing the fewest victims wins (tie: the lowest highest-victim priority, then
+//!   the cluster name).
+//!
+//! "Frees" means: the victims' `replicaRequirements.resourceRequest` × their replicas on the
+//! cluster (and one pod per replica) leave the cluster's `resourceSummary.allocated` (then
+//! `allocating`), and the scheduler runs again for the preemptor on that summary. Resource
+//! models (`allocatableModelings`) and component workloads are not adjusted: a preemption never
+//! frees what the estimator does not count.
+//!
+//! Each victim loses that cluster ([`evict_victim`]: a `Directly` graceful-eviction task with
+//! reason `Preempted`, so its copy there is removed at once and Karmada's `ClusterEviction`
+//! filter keeps it off the cluster while the task lasts) and goes back through the queue: it may
+//! land elsewhere or become unschedulable. A binding whose policy is `Never` never evicts, and a
+//! binding of equal or higher priority is never a victim.
+
+use flotilla_api::Object;
+use flotilla_api::cluster::Cluster;
+use flotilla_api::meta::{Quantity, QuantityRepr, ResourceList};
+use flotilla_api::work::ResourceBinding;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::estimator::nano;
+use crate::expression::{ExpressionEngine, ExpressionKind};
+use crate::failover::{self, Purge, purge_mode};
+use crate::framework::Profile;
+use crate::pipeline::Snapshot;
+use crate::priority::{PreemptionPolicy, preemption_policy_of};
+use crate::quantity::{NANO_PER_UNIT, nano_to_value};
+use crate::queue::binding_priority;
+use crate::scheduler::{self, FailureKind};
+use crate::time::parse_rfc3339;
+
+/// Reason of a victim's eviction task and Event.
+pub const REASON_PREEMPTED: &str = "Preempted";
+/// Producer of a victim's eviction task.
+pub const PRODUCER: &str = "flotilla-scheduler-preemption";
+/// Most candidate victims considered on one cluster (the lowest-priority ones).
+pub const MAX_CANDIDATES_PER_CLUSTER: usize = 10_000;
+
+/// A profile's rules for choosing victims (`spec.preemption` of a `SchedulerProfile`), CEL
+/// expressions evaluated by the profile's expression engine with `object` bound to
+/// `{"victim": <binding>, "preemptor": <binding>}` and `cluster` to the cluster preempted on.
+///
+/// ```yaml
+/// spec:
+///   preemption:
+///     victimFilter: "!has(object.victim.metadata.labels) || object.victim.metadata.labels['tier'] != 'gold'"
+///     victimScore: "object.victim.spec.replicas"   # higher: evicted earlier within a priority
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VictimRules {
+    /// A `bool`: `false` vetoes the candidate (it is never evicted for this preemptor there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_filter: Option<String>,
+    /// A number: among candidates of the same priority, the higher is evicted first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_score: Option<String>,
+}
+
+impl VictimRules {
+    /// Whether there is any rule.
+    pub fn is_empty(&self) -> bool {
+        self.victim_filter.is_none() && self.victim_score.is_none()
+    }
+
+    /// Compile each rule with `engine`; errors name the field (`victimFilter`, `victimScore`).
+    ///
+    /// # Errors
+    /// The first rule that does not compile, or any rule without an engine.
+    pub fn check(&self, engine: Option<&dyn ExpressionEngine>) -> Result<(), String> {
+        for (field, kind, src) in self.sites() {
+            let Some(engine) = engine else {
+                return Err(format!(
+                    "preemption.{field}: this build has no expression engine"
+                ));
+            };
+            engine.check(kind, src).map_err(|e| {
+                format!(
+                    "preemption.{field}: invalid {} expression: {}",
+                    engine.language(),
+                    e.message
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn sites(&self) -> Vec<(&'static str, ExpressionKind, &str)> {
+        let mut out = Vec::new();
+        if let Some(f) = &self.victim_filter {
+            out.push(("victimFilter", ExpressionKind::ClusterSelector, f.as_str()));
+        }
+        if let Some(s) = &self.victim_score {
+            out.push(("victimScore", ExpressionKind::Score, s.as_str()));
+        }
+        out
+    }
+}
+
+/// One evicted binding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Victim {
+    /// `ResourceBinding` or `ClusterResourceBinding`.
+    pub kind: String,
+    /// Its namespace (empty for a ClusterResourceBinding).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `spec.schedulePriority.priority`.
+    pub priority: i32,
+    /// Its replicas on the preempted cluster.
+    pub replicas: i32,
+}
+
+impl Victim {
+    /// `namespace/name` (`name` when cluster-scoped).
+    pub fn key(&self) -> String {
+        key_of(&self.namespace, &self.name)
+    }
+}
+
+/// A chosen preemption: the cluster and its victims, in eviction order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preemption {
+    /// The preemptor, `namespace/name`.
+    pub preemptor: String,
+    /// Its priority.
+    pub priority: i32,
+    /// The cluster preempted on.
+    pub cluster: String,
+    /// The victims.
+    pub victims: Vec<Victim>,
+}
+
+impl Preemption {
+    /// `ns/a, ns/b`.
+    pub fn victim_list(&self) -> String {
+        self.victims
+            .iter()
+            .map(Victim::key)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn key_of(ns: &str, name: &str) -> String {
+    if ns.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{ns}/{name}")
+    }
+}
+
+/// `namespace/name` of a binding.
+pub fn binding_key(rb: &ResourceBinding) -> String {
+    key_of(rb.metadata.namespace(), rb.metadata.name())
+}
+
+/// Whether `rb`, just decided with `outcome`, may preempt: the gate is on, the outcome is
+/// `Unschedulable` (capacity, not filters or errors), and its preemption policy is not `Never`.
+pub fn eligible(
+    snapshot: &Snapshot,
+    rb: &ResourceBinding,
+    outcome: Option<&Result<(), scheduler::Failure>>,
+) -> bool {
+    snapshot.options().gates.binding_preemption
+        && matches!(outcome, Some(Err(f)) if f.kind == FailureKind::Unschedulable)
+        && preemption_policy_of(rb) == PreemptionPolicy::PreemptLowerPriority
+        && rb.metadata.deletion_timestamp.is_none()
+}
+
+/// What one candidate frees on a cluster, with its ordering keys.
+struct Candidate<'a> {
+    binding: &'a ResourceBinding,
+    priority: i32,
+    score: f64,
+    replicas: i32,
+    created: i64,
+    key: String,
+}
+
+/// Find the preemption for `preemptor` (decided Unschedulable; `before` its state before that
+/// decision, which the scheduler is run on again) among `others` (every other binding, with
+/// their current `spec.clusters`), or `None` when no single cluster can be freed enough.
+///
+/// # Errors
+/// A victim rule failed to evaluate (the preemption is abandoned, nothing is evicted).
+pub fn find(
+    snapshot: &Snapshot,
+    profile: &Profile,
+    before: &ResourceBinding,
+    template: Option<&Object>,
+    others: &[&ResourceBinding],
+) -> Result<Option<Preemption>, String> {
+    let priority = binding_priority(before.spec.schedule_priority.as_ref());
+    let me = binding_key(before);
+    let preemptor_json = serde_json::to_value(before).unwrap_or(Value::Null);
+    let engine = profile.expressions.as_deref();
+    let rules = &profile.preemption;
+    let status = before.status.clone().unwrap_or_default();
+    let fits = |snap: &Snapshot| {
+        scheduler::schedule(
+            snap,
+            profile,
+            &before.spec,
+            &status,
+            template.map(|t| &t.0),
+            None,
+        )
+        .outcome
+        .is_ok()
+    };
+    // (victims, highest victim priority, cluster name) of the best so far.
+    let mut best: Option<(usize, i32, Preemption)> = None;
+    for cluster in snapshot.clusters() {
+        let name = cluster.name();
+        let mut cands: Vec<Candidate<'_>> = Vec::new();
+        for b in others {
+            let key = binding_key(b);
+            if key == me && b.kind == before.kind {
+                continue;
+            }
+            let p = binding_priority(b.spec.schedule_priority.as_ref());
+            let replicas = b.spec.assigned_replicas(name);
+            if p >= priority || replicas <= 0 || b.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            cands.push(Candidate {
+                binding: b,
+                priority: p,
+                score: 0.0,
+                replicas,
+                created: b
+                    .metadata
+                    .creation_timestamp
+                    .as_deref()
+                    .and_then(parse_rfc3339)
+                    .unwrap_or(i64::MIN),
+                key,
+            });
+        }
+        if cands.is_empty() {
+            continue;
+        }
+        if !rules.is_empty() {
+            cands = apply_rules(rules, engine, &preemptor_json, cluster, cands)?;
+        }
+        cands.sort_by(|a, b| {
+            a.priority
+                .cmp(&b.priority)
+                .then(b.score.total_cmp(&a.score))
+                .then(b.replicas.cmp(&a.replicas))
+                .then(b.created.cmp(&a.created))
+                .then(a.key.cmp(&b.key))
+        });
+        cands.truncate(MAX_CANDIDATES_PER_CLUSTER);
+        let freed = |set: &[&Candidate<'_>]| -> Snapshot {
+            let bindings: Vec<&ResourceBinding> = set.iter().map(|c| c.binding).collect();
+            snapshot.with_cluster(release(cluster, &bindings, 1))
+        };
+        let all: Vec<&Candidate<'_>> = cands.iter().collect();
+        if !fits(&freed(&all)) {
+            continue;
+        }
+        // The shortest prefix that fits (freeing more never makes it fit less).
+        let (mut lo, mut hi) = (1, all.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(&freed(&all[..mid])) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let mut chosen: Vec<&Candidate<'_>> = all[..lo].to_vec();
+        // Spare every victim not needed, last taken first.
+        let mut i = chosen.len();
+        while i > 0 && chosen.len() > 1 {
+            i -= 1;
+            let mut without = chosen.clone();
+            without.remove(i);
+            if fits(&freed(&without)) {
+                chosen = without;
+            }
+        }
+        let max_p = chosen.iter().map(|c| c.priority).max().unwrap_or(i32::MIN);
+        let p = Preemption {
+            preemptor: me.clone(),
+            priority,
+            cluster: name.to_owned(),
+            victims: chosen
+                .iter()
+                .map(|c| Victim {
+                    kind: c.binding.kind.clone(),
+                    namespace: c.binding.metadata.namespace().to_owned(),
+                    name: c.binding.metadata.name().to_owned(),
+                    priority: c.priority,
+                    replicas: c.replicas,
+                })
+                .collect(),
+        };
+        // Clusters come in name order: a later cluster wins only when strictly better.
+        let better = match &best {
+            None => true,
+            Some((n, mp, _)) => (p.victims.len(), max_p) < (*n, *mp),
+        };
+        if better {
+            best = Some((p.victims.len(), max_p, p));
+        }
+    }
+    Ok(best.map(|(_, _, p)| p))
+}
+
+fn apply_rules<'a>(
+    rules: &VictimRules,
+    engine: Option<&dyn ExpressionEngine>,
+    preemptor: &Value,
+    cluster: &Cluster,
+    cands: Vec<Candidate<'a>>,
+) -> Result<Vec<Candidate<'a>>, String> {
+    let Some(engine) = engine else {
+        return Err("victim rules need an expression engine; this profile has none".into());
+    };
+    let mut out = Vec::with_capacity(cands.len());
+    for mut c in cands {
+        let object = json!({
+            "victim": serde_json::to_value(c.binding).unwrap_or(Value::Null),
+            "preemptor": preemptor,
+        });
+        let bound = engine
+            .bind(Some(&object))
+            .map_err(|e| format!("victim {}: {}", c.key, e.message))?;
+        if let Some(f) = &rules.victim_filter {
+            let v = bound
+                .evaluate(ExpressionKind::ClusterSelector, f, cluster)
+                .map_err(|e| format!("victimFilter for {}: {}", c.key, e.message))?;
+            if v != Value::Bool(true) {
+                continue;
+            }
+        }
+        if let Some(s) = &rules.victim_score {
+            let v = bound
+                .evaluate(ExpressionKind::Score, s, cluster)
+                .map_err(|e| format!("victimScore for {}: {}", c.key, e.message))?;
+            c.score = v.as_f64().filter(|f| f.is_finite()).unwrap_or(0.0);
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// What `rb` takes on `cluster` per resource (nano-units) and in pods: its
+/// `replicaRequirements.resourceRequest` × its replicas there.
+fn usage(rb: &ResourceBinding, cluster: &str) -> (Vec<(String, i128)>, i128) {
+    let replicas = i128::from(rb.spec.assigned_replicas(cluster).max(0));
+    let per = rb
+        .spec
+        .replica_requirements
+        .as_ref()
+        .map(|r| {
+            r.resource_request
+                .iter()
+                .filter(|(name, _)| name.as_str() != "pods")
+                .map(|(name, q)| (name.clone(), nano(q).max(0).saturating_mul(replicas)))
+                .collect()
+        })
+        .unwrap_or_default();
+    (per, replicas)
+}
+
+fn quantity(nano: i128) -> Quantity {
+    if nano % NANO_PER_UNIT == 0 {
+        Quantity(QuantityRepr::String(nano_to_value(nano).to_string()))
+    } else {
+        Quantity(QuantityRepr::String(format!("{nano}n")))
+    }
+}
+
+fn adjust(list: &mut ResourceList, name: &str, delta: i128) -> i128 {
+    let cur = list.get(name).map_or(0, nano);
+    let next = cur.saturating_add(delta);
+    let (value, rest) = if next < 0 { (0, next) } else { (next, 0) };
+    if list.contains_key(name) || value != 0 {
+        list.insert(name.to_owned(), quantity(value));
+    }
+    rest
+}
+
+/// `cluster` with `bindings`' usage there released (`sign` 1) or taken (`sign` -1): the resource
+/// summary's `allocated` moves (then `allocating`, for what `allocated` did not hold).
+pub fn release(cluster: &Cluster, bindings: &[&ResourceBinding], sign: i128) -> Cluster {
+    let mut c = cluster.clone();
+    let Some(summary) = c.status.as_mut().and_then(|s| s.resource_summary.as_mut()) else {
+        return c;
+    };
+    for b in bindings {
+        let (per, pods) = usage(b, cluster.name());
+        for (name, amount) in per
+            .into_iter()
+            .chain(std::iter::once(("pods".to_owned(), pods * NANO_PER_UNIT)))
+        {
+            let rest = adjust(&mut summary.allocated, &name, -sign * amount);
+            if rest < 0 {
+                adjust(&mut summary.allocating, &name, rest);
+            }
+        }
+    }
+    c
+}
+
+/// Evict `victim` from `cluster` for `preemption` at `now` (epoch seconds): the cluster leaves
+/// `spec.clusters` and a `Directly` eviction task with reason `Preempted` records why.
+pub fn evict_victim(victim: &mut ResourceBinding, preemption: &Preemption, now: i64) {
+    let cluster = preemption.cluster.as_str();
+    failover::evict_with(
+        victim,
+        cluster,
+        REASON_PREEMPTED,
+        PRODUCER,
+        &Purge {
+            mode: purge_mode::DIRECTLY.to_owned(),
+            grace_period_seconds: None,
+        },
+        now,
+    );
+    if let Some(t) =
+        victim.spec.graceful_eviction_tasks.iter_mut().find(|t| {
+            t.from_cluster == cluster && t.reason == REASON_PREEMPTED && t.message.is_empty()
+        })
+    {
+        t.message = victim_message(preemption);
+    }
+}
+
+/// The message on a victim (its Event and eviction task).
+pub fn victim_message(p: &Preemption) -> String {
+    format!(
+        "Preempted by {} (priority {}) on cluster {}",
+        p.preemptor, p.priority, p.cluster
+    )
+}
+
+/// The message on the preemptor's Event.
+pub fn preemptor_message(p: &Preemption) -> String {
+    format!(
+        "Preempted {} binding(s) of lower priority on cluster {}: {}",
+        p.victims.len(),
+        p.cluster,
+        p.victim_list()
+    )
+}
+
+/// A decision redone after a preemption.
+#[derive(Debug, Clone)]
+pub struct Preempted {
+    /// The preemption.
+    pub preemption: Preemption,
+    /// The preemptor, decided again on the freed cluster.
+    pub binding: ResourceBinding,
+    /// That decision.
+    pub decision: crate::pipeline::Decision,
+    /// Its application-failover memory after that decision.
+    pub memory: crate::pipeline::FailoverMemory,
+    /// `snapshot` with the victims' usage released from the cluster and the preemptor's taken.
+    pub snapshot: Snapshot,
+}
+
+/// After [`crate::pipeline::decide`] left `decided` with `decision`: when it may preempt
+/// ([`eligible`]) and a preemption is found among `others` ([`find`]), decide `before` (the
+/// binding and `memory` as they were before that decision) again on the freed cluster. The caller
+/// evicts the victims ([`evict_victim`]) and writes the returned binding instead of `decided`.
+/// `plan` and the live scheduler both go through here.
+///
+/// # Errors
+/// A victim rule failed to evaluate.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_preempting(
+    snapshot: &Snapshot,
+    before: &ResourceBinding,
+    decided: &ResourceBinding,
+    decision: &crate::pipeline::Decision,
+    template: Option<&Object>,
+    clock: crate::pipeline::Clock,
+    memory: &crate::pipeline::FailoverMemory,
+    others: &[&ResourceBinding],
+) -> Result<Option<Preempted>, String> {
+    if !eligible(snapshot, decided, decision.outcome.as_ref()) {
+        return Ok(None);
+    }
+    let Some(profile) = snapshot.profile(&before.spec.scheduler_name) else {
+        return Ok(None);
+    };
+    let Some(preemption) = find(snapshot, profile, before, template, others)? else {
+        return Ok(None);
+    };
+    let Some(cluster) = snapshot.cluster(&preemption.cluster) else {
+        return Ok(None);
+    };
+    let victims: Vec<&ResourceBinding> = others
+        .iter()
+        .copied()
+        .filter(|b| {
+            preemption.victims.iter().any(|v| {
+                v.kind == b.kind
+                    && v.namespace == b.metadata.namespace()
+                    && v.name == b.metadata.name()
+            })
+        })
+        .collect();
+    let freed = snapshot.with_cluster(release(cluster, &victims, 1));
+    let mut rb = before.clone();
+    let mut memory = memory.clone();
+    let d = crate::pipeline::decide(&freed, &mut rb, template, clock, &mut memory, None);
+    if !matches!(d.outcome, Some(Ok(()))) {
+        return Ok(None);
+    }
+    let after = match freed.cluster(&preemption.cluster) {
+        Some(c) => freed.with_cluster(release(c, &[&rb], -1)),
+        None => freed,
+    };
+    Ok(Some(Preempted {
+        preemption,
+        binding: rb,
+        decision: d,
+        memory,
+        snapshot: after,
+    }))
+}
