@@ -401,3 +401,49 @@ fn an_evicted_victim_loses_the_cluster_and_keeps_off_it() {
     assert_eq!(scheduled_reason(&victim), "Unschedulable");
     assert!(victim.spec.clusters.iter().all(|c| c.name != "m1"));
 }
+
+#[test]
+fn profiles_declare_victim_rules_and_bad_ones_are_refused() {
+    use flotilla_core::profile::{Factories, PluginFactory, ProfileDocument, build_profile};
+    let engine = Arc::new(flotilla_cel::Engine::default());
+    let factories = Factories::new([
+        Arc::new(flotilla_plugins::BuiltinFactory) as Arc<dyn PluginFactory>,
+        Arc::new(flotilla_cel::CelFactory::new(engine.clone())),
+    ]);
+    let mut base = flotilla_plugins::default_profile();
+    base.expressions = Some(engine);
+    let doc = |rules: Value| -> ProfileDocument {
+        serde_json::from_value(json!({
+            "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerProfile",
+            "metadata": {"name": "careful"},
+            "spec": {"preemption": rules},
+        }))
+        .expect("profile document")
+    };
+    let built = build_profile(
+        &doc(json!({"victimFilter": "object.victim.metadata.namespace != 'prod'", "victimScore": "1"})),
+        &base,
+        &factories,
+    )
+    .expect("builds");
+    assert_eq!(
+        built.preemption.victim_filter.as_deref(),
+        Some("object.victim.metadata.namespace != 'prod'")
+    );
+    assert_eq!(built.preemption.victim_score.as_deref(), Some("1"));
+    let err = build_profile(&doc(json!({"victimScore": "'text'"})), &base, &factories)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("careful") && err.contains("spec.preemption.victimScore"),
+        "{err}"
+    );
+    assert!(
+        serde_json::from_value::<ProfileDocument>(json!({
+            "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerProfile",
+            "metadata": {"name": "x"}, "spec": {"preemption": {"victims": "1"}},
+        }))
+        .is_err(),
+        "unknown fields are refused"
+    );
+}

@@ -134,6 +134,11 @@ pub struct ProfileSpec {
     /// Override plugins, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overriders: Option<PointList>,
+    /// Binding preemption's victim rules (CEL, evaluated by the profile's expression engine):
+    /// `victimFilter` vetoes, `victimScore` ranks ([`crate::preemption::VictimRules`]). Absent:
+    /// the default profile's (none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<crate::preemption::VictimRules>,
 }
 
 /// The plugins of one extension point, and whether they replace the default profile's.
@@ -680,6 +685,12 @@ pub fn build_profile(
     point!(selects, selects, ExtensionPoint::Select, Select);
     point!(assigners, assigners, ExtensionPoint::Assign, Assign);
     point!(overriders, overriders, ExtensionPoint::Override, Override);
+    if let Some(rules) = &doc.spec.preemption {
+        rules
+            .check(out.expressions.as_deref())
+            .map_err(|m| ProfileError::Document(format!("SchedulerProfile {profile}: spec.{m}")))?;
+        out.preemption = rules.clone();
+    }
     Ok(out)
 }
 
