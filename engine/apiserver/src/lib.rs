@@ -35,6 +35,7 @@ pub mod admission;
 pub mod apply;
 pub mod auth;
 pub mod authz;
+pub mod custom_metrics;
 mod decode;
 pub mod defaults;
 pub mod discovery;
@@ -44,7 +45,6 @@ pub mod events;
 mod fs;
 mod jsonpath;
 mod limits;
-pub mod custom_metrics;
 pub mod metrics;
 pub mod openapi;
 mod protobuf;
@@ -100,6 +100,9 @@ pub enum StartError {
     /// The ServiceAccount token signing key could not be read or created.
     #[error("ServiceAccount signing key: {0}")]
     ServiceAccountKey(String),
+    /// A client CA file was given without TLS.
+    #[error("a client CA file needs TLS")]
+    ClientCaWithoutTls,
     /// Anonymous access was requested on a non-loopback address.
     #[error("anonymous access is only allowed on a loopback address, not {addr}")]
     AnonymousNotLoopback {
@@ -122,6 +125,10 @@ pub struct Config {
     /// kube-apiserver's static token file (`token,user,uid,"group1,group2"`): more users, whom
     /// RBAC restricts ([`auth::TokenFile`], [`authz`]).
     pub token_auth_file: Option<PathBuf>,
+    /// kube-apiserver's `--client-ca-file`: a client certificate signed by one of these CAs
+    /// authenticates its subject's CN as the user and its O values as groups ([`tls::ClientCa`]).
+    /// Needs `tls`.
+    pub client_ca_file: Option<PathBuf>,
     /// Revisions kept in the log for watch resumption.
     pub retain_revisions: u64,
     /// How often compaction runs.
@@ -146,6 +153,7 @@ impl Config {
             tls: true,
             anonymous: false,
             token_auth_file: None,
+            client_ca_file: None,
             retain_revisions: 100_000,
             compact_interval: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(30),
@@ -186,6 +194,13 @@ pub async fn start(
         Some(path) => auth::TokenFile::load(path).map_err(StartError::TokenFile)?,
         None => auth::TokenFile::default(),
     };
+    if config.client_ca_file.is_some() && !config.tls {
+        return Err(StartError::ClientCaWithoutTls);
+    }
+    let client_ca = match &config.client_ca_file {
+        Some(path) => Some(Arc::new(tls::ClientCa::load(path)?)),
+        None => None,
+    };
     // Owner-only, as the store and credentials inside are.
     fs::private_dir(&config.data_dir)
         .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
@@ -210,6 +225,7 @@ pub async fn start(
         token: creds.as_ref().map(|c| c.token.clone()),
         anonymous: config.anonymous || creds.is_none(),
         token_file,
+        client_ca: client_ca.clone(),
         service_account_key,
         bookmark_interval: config.bookmark_interval,
         admission: config.admission.clone(),
@@ -243,7 +259,7 @@ pub async fn start(
     );
     let router = server.router();
     let tls_config = match &creds {
-        Some(c) => Some(c.server_config()?),
+        Some(c) => Some(c.server_config(client_ca.as_deref())?),
         None => None,
     };
     let retain = config.retain_revisions;
@@ -272,7 +288,8 @@ pub async fn start(
 /// Serve `router` on `listener` (TLS when `tls` is set) until `shutdown` resolves.
 ///
 /// Each connection's requests carry a [`server::ConnectionCloser`], through which a watch whose
-/// client stopped reading closes the connection (and frees its buffers).
+/// client stopped reading closes the connection (and frees its buffers), and, when the client
+/// presented a certificate, its [`tls::ClientChain`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -293,20 +310,31 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let closer = server::ConnectionCloser::default();
         let request_closer = closer.clone();
-        let router = router.clone().map_request(
-            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        let router = router.clone();
+        let with_extensions = move |chain: Option<Arc<tls::ClientChain>>| {
+            router.map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(request_closer.clone());
+                if let Some(chain) = &chain {
+                    req.extensions_mut().insert(Arc::clone(chain));
+                }
                 req
-            },
-        );
+            })
+        };
         tokio::spawn(async move {
-            let service = hyper_util::service::TowerToHyperService::new(router);
             let http = hyper::server::conn::http1::Builder::new();
             match acceptor {
                 Some(acceptor) => {
                     let Ok(tls_stream) = acceptor.accept(stream).await else {
                         return;
                     };
+                    let chain = tls_stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .filter(|c| !c.is_empty())
+                        .map(|c| Arc::new(tls::ClientChain::new(c.to_vec())));
+                    let service =
+                        hyper_util::service::TowerToHyperService::new(with_extensions(chain));
                     let io = hyper_util::rt::TokioIo::new(tls_stream);
                     tokio::select! {
                         _ = http.serve_connection(io, service) => {}
@@ -314,6 +342,8 @@ pub async fn serve(
                     }
                 }
                 None => {
+                    let service =
+                        hyper_util::service::TowerToHyperService::new(with_extensions(None));
                     let io = hyper_util::rt::TokioIo::new(stream);
                     tokio::select! {
                         _ = http.serve_connection(io, service) => {}

@@ -64,6 +64,9 @@ pub struct ServerOptions {
     /// More users, each with its token (kube-apiserver's `--token-auth-file`); RBAC decides
     /// what they may do ([`crate::authz`]).
     pub token_file: auth::TokenFile,
+    /// The CAs of client certificates (kube-apiserver's `--client-ca-file`): a certificate they
+    /// sign authenticates its subject's CN, with its O values as groups ([`crate::tls::ClientCa`]).
+    pub client_ca: Option<Arc<crate::tls::ClientCa>>,
     /// Signs and verifies ServiceAccount tokens ([`crate::sa_token`]); `None`: TokenRequest is
     /// not served and no ServiceAccount token authenticates.
     pub service_account_key: Option<Arc<crate::sa_token::SigningKey>>,
@@ -85,6 +88,7 @@ impl Default for ServerOptions {
             token: None,
             anonymous: true,
             token_file: auth::TokenFile::default(),
+            client_ca: None,
             service_account_key: None,
             bookmark_interval: Duration::from_secs(30),
             admission: None,
@@ -404,9 +408,12 @@ impl ApiServer {
     }
 
     async fn dispatch(self: Arc<Self>, mut req: Request<Body>) -> Response {
-        let user = match check_origin(req.headers(), req.uri())
-            .and_then(|()| self.authenticate(req.headers()))
-        {
+        let user = match check_origin(req.headers(), req.uri()).and_then(|()| {
+            self.authenticate(
+                req.headers(),
+                req.extensions().get::<Arc<crate::tls::ClientChain>>(),
+            )
+        }) {
             Ok(user) => user,
             Err(e) => return e.into_response(),
         };
@@ -445,17 +452,48 @@ impl ApiServer {
         }
     }
 
-    /// Who sent the request: the holder of the generated token, a user of the token file, or
-    /// (anonymous access only) `system:anonymous`; anything else is kube-apiserver's 401.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+    /// Who sent the request, as kube-apiserver's authenticators in turn: a client certificate
+    /// the client CA signed (user = CN, groups = O), the holder of the generated token, a user
+    /// of the token file, a ServiceAccount token, or (anonymous access only, and only without
+    /// credentials) `system:anonymous`. Credentials that all fail are kube-apiserver's 401,
+    /// a rejected certificate too unless a token authenticates.
+    fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        chain: Option<&Arc<crate::tls::ClientChain>>,
+    ) -> Result<UserInfo, ApiError> {
+        let unauthorized = || ApiError::new(401, "Unauthorized", "Unauthorized");
+        let mut cert_rejected = false;
+        if let (Some(chain), Some(ca)) = (chain, &self.options.client_ca) {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            match chain.identity(ca, now) {
+                Ok(Some(id)) => {
+                    let mut groups = id.groups;
+                    if !groups.iter().any(|g| g == "system:authenticated") {
+                        groups.push("system:authenticated".into());
+                    }
+                    return Ok(UserInfo {
+                        name: id.user,
+                        uid: String::new(),
+                        groups,
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "client certificate rejected");
+                    cert_rejected = true;
+                }
+            }
+        }
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        let unauthorized = || ApiError::new(401, "Unauthorized", "Unauthorized");
         let Some(presented) = presented else {
-            return if self.options.anonymous {
+            return if self.options.anonymous && !cert_rejected {
                 Ok(UserInfo::anonymous())
             } else {
                 Err(unauthorized())

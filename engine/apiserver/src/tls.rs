@@ -34,6 +34,231 @@ pub enum TlsError {
     /// rustls rejected the configuration.
     #[error("TLS configuration rejected")]
     Config(#[source] rustls::Error),
+    /// The client CA bundle holds no usable CA certificate.
+    #[error("client CA file {path}: {why}")]
+    ClientCa {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// The CAs whose client certificates authenticate users (kube-apiserver's `--client-ca-file`).
+///
+/// As kube-apiserver (Go's `tls.RequestClientCert`), the TLS handshake asks for a client
+/// certificate but neither requires nor verifies it; the chain is verified per connection at the
+/// HTTP layer ([`ClientCa::verify`]), so a certificate from an unknown CA, an expired one or one
+/// without the client-auth usage is answered with a 401 Status instead of a failed handshake. The
+/// handshake still proves the client holds the certificate's key.
+#[derive(Clone)]
+pub struct ClientCa {
+    verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    cas: usize,
+}
+
+impl std::fmt::Debug for ClientCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCa").field("cas", &self.cas).finish()
+    }
+}
+
+/// Who a verified client certificate names, as kube-apiserver's x509 authenticator reads it:
+/// the user is the subject's common name, the groups its organizations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertIdentity {
+    /// The subject's CN.
+    pub user: String,
+    /// The subject's O values, in order.
+    pub groups: Vec<String>,
+    /// When the certificate expires (seconds since the epoch).
+    pub not_after: i64,
+}
+
+/// Why a client certificate does not authenticate anyone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CertRejected(pub String);
+
+impl ClientCa {
+    /// Read a PEM bundle of CA certificates.
+    ///
+    /// # Errors
+    /// The file cannot be read, holds no certificate, or one is not a usable trust anchor.
+    pub fn load(path: &Path) -> Result<Self, TlsError> {
+        let pem = std::fs::read_to_string(path).map_err(|source| TlsError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_pem(&pem).map_err(|why| TlsError::ClientCa {
+            path: path.display().to_string(),
+            why,
+        })
+    }
+
+    /// [`ClientCa::load`] of a bundle's text.
+    ///
+    /// # Errors
+    /// The text holds no certificate or one is not a usable trust anchor.
+    pub fn from_pem(pem: &str) -> Result<Self, String> {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("not a PEM certificate bundle: {e:?}"))?;
+        if certs.is_empty() {
+            return Err("no CERTIFICATE block".into());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        for (i, cert) in certs.iter().enumerate() {
+            roots
+                .add(cert.clone())
+                .map_err(|e| format!("certificate {} is not a usable CA: {e}", i + 1))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| format!("{e}"))?;
+        Ok(ClientCa {
+            verifier,
+            cas: certs.len(),
+        })
+    }
+
+    /// Verify a client's chain (`chain[0]` its own certificate) against the CAs at `now`
+    /// (seconds since the epoch), for client authentication, and read who it names. A
+    /// certificate without a common name names nobody (kube-apiserver then tries the other
+    /// authenticators): `Ok(None)`.
+    ///
+    /// # Errors
+    /// The chain does not verify: unknown CA, expired or not yet valid, no client-auth usage,
+    /// malformed.
+    pub fn verify(
+        &self,
+        chain: &[CertificateDer<'_>],
+        now: u64,
+    ) -> Result<Option<CertIdentity>, CertRejected> {
+        let Some((leaf, intermediates)) = chain.split_first() else {
+            return Ok(None);
+        };
+        self.verifier
+            .verify_client_cert(
+                leaf,
+                intermediates,
+                rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(now)),
+            )
+            .map_err(|e| CertRejected(format!("verifying certificate: {e}")))?;
+        let (_, cert) = x509_parser::parse_x509_certificate(leaf)
+            .map_err(|e| CertRejected(format!("parsing certificate: {e}")))?;
+        let text = |attr: &x509_parser::x509::AttributeTypeAndValue<'_>| {
+            attr.as_str().map(str::to_owned).map_err(|_| {
+                CertRejected("a subject attribute is not a printable or UTF-8 string".into())
+            })
+        };
+        let subject = cert.subject();
+        let user = match subject.iter_common_name().next() {
+            Some(cn) => text(cn)?,
+            None => return Ok(None),
+        };
+        if user.is_empty() {
+            return Ok(None);
+        }
+        let groups = subject
+            .iter_organization()
+            .map(text)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(CertIdentity {
+            user,
+            groups,
+            not_after: cert.validity().not_after.timestamp(),
+        }))
+    }
+}
+
+/// The certificate chain a client presented on its connection, carried by each of the
+/// connection's requests; its verification ([`ClientChain::identity`]) is done once per
+/// connection, the expiry checked on every request.
+#[derive(Debug)]
+pub struct ClientChain {
+    chain: Vec<CertificateDer<'static>>,
+    verified: std::sync::OnceLock<Result<Option<CertIdentity>, CertRejected>>,
+}
+
+impl ClientChain {
+    /// The chain presented (leaf first).
+    pub fn new(chain: Vec<CertificateDer<'static>>) -> Self {
+        ClientChain {
+            chain,
+            verified: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Who the chain names, verified against `ca` at `now` (seconds since the epoch).
+    ///
+    /// # Errors
+    /// As [`ClientCa::verify`], and when the certificate expired since the connection's first
+    /// request.
+    pub fn identity(&self, ca: &ClientCa, now: u64) -> Result<Option<CertIdentity>, CertRejected> {
+        let verified = self.verified.get_or_init(|| ca.verify(&self.chain, now));
+        match verified {
+            Ok(Some(id)) if i64::try_from(now).unwrap_or(i64::MAX) > id.not_after => Err(
+                CertRejected("verifying certificate: the certificate expired".into()),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+/// The handshake side of [`ClientCa`]: asks for a certificate (hinting the CAs), checks that the
+/// client holds its key, and leaves the chain to the HTTP layer.
+#[derive(Debug)]
+struct RequestClientCert {
+    inner: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+}
+
+impl rustls::server::danger::ClientCertVerifier for RequestClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// The server's credentials.
@@ -186,11 +411,15 @@ impl Credentials {
         })
     }
 
-    /// A rustls server configuration (HTTP/1.1 only, as kube-rs speaks).
+    /// A rustls server configuration (HTTP/1.1 only, as kube-rs speaks); with `client_ca`, it
+    /// asks clients for a certificate ([`ClientCa`]).
     ///
     /// # Errors
     /// Fails on malformed PEM or a key rustls rejects.
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    pub fn server_config(
+        &self,
+        client_ca: Option<&ClientCa>,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let certs: Vec<CertificateDer<'static>> =
             CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
                 .collect::<Result<_, _>>()
@@ -202,10 +431,16 @@ impl Credentials {
                 path: "server.key".into(),
             })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(TlsError::Config)?
-            .with_no_client_auth()
+            .map_err(TlsError::Config)?;
+        let builder = match client_ca {
+            Some(ca) => builder.with_client_cert_verifier(Arc::new(RequestClientCert {
+                inner: Arc::clone(&ca.verifier),
+            })),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
             .with_single_cert(certs, key)
             .map_err(TlsError::Config)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -232,4 +467,135 @@ pub fn kubeconfig(server: &str, ca_pem: Option<&str>, token: Option<&str>) -> St
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: flotilla\n  cluster:\n{cluster}users:\n- name: flotilla\n{user}contexts:\n- name: flotilla\n  context:\n    cluster: flotilla\n    user: flotilla\n    namespace: default\ncurrent-context: flotilla\npreferences: {{}}\n"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+
+    struct Ca {
+        pem: String,
+        issuer: Issuer<'static, KeyPair>,
+    }
+
+    fn ca(name: &str) -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).unwrap();
+        Ca {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    fn client(
+        ca: &Ca,
+        cn: Option<&str>,
+        org: Option<&str>,
+        edit: impl FnOnce(&mut CertificateParams),
+    ) -> Vec<CertificateDer<'static>> {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        if let Some(org) = org {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, org);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        edit(&mut params);
+        let cert = params.signed_by(&key, &ca.issuer).unwrap();
+        vec![cert.der().clone()]
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    #[test]
+    fn client_certificates_name_their_cn_and_organizations_when_the_ca_signed_them() {
+        let a = ca("client-ca-a");
+        let b = ca("client-ca-b");
+        let trust = ClientCa::from_pem(&a.pem).unwrap();
+        let alice = client(&a, Some("alice"), Some("devs"), |_| {});
+        let id = trust.verify(&alice, now()).unwrap().unwrap();
+        assert_eq!(id.user, "alice");
+        assert_eq!(id.groups, ["devs"]);
+        assert!(id.not_after > i64::try_from(now()).unwrap());
+
+        // Another CA, expired, not yet valid, server-only usage: rejected, with the reason.
+        let other = client(&b, Some("mallory"), None, |_| {});
+        let err = trust.verify(&other, now()).unwrap_err();
+        assert!(err.0.to_lowercase().contains("issuer"), "{err}");
+        let expired = client(&a, Some("old"), None, |p| {
+            p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        });
+        let err = trust.verify(&expired, now()).unwrap_err();
+        assert!(err.0.contains("expired"), "{err}");
+        let early = client(&a, Some("early"), None, |p| {
+            p.not_before = rcgen::date_time_ymd(3000, 1, 1);
+            p.not_after = rcgen::date_time_ymd(3001, 1, 1);
+        });
+        assert!(trust.verify(&early, now()).is_err());
+        let server_only = client(&a, Some("srv"), None, |p| {
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        });
+        assert!(trust.verify(&server_only, now()).is_err());
+        // Garbage and a CA's own self-signed certificate.
+        let garbage = vec![CertificateDer::from(vec![0x30, 0x03, 0x02, 0x01, 0x01])];
+        assert!(trust.verify(&garbage, now()).is_err());
+
+        // No CN (or an empty one) names nobody; no chain either.
+        let anonymous = client(&a, None, Some("devs"), |_| {});
+        assert_eq!(trust.verify(&anonymous, now()).unwrap(), None);
+        assert_eq!(trust.verify(&[], now()).unwrap(), None);
+
+        // Both CAs of a bundle are trusted.
+        let both = ClientCa::from_pem(&format!("{}{}", a.pem, b.pem)).unwrap();
+        assert_eq!(both.verify(&other, now()).unwrap().unwrap().user, "mallory");
+    }
+
+    #[test]
+    fn a_connection_verifies_once_and_expires_with_its_certificate() {
+        let a = ca("client-ca-a");
+        let trust = ClientCa::from_pem(&a.pem).unwrap();
+        let chain = ClientChain::new(client(&a, Some("alice"), None, |_| {}));
+        let id = chain.identity(&trust, now()).unwrap().unwrap();
+        let later = u64::try_from(id.not_after).unwrap() + 1;
+        let err = chain.identity(&trust, later).unwrap_err();
+        assert!(err.0.contains("expired"), "{err}");
+        assert!(chain.identity(&trust, now()).is_ok());
+    }
+
+    #[test]
+    fn client_ca_bundles_must_hold_ca_certificates() {
+        assert!(
+            ClientCa::from_pem("")
+                .unwrap_err()
+                .contains("no CERTIFICATE")
+        );
+        assert!(ClientCa::from_pem("not pem at all").is_err());
+        let bad = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert!(ClientCa::from_pem(bad).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.crt");
+        assert!(matches!(ClientCa::load(&missing), Err(TlsError::Io { .. })));
+    }
 }

@@ -35,6 +35,16 @@ pub struct Args {
         conflicts_with = "insecure_loopback_anonymous"
     )]
     pub token_auth_file: Option<PathBuf>,
+    /// CA certificates (PEM) of client certificates, as kube-apiserver's `--client-ca-file`: a
+    /// client certificate one of them signed authenticates the subject's common name as the user
+    /// and its organizations as groups; RBAC decides what it may do. A certificate from another
+    /// CA, expired, or without the client-auth usage is refused (401).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "insecure_loopback_anonymous"
+    )]
+    pub client_ca_file: Option<PathBuf>,
     /// Revisions kept in the watch log (older watches get 410 Gone and relist).
     #[arg(long, default_value_t = 100_000)]
     pub retain_revisions: u64,
@@ -104,6 +114,8 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     config.anonymous = args.insecure_loopback_anonymous;
     let token_auth_file = args.token_auth_file;
     config.token_auth_file.clone_from(&token_auth_file);
+    let client_ca_file = args.client_ca_file;
+    config.client_ca_file.clone_from(&client_ca_file);
     config.retain_revisions = args.retain_revisions;
     config.admission = Some(super::admission::admission());
     let capacity = flotilla_controller::members::Capacity {
@@ -175,6 +187,12 @@ pub fn main(args: Args) -> anyhow::Result<()> {
                 "token file {}: {} users, authorized by RBAC",
                 file.display(),
                 running.server.token_file_users()
+            );
+        }
+        if let Some(file) = &client_ca_file {
+            println!(
+                "client certificates signed by the CAs of {} authenticate users",
+                file.display()
             );
         }
         if members > 0 {
