@@ -116,3 +116,151 @@ fn a_claimed_template_moves_only_to_a_preempting_policy_with_the_gate_on() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unrecognized feature gate: Nope"));
 }
+
+fn binding<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["items"]
+        .as_array()
+        .and_then(|items| {
+            items
+                .iter()
+                .find(|i| i["kind"] == "ResourceBinding" && i["metadata"]["name"] == name)
+        })
+        .unwrap_or_else(|| panic!("no binding {name}"))
+}
+
+fn scheduled(rb: &Value) -> (String, String) {
+    let c = rb["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled"))
+        .expect("Scheduled condition");
+    (
+        c["status"].as_str().unwrap_or("").to_owned(),
+        c["reason"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+#[test]
+fn binding_preemption_evicts_the_expected_victim_and_never_for_never() {
+    let files = ["examples/priority/preemption"];
+    let gate = ["--feature-gates", "BindingPreemption=true"];
+    let list = plan(&gate, &files);
+    // payments (1000) fits nowhere: on member1 the newest of the two batch bindings (10) is
+    // enough (one victim, the lowest priority); member2 would need ledger (500).
+    assert_eq!(
+        list["bindingPreemptions"],
+        serde_json::json!([{
+            "preemptor": "default/payments-deployment",
+            "priority": 1000,
+            "cluster": "member1",
+            "victims": [{"kind": "ResourceBinding", "namespace": "default",
+                         "name": "batch-b-deployment", "priority": 10, "replicas": 2}],
+        }])
+    );
+    let payments = binding(&list, "payments-deployment");
+    assert_eq!(
+        payments["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+    assert_eq!(scheduled(payments), ("True".into(), "Success".into()));
+    // The victim lost member1 (kept off it by its eviction task) and fits nowhere else.
+    let victim = binding(&list, "batch-b-deployment");
+    assert_eq!(victim["spec"].get("clusters"), None);
+    let task = &victim["spec"]["gracefulEvictionTasks"][0];
+    assert_eq!(task["fromCluster"], "member1");
+    assert_eq!(task["reason"], "Preempted");
+    assert_eq!(task["purgeMode"], "Directly");
+    assert_eq!(
+        task["message"],
+        "Preempted by default/payments-deployment (priority 1000) on cluster member1"
+    );
+    assert_eq!(scheduled(victim), ("False".into(), "Unschedulable".into()));
+    // Untouched: the older batch binding and ledger.
+    assert_eq!(
+        binding(&list, "batch-a-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+    assert_eq!(
+        binding(&list, "ledger-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member2", "replicas": 4}])
+    );
+    // reports has the same priority but preemptionPolicy: Never: it waits.
+    let reports = binding(&list, "reports-deployment");
+    assert_eq!(
+        reports["metadata"]["annotations"]["scheduling.flotilla.dev/preemption-policy"],
+        "Never"
+    );
+    assert_eq!(scheduled(reports), ("False".into(), "Unschedulable".into()));
+    // Works follow: payments renders on member1, the victim nowhere.
+    let works: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "Work")
+        .filter_map(|w| w["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        works.iter().any(|w| w.starts_with("payments-")),
+        "{works:?}"
+    );
+    assert!(
+        !works.iter().any(|w| w.starts_with("batch-b-")),
+        "{works:?}"
+    );
+
+    // The table says the same.
+    let o = run(&[
+        "plan",
+        "-f",
+        files[0],
+        "--now",
+        "2026-06-01T00:00:00Z",
+        gate[0],
+        gate[1],
+    ]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains(
+            "binding preemption: default/payments-deployment (priority 1000) evicted from member1:\n  default/batch-b-deployment (priority 10, 2 replica(s))\n"
+        ),
+        "{table}"
+    );
+
+    // Gate off (the default): nobody is evicted and payments waits.
+    let off = plan(&[], &files);
+    assert_eq!(off["bindingPreemptions"], serde_json::json!([]));
+    assert_eq!(
+        scheduled(binding(&off, "payments-deployment")),
+        ("False".into(), "Unschedulable".into())
+    );
+    assert_eq!(
+        binding(&off, "batch-b-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+
+    // payments with the Never class: nobody is evicted either.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-binding-preemption-never");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for f in [
+        "clusters.yaml",
+        "priorityclasses.yaml",
+        "deployments.yaml",
+        "bindings.yaml",
+    ] {
+        std::fs::copy(root().join(files[0]).join(f), dir.join(f)).expect("copy");
+    }
+    let policies =
+        std::fs::read_to_string(root().join(files[0]).join("policies.yaml")).expect("policies");
+    let waits = policies.replace(
+        "priorityClassName: critical}",
+        "priorityClassName: critical-waits}",
+    );
+    assert_ne!(waits, policies);
+    std::fs::write(dir.join("policies.yaml"), waits).expect("write");
+    let never = plan(&gate, &[dir.to_str().expect("utf-8 path")]);
+    assert_eq!(never["bindingPreemptions"], serde_json::json!([]));
+    assert_eq!(
+        scheduled(binding(&never, "payments-deployment")),
+        ("False".into(), "Unschedulable".into())
+    );
+}

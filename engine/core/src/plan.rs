@@ -559,6 +559,10 @@ pub fn binding_for_with<'a>(
         rb.spec.reschedule_triggered_at = prev.spec.reschedule_triggered_at.clone();
         rb.status = prev.status.clone();
         rb.metadata.uid = prev.metadata.uid.clone();
+        if prev.metadata.creation_timestamp.is_some() {
+            // Binding preemption takes the newest victims first.
+            rb.metadata.creation_timestamp = prev.metadata.creation_timestamp.clone();
+        }
         for (k, v) in &prev.metadata.annotations {
             rb.metadata
                 .annotations

@@ -33,7 +33,8 @@ pub struct Args {
     #[arg(long)]
     pub no_taint_eviction: bool,
     /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
-    /// `PropagationPolicyPreemption` (default false).
+    /// `PropagationPolicyPreemption` (default false), and Flotilla's `BindingPreemption`
+    /// (default false: lower-priority bindings are evicted for one that fits nowhere).
     #[arg(long, value_name = "GATES", default_value = "")]
     pub feature_gates: String,
     /// SchedulerProfile files (built-in, Wasm and CEL plugins); bindings pick one by `schedulerName`.
@@ -111,6 +112,7 @@ pub fn as_list(plan: &Plan) -> Value {
         "apiVersion": "v1", "kind": "List", "metadata": {}, "items": items(plan),
         "scheduleOrder": plan.schedule_order,
         "preemptions": plan.preemptions,
+        "bindingPreemptions": plan.binding_preemptions,
     })
 }
 
@@ -211,6 +213,22 @@ fn table(plan: &Plan) -> String {
     }
     for p in &plan.preemptions {
         let _ = writeln!(s, "preemption: {p}");
+    }
+    for p in &plan.binding_preemptions {
+        let _ = writeln!(
+            s,
+            "binding preemption: {} (priority {}) evicted from {}:",
+            p.preemptor, p.priority, p.cluster
+        );
+        for v in &p.victims {
+            let _ = writeln!(
+                s,
+                "  {} (priority {}, {} replica(s))",
+                v.key(),
+                v.priority,
+                v.replicas
+            );
+        }
     }
     if plan.schedule_order.len() > 1 {
         let _ = writeln!(
