@@ -647,3 +647,224 @@ async fn a_pull_agent_runs_with_scoped_credentials_that_reach_only_its_own_clust
     let _ = agent.kill();
     let _ = agent.wait();
 }
+
+/// The examples' Widget CRD, customization and Widget.
+fn interpreter_example(file: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/interpreter")
+        .join(file);
+    serde_yaml::from_str(&std::fs::read_to_string(&path).expect("example reads"))
+        .expect("example parses")
+}
+
+/// Entry 0 of a Work's `status.manifestStatuses`: `(status, health)`.
+fn manifest_status(work: &DynamicObject) -> Option<(Value, String)> {
+    let entry = work.data.pointer("/status/manifestStatuses/0")?;
+    Some((
+        entry.get("status").cloned().unwrap_or(Value::Null),
+        entry["health"].as_str().unwrap_or("").to_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
+    let up = Up::start();
+    let creds = up.dir.path().join("agent.kubeconfig");
+    let out = flotilla(
+        &["join", "crafted", "--mode", "pull"],
+        &[
+            ("--kubeconfig", &up.kubeconfig()),
+            ("--agent-kubeconfig", &creds),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "join --mode pull failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let admin = control(&up).await;
+    let member = up.member_kubeconfig("crafted");
+    let member_client = client_for(&member, true).await;
+    let pp = kube::api::PostParams::default();
+    let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
+    // The Widget kind exists on the member only: the control plane sees it inside Works.
+    api(
+        &member_client,
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        None,
+    )
+    .create(&pp, &obj(interpreter_example("crd.yaml")))
+    .await
+    .expect("Widget CRD on the member");
+
+    // Status and health of a Widget as only this customization tells them (Lua keeps the
+    // member's `spec.size` when the Work is applied again).
+    let mut ric = interpreter_example("customization.yaml");
+    let rules = &mut ric["spec"]["customizations"];
+    rules["statusReflection"]["cel"]["status"] = json!(
+        "{'reflectedBy': 'widgets-v1', 'ready': observedObject.?status.?ready.orValue(false)}"
+    );
+    rules["retention"] = json!({"luaScript": "function Retain(desiredObj, observedObj)\n  desiredObj.spec.size = observedObj.spec.size\n  return desiredObj\nend"});
+    let rics = api(
+        &admin,
+        "config.karmada.io",
+        "v1alpha1",
+        "ResourceInterpreterCustomization",
+        "resourceinterpretercustomizations",
+        None,
+    );
+    rics.create(&pp, &obj(ric.clone()))
+        .await
+        .expect("customization");
+
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args([
+            "agent",
+            "--cluster-name",
+            "crafted",
+            "--cluster-status-update-frequency",
+            "1",
+            // Member Widgets are not watched: their status is collected on resync.
+            "--resync-period",
+            "500ms",
+        ])
+        .arg("--kubeconfig")
+        .arg(&creds)
+        .arg("--member-kubeconfig")
+        .arg(&member)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("flotilla agent starts");
+    let works = api(
+        &admin,
+        "work.karmada.io",
+        "v1alpha1",
+        "Work",
+        "works",
+        Some("karmada-es-crafted"),
+    );
+    let work = |replicas: i64| {
+        let mut widget = interpreter_example("widget.yaml");
+        widget["spec"]["replicas"] = json!(replicas);
+        json!({
+            "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": "gadget", "namespace": "karmada-es-crafted"},
+            "spec": {"workload": {"manifests": [widget]}},
+        })
+    };
+    works
+        .create(&pp, &obj(work(4)))
+        .await
+        .expect("Work of crafted");
+    let widgets = api(
+        &member_client,
+        "example.dev",
+        "v1",
+        "Widget",
+        "widgets",
+        Some("default"),
+    );
+    let mut agent_alive = || {
+        assert!(
+            agent.try_wait().expect("agent status").is_none(),
+            "the agent exited early"
+        );
+    };
+    let reported = |want: Value, health: &'static str| {
+        let works = works.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(40);
+            loop {
+                let got = works
+                    .get("gadget")
+                    .await
+                    .ok()
+                    .as_ref()
+                    .and_then(manifest_status);
+                if got.as_ref() == Some(&(want.clone(), health.to_owned())) {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the Work never reported {want} / {health}: {got:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    reported(
+        json!({"reflectedBy": "widgets-v1", "ready": false}),
+        "Unhealthy",
+    )
+    .await;
+    agent_alive();
+
+    // The member's own controller reports the copy ready and resizes it.
+    widgets
+        .patch_status(
+            "gadget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true, "readyReplicas": 4}})),
+        )
+        .await
+        .expect("member status");
+    widgets
+        .patch(
+            "gadget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": "small"}})),
+        )
+        .await
+        .expect("member resize");
+    reported(
+        json!({"reflectedBy": "widgets-v1", "ready": true}),
+        "Healthy",
+    )
+    .await;
+
+    // A new version of the Work is applied over the member's copy, which keeps its size.
+    works
+        .patch("gadget", &PatchParams::default(), &Patch::Merge(work(6)))
+        .await
+        .expect("Work update");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let copy = widgets.get("gadget").await.expect("member copy");
+        if copy.data["spec"]["replicas"] == json!(6) {
+            assert_eq!(
+                copy.data["spec"]["size"],
+                json!("small"),
+                "Retain keeps the member's size"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Work update never reached the member: {copy:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // A changed customization is picked up by the running agent.
+    let mut v2 = rics.get("widgets").await.expect("customization");
+    v2.data["spec"]["customizations"]["statusReflection"]["cel"]["status"] =
+        json!("{'reflectedBy': 'widgets-v2'}");
+    v2.data["spec"]["customizations"]["healthInterpretation"]["cel"]["healthy"] = json!("false");
+    rics.replace("widgets", &pp, &v2)
+        .await
+        .expect("customization update");
+    reported(json!({"reflectedBy": "widgets-v2"}), "Unhealthy").await;
+    // And a deleted one too: back to the built-in interpretation of a kind nobody interprets
+    // (its whole status; Healthy, as Karmada's work status controller treats it).
+    rics.delete("widgets", &Default::default())
+        .await
+        .expect("customization delete");
+    reported(json!({"ready": true, "readyReplicas": 4}), "Healthy").await;
+    agent_alive();
+    let _ = agent.kill();
+    let _ = agent.wait();
+}

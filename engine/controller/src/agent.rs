@@ -6,19 +6,29 @@
 //! controller for `karmada-es-<name>` only, applying Works to its member and writing their
 //! status back. The control plane's own execution controller and prober leave Pull clusters
 //! alone; its lease monitor marks the cluster `Ready=Unknown` when the agent stops renewing.
+//!
+//! As karmada-agent, it applies the control plane's `ResourceInterpreterCustomization`s on the
+//! member side (Retain before updates, InterpretStatus, InterpretHealth): it lists and watches
+//! them, compiles them with `settings.rule_backends` into its own chain, and re-checks its Works
+//! when that chain changes.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use flotilla_api::interpreter::{
+    CONFIG_API_VERSION, CUSTOMIZATION_KIND, ResourceInterpreterCustomization,
+};
 use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 
 use crate::client::MemberError;
 use crate::controller::execution::{self, Executor};
+use crate::controller::interpreters::Slot;
 use crate::controller::status::{self, CLUSTER_NAMESPACE, Thresholds};
 use crate::controller::{CONCURRENCY, mapped_triggers, work_of_member};
 use crate::{Bus, Error, Members, Settings, Topic, api_resource, publish_changes};
@@ -119,8 +129,35 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     // Dropping the set (when this future is dropped or aborted) stops every task.
     let mut tasks = tokio::task::JoinSet::new();
     let events = Bus::default();
-    // A member Deployment's change re-checks the Work that applied it.
-    let member_changes = events.subscribe(Box::new(work_of_member));
+    // A member Deployment's change re-checks the Work that applied it; a new interpreter chain
+    // re-checks every Work.
+    let member_changes = events.subscribe(Box::new(|c: &crate::Change| {
+        if c.topic == Topic::InterpreterChain {
+            crate::controller::Targets::All
+        } else {
+            work_of_member(c)
+        }
+    }));
+    // The customizations, compiled before the first Work is applied, then kept in line.
+    let slot = Arc::new(Slot::default());
+    let customizations = api_resource(CONFIG_API_VERSION, CUSTOMIZATION_KIND);
+    let rics: Api<DynamicObject> = Api::all_with(agent.control.clone(), &customizations);
+    let mut reported = BTreeMap::new();
+    match rics.list(&kube::api::ListParams::default()).await {
+        Ok(initial) => {
+            sync_customizations(&slot, &initial.items, &agent.settings, &mut reported);
+        }
+        // The watch below retries; Works are applied with the built-in interpreters meanwhile.
+        Err(e) => tracing::warn!(error = %e, "listing the interpreter customizations failed"),
+    }
+    tasks.spawn(follow_customizations(
+        rics,
+        customizations,
+        Arc::clone(&slot),
+        agent.settings.clone(),
+        events.clone(),
+        reported,
+    ));
     publish_changes(
         &member,
         &api_resource("apps/v1", "Deployment"),
@@ -141,6 +178,7 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     });
     let es = flotilla_core::render::execution_namespace(&name);
     let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);
+    let context = Arc::new((executor, slot));
     tasks.spawn(async move {
         let controller = Controller::new_with(api, watcher::Config::default(), works.clone())
             .with_config(Config::default().concurrency(CONCURRENCY));
@@ -148,9 +186,13 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
         controller
             .reconcile_on(trigger)
             .run(
-                |obj, ex: Arc<Executor>| async move { execution::reconcile_work(&obj, &ex).await },
+                |obj, ctx: Arc<AgentContext>| async move {
+                    let mut ex = (*ctx.0).clone();
+                    ex.interpreters = ctx.1.get();
+                    execution::reconcile_work(&obj, &ex).await
+                },
                 error_policy,
-                executor,
+                context,
             )
             .for_each(|_| futures::future::ready(()))
             .await;
@@ -160,7 +202,84 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     Ok(())
 }
 
-fn error_policy(_obj: Arc<DynamicObject>, err: &Error, _ex: Arc<Executor>) -> Action {
+/// The Work controller's context: the executor and the interpreter chain in force.
+type AgentContext = (Arc<Executor>, Arc<Slot>);
+
+/// Keep `slot` in line with the customizations watched through `rics`, publishing
+/// [`Topic::InterpreterChain`] when the chain changes. Syncs on every change and at the end of
+/// every (re)list, so customizations deleted while the watch was down are dropped too.
+async fn follow_customizations(
+    rics: Api<DynamicObject>,
+    resource: kube::api::ApiResource,
+    slot: Arc<Slot>,
+    settings: Settings,
+    events: Bus,
+    mut reported: BTreeMap<String, String>,
+) {
+    let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource);
+    let reader = writer.as_reader();
+    let stream = kube::runtime::reflector(
+        writer,
+        watcher(rics, watcher::Config::default()).default_backoff(),
+    );
+    let mut stream = std::pin::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Err(e) => {
+                tracing::debug!(error = %e, "watching the interpreter customizations; retrying");
+                continue;
+            }
+            // The store is swapped at the end of a list: sync then.
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+            Ok(_) => {}
+        }
+        let all: Vec<DynamicObject> = reader.state().iter().map(|o| (**o).clone()).collect();
+        if sync_customizations(&slot, &all, &settings, &mut reported) {
+            events.send(crate::Change::any(Topic::InterpreterChain));
+        }
+    }
+}
+
+/// Compile `objects` (customizations) into `slot`; whether the chain changed. Customizations
+/// that do not compile keep their previous version and are logged once per error (the control
+/// plane reports them as Events on the object); `reported` remembers what was logged.
+fn sync_customizations(
+    slot: &Slot,
+    objects: &[DynamicObject],
+    settings: &Settings,
+    reported: &mut BTreeMap<String, String>,
+) -> bool {
+    let rics: Vec<ResourceInterpreterCustomization> = objects
+        .iter()
+        .filter_map(|o| {
+            let v = serde_json::to_value(o).ok()?;
+            serde_json::from_value(v)
+                .map_err(|e| {
+                    tracing::warn!(
+                        name = o.metadata.name.as_deref().unwrap_or(""),
+                        error = %e,
+                        "malformed ResourceInterpreterCustomization ignored"
+                    );
+                })
+                .ok()
+        })
+        .collect();
+    let (failures, changed) = slot.sync(&rics, &settings.rule_backends.0);
+    reported.retain(|name, _| failures.iter().any(|(r, _)| r.metadata.name() == name));
+    for (ric, error) in failures {
+        let name = ric.metadata.name().to_owned();
+        if reported.get(&name) != Some(&error) {
+            tracing::warn!(customization = %name, %error, "ResourceInterpreterCustomization does not compile; keeping its previous version");
+            reported.insert(name, error);
+        }
+    }
+    if changed {
+        tracing::info!(chain = ?slot.get(), "resource interpreter chain swapped");
+    }
+    changed
+}
+
+fn error_policy(_obj: Arc<DynamicObject>, err: &Error, _ex: Arc<AgentContext>) -> Action {
     tracing::warn!(error = %err, "agent reconcile failed; retrying");
     Action::requeue(Duration::from_millis(500))
 }

@@ -36,6 +36,48 @@ pub struct Args {
     /// Lease duration written into the cluster Lease, in seconds.
     #[arg(long, default_value_t = 40, value_name = "SECONDS")]
     pub cluster_lease_duration: u64,
+    /// How often applied Works are re-checked even without a change (their members' objects
+    /// other than Deployments are not watched: their status is collected then), as a duration
+    /// (`90s`, `1m30s`, `500ms`, `1h`).
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = parse_duration)]
+    pub resync_period: Duration,
+}
+
+/// A Go-style duration of `h`, `m`, `s` and `ms` parts (`1h30m`, `45s`, `250ms`), more than zero.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("invalid duration {text:?} (for example 30s, 1m30s, 500ms, 1h)");
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(invalid)?;
+        if digits == 0 {
+            return Err(invalid());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let part = match &rest[..unit] {
+            "h" => n.checked_mul(3600).map(Duration::from_secs),
+            "m" => n.checked_mul(60).map(Duration::from_secs),
+            "s" => Some(Duration::from_secs(n)),
+            "ms" => Some(Duration::from_millis(n)),
+            _ => None,
+        }
+        .ok_or_else(invalid)?;
+        total = total.checked_add(part).ok_or_else(invalid)?;
+        rest = &rest[unit..];
+    }
+    if total.is_zero() {
+        return Err(format!("duration {text:?} must be more than zero"));
+    }
+    Ok(total)
 }
 
 /// A client for the control plane from its kubeconfig file.
@@ -63,6 +105,9 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             cluster_success_threshold: Duration::from_secs(args.cluster_success_threshold),
             cluster_failure_threshold: Duration::from_secs(args.cluster_failure_threshold),
             cluster_monitor_grace_period: Duration::from_secs(args.cluster_lease_duration.max(1)),
+            resync: args.resync_period,
+            // The control plane's customizations are compiled with the same backends as there.
+            rule_backends: flotilla_controller::controller::interpreters::RuleBackends(super::interpreters::rule_backends()),
             ..Default::default()
         };
         let agent = flotilla_controller::agent::Agent { control, member, cluster_name: args.cluster_name.clone(), settings };
@@ -87,4 +132,29 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_go_style_and_positive() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in [
+            "",
+            "5",
+            "s",
+            "1x",
+            "-1s",
+            "1.5s",
+            "0s",
+            "99999999999999999999h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
 }
