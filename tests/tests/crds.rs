@@ -329,6 +329,10 @@ fn profile_spec() -> Value {
         "selects": list("Select plugins."),
         "assigners": list("Assign plugins, asked in order until one does not skip (added ones are asked before the built-ins)."),
         "overriders": list("Override plugins, in order."),
+        "preemption": {"type": "object", "description": "Binding preemption's victim rules (feature gate BindingPreemption), CEL evaluated with object = {victim, preemptor} (the bindings) and cluster (the cluster preempted on).", "properties": {
+            "victimFilter": {"type": "string", "description": "A bool expression; false keeps the candidate from being evicted."},
+            "victimScore": {"type": "string", "description": "A number expression; among candidates of the same priority the higher is evicted first."},
+        }},
     }})
 }
 
