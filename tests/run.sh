@@ -8,7 +8,7 @@
 #   on 2 cores the first time, seconds after), tests/karmada-components (Karmada's
 #   karmada-controller-manager and karmada-scheduler, for engine/cli/tests/karmada_components.rs;
 #   ~45 s on 2 cores once Karmada's packages are in the Go build cache), and the Go SDK example
-#   (sdk/go).
+#   (sdk/go), and tests/oci-registry (the CNCF distribution registry, for engine/cli/tests/plugin_oci.rs).
 # - clang + wasm-ld: the C SDK example (sdk/c).
 # - node + npm: the AssemblyScript SDK example (sdk/assemblyscript).
 # - Zig (`zig`, or PyPI's ziglang, installed here with pip): `flotilla plugin new --lang zig`.
@@ -78,6 +78,11 @@ export FLOTILLA_REQUIRE_KARMADA_COMPONENTS=1
 (cd tests/helm && go build -buildvcs=false -o ../../target/helm helm.sh/helm/v4/cmd/helm)
 export HELM_BIN="$PWD/target/helm"
 export FLOTILLA_REQUIRE_HELM=1
+# The CNCF distribution registry from its Go module, for WasmPlugin images and `flotilla plugin
+# push|pull` (engine/cli/tests/plugin_oci.rs); ~1 min on 2 cores the first time, seconds after.
+(cd tests/oci-registry && go build -buildvcs=false -o ../../target/oci-registry .)
+export FLOTILLA_OCI_REGISTRY_BIN="$PWD/target/oci-registry"
+export FLOTILLA_REQUIRE_OCI_REGISTRY=1
 # A real etcd + kube-apiserver, built once and reused; the real-engine suite fails without them.
 BASE="$PWD/target/real-apiserver" bash tests/real-apiserver.sh build
 export FLOTILLA_REAL_APISERVER_BIN="$PWD/target/real-apiserver/bin"

@@ -339,10 +339,13 @@ fn profile_spec() -> Value {
 /// `flotilla_core::profile::WasmPluginSpec`.
 fn wasm_plugin_spec() -> Value {
     json!({"type": "object", "required": ["module"], "properties": {
-        "module": {"type": "object", "description": "Where the module's bytes come from: exactly one of path and base64.", "properties": {
+        "module": {"type": "object", "description": "Where the module's bytes come from: exactly one of path, base64 and image.", "properties": {
             "path": {"type": "string", "description": "A file on the control plane's host."},
             "base64": {"type": "string", "description": "The module inline, base64 (standard alphabet): binary Wasm, or WAT text with format: wat."},
             "format": {"type": "string", "enum": ["wasm", "wat"], "description": "What the bytes are: wasm (the default; bytes without the \\0asm header are refused as not a Wasm module) or wat (WebAssembly text)."},
+            "image": {"type": "string", "description": "An OCI artifact holding the module (registry/repository:tag or @sha256:...): one layer of media type application/wasm. A tag is resolved to a digest when the object changes; status.imageDigest records it."},
+            "imagePullSecret": {"type": "string", "description": "With image: a kubernetes.io/dockerconfigjson Secret in the controllers' namespace holding the registry's credentials."},
+            "insecure": {"type": "boolean", "description": "With image: plain HTTP to the registry (always used for loopback registries)."},
         }},
         "sha256": {"type": "string", "pattern": "^(sha256:)?[0-9a-fA-F]{64}$", "description": "Expected sha256 of the module (hex, optionally sha256:-prefixed)."},
         "config": {"x-kubernetes-preserve-unknown-fields": true, "description": "The plugin's config (passed to its init)."},
@@ -356,11 +359,12 @@ fn wasm_plugin_status() -> Value {
     let digest = |d: &str| json!({"type": "string", "description": d});
     json!({"type": "object", "description": "Observed state, written by the controllers.", "properties": {
         "observedGeneration": {"type": "integer", "format": "int64", "description": "The generation this status describes."},
+        "imageDigest": digest("For spec.module.image: sha256 of the image manifest the reference resolved to."),
         "servingDigest": digest("sha256 of the module the served profiles run; after a failed load, the previous version's. Absent while no served profile uses the plugin."),
         "lastAttemptedDigest": digest("sha256 of the module the current spec names (the last one the controllers tried to load)."),
         "size": {"type": "integer", "format": "int64", "description": "Size in bytes of the attempted module."},
         "usedBy": {"type": "array", "description": "The profile entries naming this plugin, as PROFILE/POINT[INDEX].", "items": {"type": "string"}},
-        "conditions": {"type": "array", "description": "Loaded: the attempted module is serving (Unknown while it compiles). LoadFailed: the attempted module did not load; the reason says why (NotWasm, DigestMismatch, InvalidSpec, ReadFailed, LoadFailed, ...).", "items": {
+        "conditions": {"type": "array", "description": "Loaded: the attempted module is serving (Unknown while it compiles). LoadFailed: the attempted module did not load; the reason says why (NotWasm, DigestMismatch, InvalidSpec, ReadFailed, LoadFailed, ImageUnauthorized, PullSecretInvalid, ImageTooLarge, ImageMediaType, ...).", "items": {
             "type": "object", "required": ["type", "status"], "properties": {
                 "type": {"type": "string", "description": "Loaded or LoadFailed."},
                 "status": {"type": "string", "description": "True, False or Unknown."},

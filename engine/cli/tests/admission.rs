@@ -232,7 +232,7 @@ fn flotilla_up_refuses_invalid_policies_and_defaults_valid_ones() {
     let err = up.refused(k, "wasm", wasm, &[]);
     assert!(
         err.contains(
-            r#"The WasmPlugin "gpu" is invalid: spec.module: set one of path and base64, not both"#
+            r#"The WasmPlugin "gpu" is invalid: spec.module: set one of path, base64 and image, not path and base64"#
         ),
         "{err}"
     );

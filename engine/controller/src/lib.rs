@@ -26,6 +26,7 @@ pub mod clock;
 pub mod controller;
 pub mod leader;
 pub mod members;
+pub mod oci;
 pub mod recorder;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -272,6 +273,9 @@ pub struct Settings {
     pub backends: controller::plugins::Backends,
     /// How often plugin objects are re-resolved even without a change (module files on disk).
     pub plugin_resync: Duration,
+    /// Where `WasmPlugin` `spec.module.imagePullSecret` Secrets are read: `WasmPlugin`s are
+    /// cluster-scoped, so their pull secrets live beside the controllers (`flotilla-system`).
+    pub plugin_pull_secret_namespace: String,
     /// The decision pipeline's options (taint eviction, empty workload propagation).
     pub pipeline: flotilla_core::pipeline::Options,
     /// The autoscalers' options (FederatedHPA sync period, tolerance, windows, clock).
@@ -297,6 +301,7 @@ impl Default for Settings {
             cluster_startup_grace_period: Duration::from_secs(60),
             backends: controller::plugins::Backends::default(),
             plugin_resync: Duration::from_secs(10),
+            plugin_pull_secret_namespace: leader::DEFAULT_NAMESPACE.to_owned(),
             pipeline: flotilla_core::pipeline::Options::default(),
             autoscaling: controller::federatedhpa::Options::default(),
             rule_backends: controller::interpreters::RuleBackends::default(),

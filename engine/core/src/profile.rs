@@ -707,7 +707,8 @@ pub const WASM_PLUGIN_KIND: &str = "WasmPlugin";
 /// kind: WasmPlugin
 /// metadata: {name: gpu-scorer}
 /// spec:
-///   module: {base64: AGFzbQEAAAA...}   # or {path: gpu.wasm}, inside the controllers' --module-dir
+///   module: {base64: AGFzbQEAAAA...}   # or {path: gpu.wasm}, inside the controllers' --module-dir,
+///                                      # or {image: registry.example/org/gpu:1.0}
 ///   sha256: 9f86d081884c7d65...                          # optional, checked at load
 ///   config: {label: example.com/gpu}
 ///   failurePolicy: Ignore
@@ -731,7 +732,7 @@ pub struct WasmPluginSpec {
     pub limits: Option<PluginLimits>,
 }
 
-/// The bytes of a [`WasmPluginSpec`]: exactly one field is set.
+/// The bytes of a [`WasmPluginSpec`]: exactly one of `path`, `base64` and `image` is set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModuleSource {
@@ -746,6 +747,36 @@ pub struct ModuleSource {
     /// as "not a Wasm module") or `wat` (WebAssembly text, compiled by the control plane).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<ModuleFormat>,
+    /// An OCI artifact holding the module (`registry.example/org/plugin:tag` or
+    /// `...@sha256:<hex>`), in the Wasm artifact layout: one layer of media type
+    /// `application/wasm` (config `application/vnd.wasm.config.v0+json`, as wkg and oras push).
+    /// A tag is resolved to a digest when the object changes; a digest never re-resolves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// With `image`: the name of a `kubernetes.io/dockerconfigjson` Secret in the controllers'
+    /// namespace holding the registry's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secret: Option<String>,
+    /// With `image`: talk plain HTTP to the registry (always done for loopback registries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
+}
+
+impl ModuleSource {
+    /// The names of the set source fields among `path`, `base64` and `image`.
+    pub fn sources(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.path.is_some() {
+            out.push("path");
+        }
+        if self.base64.is_some() {
+            out.push("base64");
+        }
+        if self.image.is_some() {
+            out.push("image");
+        }
+        out
+    }
 }
 
 /// The encoding of a [`ModuleSource`]'s bytes.

@@ -12,6 +12,7 @@
 //! | (Cluster)ResourceBinding, Work | the permanent-id label on create (also on the policies) | — |
 //! | SchedulerProfile | — | the spec's schema, built-in names exist, CEL compiles; Wasm is not loaded |
 //! | WasmPlugin | — | the spec's schema, one module source, base64 decodes, sha256 shape |
+//! | ResourceInterpreterCustomization | — | no other stored one customizes the same operation of its target (Karmada's `403` denial), every rule compiles |
 //!
 //! Every error names the field (`spec.placement.clusterAffinities[1].affinityName`), and CEL
 //! errors the column in the expression.
@@ -54,6 +55,21 @@ impl Policies {
 }
 
 impl Admission for Policies {
+    fn admit_with(
+        &self,
+        op: Operation,
+        resource: &Resource,
+        object: &mut Value,
+        old: Option<&Value>,
+        existing: &dyn flotilla_apiserver::admission::Existing,
+    ) -> Result<(), AdmissionError> {
+        // Karmada's webhook checks conflicts with the stored customizations before compiling.
+        if (resource.group, resource.kind) == ("config.karmada.io", "ResourceInterpreterCustomization") {
+            super::interpreters::admit_against_stored(object, resource, existing)?;
+        }
+        self.admit(op, resource, object, old)
+    }
+
     fn admit(
         &self,
         op: Operation,
@@ -338,11 +354,59 @@ fn cluster(object: &mut Value) -> Result<(), AdmissionError> {
 fn wasm_plugin(object: &mut Value) -> Result<(), AdmissionError> {
     let spec: WasmPluginSpec = typed_spec(object)?;
     let mut causes = Vec::new();
-    match (&spec.module.path, &spec.module.base64) {
-        (Some(_), Some(_)) => {
-            causes.push(fe("spec.module", "set one of path and base64, not both"))
+    let sources = spec.module.sources();
+    if let Some(image) = &spec.module.image {
+        if let Err(e) = flotilla_controller::oci::parse_reference(image) {
+            causes.push(fe(
+                "spec.module.image",
+                format!("Invalid value: {}", e.message),
+            ));
         }
-        (None, None) => causes.push(fe("spec.module", "one of path and base64 is required")),
+        if spec.module.format == Some(flotilla_core::profile::ModuleFormat::Wat) {
+            causes.push(fe(
+                "spec.module.format",
+                "an image holds a binary Wasm module (layer application/wasm); wat is for base64 and path",
+            ));
+        }
+    } else {
+        if spec.module.image_pull_secret.is_some() {
+            causes.push(fe(
+                "spec.module.imagePullSecret",
+                "only goes with spec.module.image",
+            ));
+        }
+        if spec.module.insecure.is_some() {
+            causes.push(fe(
+                "spec.module.insecure",
+                "only goes with spec.module.image",
+            ));
+        }
+    }
+    if let Some(s) = &spec.module.image_pull_secret
+        && (s.is_empty()
+            || s.len() > 253
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'))
+    {
+        causes.push(fe(
+            "spec.module.imagePullSecret",
+            "must be the name of a Secret (lowercase DNS subdomain) in the controllers' namespace",
+        ));
+    }
+    match (&spec.module.path, &spec.module.base64) {
+        _ if sources.len() > 1 => causes.push(fe(
+            "spec.module",
+            format!(
+                "set one of path, base64 and image, not {}",
+                sources.join(" and ")
+            ),
+        )),
+        (None, None) if spec.module.image.is_some() => {}
+        (None, None) => causes.push(fe(
+            "spec.module",
+            "one of path, base64 and image is required",
+        )),
         (Some(p), None) if p.is_empty() => causes.push(fe("spec.module.path", "must not be empty")),
         (Some(p), None)
             if !std::path::Path::new(p).components().all(|c| {
@@ -602,6 +666,48 @@ mod tests {
             ("flotilla.dev", "WasmPlugin"),
             json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "w"}, "spec": spec}),
         )
+    }
+
+    #[test]
+    fn wasm_plugin_images_are_one_source_with_a_valid_reference() {
+        assert!(wasm(json!({"module": {"image": "registry.example/org/gpu:1.0"}})).is_ok());
+        assert!(
+            wasm(json!({"module": {"image": "127.0.0.1:5000/gpu@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "imagePullSecret": "regcred", "insecure": true}}))
+                .is_ok()
+        );
+        let e = wasm(json!({"module": {"image": "r.example/x:1", "base64": "AGFzbQEAAAA="}}))
+            .unwrap_err();
+        assert_eq!(fields(&e), ["spec.module"]);
+        assert!(e.causes[0].message.contains("not base64 and image"), "{e}");
+        for bad in ["Upper/Case", "r.example/x:1 ", "r.example/x@sha256:00"] {
+            assert_eq!(
+                fields(&wasm(json!({"module": {"image": bad}})).unwrap_err()),
+                ["spec.module.image"],
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            fields(
+                &wasm(json!({"module": {"base64": "AGFzbQEAAAA=", "imagePullSecret": "s", "insecure": false}}))
+                    .unwrap_err()
+            ),
+            ["spec.module.imagePullSecret", "spec.module.insecure"]
+        );
+        assert_eq!(
+            fields(
+                &wasm(
+                    json!({"module": {"image": "r.example/x:1", "imagePullSecret": "Not_A_Name"}})
+                )
+                .unwrap_err()
+            ),
+            ["spec.module.imagePullSecret"]
+        );
+        assert_eq!(
+            fields(
+                &wasm(json!({"module": {"image": "r.example/x:1", "format": "wat"}})).unwrap_err()
+            ),
+            ["spec.module.format"]
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! `flotilla plugin`: inspect a Wasm plugin, try it on inputs, or start a new one from a template.
+//! `flotilla plugin`: inspect a Wasm plugin, try it on inputs, start a new one from a template, or
+//! push and pull it as an OCI artifact.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use flotilla_controller::oci;
 use flotilla_core::framework::{FailurePolicy, Slot};
 use flotilla_core::pipeline::{Options, Snapshot};
 use flotilla_core::profile::{ExtensionPoint, PluginSpec, WasmSource};
@@ -55,6 +57,50 @@ enum Command {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// Push a module to an OCI registry as a Wasm artifact (config
+    /// application/vnd.wasm.config.v0+json, one layer application/wasm); print its digests.
+    Push {
+        /// The `.wasm` file (binary; a `.wat` file is compiled first).
+        module: PathBuf,
+        /// Where to: `registry/repository:tag`.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pull a Wasm module from an OCI registry (checked against its digests) into a file; print
+    /// the digests.
+    Pull {
+        /// `registry/repository:tag` or `registry/repository@sha256:<hex>`.
+        reference: String,
+        /// The file written.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+/// How `push` and `pull` reach the registry.
+#[derive(Debug, clap::Args)]
+struct RegistryArgs {
+    /// User name (with --password or --password-stdin); default: the entry for the registry in
+    /// $DOCKER_CONFIG/config.json or ~/.docker/config.json, else anonymous.
+    #[arg(long, short = 'u')]
+    username: Option<String>,
+    /// Password or token (visible to other users in the process list; prefer --password-stdin).
+    #[arg(
+        long,
+        short = 'p',
+        requires = "username",
+        conflicts_with = "password_stdin"
+    )]
+    password: Option<String>,
+    /// Read the password from standard input.
+    #[arg(long, requires = "username")]
+    password_stdin: bool,
+    /// Plain HTTP to the registry (always used for a loopback registry).
+    #[arg(long)]
+    insecure: bool,
 }
 
 /// Run.
@@ -72,7 +118,143 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             point,
             dir,
         } => new(&name, lang, point, &dir),
+        Command::Push {
+            module,
+            reference,
+            registry,
+        } => push(&module, &reference, &registry),
+        Command::Pull {
+            reference,
+            output,
+            registry,
+        } => pull(&reference, &output, &registry),
     }
+}
+
+/// The registry options for `reference`: flags first, then the Docker config's entry.
+fn registry_options(reference: &str, args: &RegistryArgs) -> anyhow::Result<oci::Options> {
+    let parsed = oci::parse_reference(reference).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut opts = oci::Options::new(flotilla_controller::controller::plugins::MAX_MODULE_BYTES);
+    opts.insecure = args.insecure;
+    if let Some(username) = &args.username {
+        let password = match (&args.password, args.password_stdin) {
+            (Some(p), _) => p.clone(),
+            (None, true) => {
+                let mut p = String::new();
+                std::io::stdin()
+                    .read_line(&mut p)
+                    .context("reading the password from standard input")?;
+                p.trim_end_matches(['\r', '\n']).to_owned()
+            }
+            (None, false) => bail!("--username needs --password or --password-stdin"),
+        };
+        opts.credentials = Some(oci::Credentials {
+            username: username.clone(),
+            password,
+        });
+        return Ok(opts);
+    }
+    let config = std::env::var_os("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker")))
+        .map(|d| d.join("config.json"));
+    if let Some(path) = config.filter(|p| p.is_file()) {
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("{}: cannot read", path.display()))?;
+        opts.credentials = oci::docker_credentials(&bytes, parsed.resolve_registry())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if opts.credentials.is_some() {
+            tracing::debug!(config = %path.display(), "using registry credentials from the Docker config");
+        }
+    }
+    Ok(opts)
+}
+
+fn registry_error(verb: &str, e: &oci::OciError, opts: &oci::Options) -> anyhow::Error {
+    if e.reason == "ImageUnauthorized" && opts.credentials.is_none() {
+        anyhow::anyhow!(
+            "{verb}: {e}; pass --username with --password-stdin, or log in with docker login"
+        )
+    } else {
+        anyhow::anyhow!("{verb}: {e}")
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn push(path: &Path, reference: &str, args: &RegistryArgs) -> anyhow::Result<()> {
+    let opts = registry_options(reference, args)?;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    if meta.len() > opts.max_bytes {
+        bail!("{}: larger than {} bytes", path.display(), opts.max_bytes);
+    }
+    let mut bytes =
+        std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    if !bytes.starts_with(b"\0asm") {
+        bytes = wat::parse_bytes(&bytes)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: neither a Wasm module nor WebAssembly text: {e}",
+                    path.display()
+                )
+            })?
+            .into_owned();
+    }
+    super::diagnose::shape(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: not a Wasm module: {e}", path.display()))?;
+    let pushed = runtime()?
+        .block_on(oci::push(reference, &bytes, &opts))
+        .map_err(|e| registry_error("push", &e, &opts))?;
+    tracing::info!(reference, digest = %pushed.manifest_digest, "pushed plugin");
+    println!("pushed:    {reference}");
+    println!("digest:    {}", pushed.manifest_digest);
+    println!("module:    {} ({} bytes)", pushed.layer_digest, bytes.len());
+    println!("pinned:    {}", pushed.pinned);
+    Ok(())
+}
+
+fn pull(reference: &str, output: &Path, args: &RegistryArgs) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let opts = registry_options(reference, args)?;
+    let pulled = runtime()?
+        .block_on(oci::pull(reference, &opts))
+        .map_err(|e| registry_error("pull", &e, &opts))?;
+    let dir = output
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = output
+        .file_name()
+        .with_context(|| format!("{}: not a file name", output.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&pulled.bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, output));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("{}: cannot write: {e}", output.display());
+    }
+    tracing::info!(reference, digest = %pulled.manifest_digest, "pulled plugin");
+    println!("pulled:    {reference}");
+    println!("digest:    {}", pulled.manifest_digest);
+    println!(
+        "module:    {} ({} bytes)",
+        pulled.layer_digest,
+        pulled.bytes.len()
+    );
+    println!("pinned:    {}", pulled.pinned);
+    println!("written:   {}", output.display());
+    Ok(())
 }
 
 const POINTS: [(ExtensionPoint, &str); 5] = [

@@ -108,6 +108,8 @@ pub struct PluginStatus {
     pub serving_digest: Option<String>,
     /// Module size in bytes.
     pub size: Option<u64>,
+    /// For `spec.module.image`: `sha256:<hex>` of the image manifest the reference resolved to.
+    pub image_digest: Option<String>,
     /// `profile/point[index]` of every entry naming it, from the profiles' specs (whether or not
     /// they load).
     pub used_by: Vec<String>,
@@ -167,6 +169,22 @@ struct Resolved {
     spec: WasmPluginSpec,
     path: String,
     digest: String,
+    /// `sha256:<hex>` of the image manifest, for `spec.module.image`.
+    image_digest: Option<String>,
+}
+
+/// A `WasmPlugin`'s pulled image ([`Registry::pull_images`]): what was pulled for which
+/// `spec.module`.
+struct ImageEntry {
+    /// `spec.module` as JSON: a change re-pulls (and re-resolves a tag).
+    key: String,
+    result: Result<PulledImage, Unresolved>,
+}
+
+#[derive(Clone)]
+struct PulledImage {
+    bytes: Arc<Vec<u8>>,
+    manifest_digest: String,
 }
 
 /// Why a `WasmPlugin`'s module could not be resolved: a status reason and a message.
@@ -240,6 +258,8 @@ pub struct Registry {
     /// The temporary store made when `backends.module_dir` is unset, removed on drop.
     _scratch: Option<ScratchDir>,
     metrics: Arc<PluginMetrics>,
+    /// Pulled `spec.module.image`s by `WasmPlugin` name.
+    images: Mutex<BTreeMap<String, ImageEntry>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -282,6 +302,7 @@ impl Registry {
             module_dir,
             _scratch: scratch,
             metrics,
+            images: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -319,7 +340,7 @@ impl Registry {
         let mut refs = references(profiles);
         let serving = self.serving_digests();
         for o in wasm_plugins {
-            let r = self.resolve_module(&o.spec);
+            let r = self.resolve_module(&o.name, &o.spec);
             let status = report.plugins.entry(o.name.clone()).or_default();
             status.generation = o.generation;
             status.pending = true;
@@ -329,6 +350,7 @@ impl Registry {
                 Ok(m) => {
                     status.attempted_digest = Some(format!("sha256:{}", m.digest));
                     status.size = std::fs::metadata(&m.path).ok().map(|m| m.len());
+                    status.image_digest.clone_from(&m.image_digest);
                 }
                 Err(e) => {
                     status.error = Some(e.message.clone());
@@ -560,8 +582,123 @@ impl Registry {
         Ok((doc, plugins))
     }
 
+    /// Pull the `spec.module.image` of every `WasmPlugin` naming one whose `spec.module` changed
+    /// since its last successful pull (a tag is resolved again only then; a digest-pinned
+    /// reference never changes), or whose last pull failed. `credentials` reads
+    /// `spec.module.imagePullSecret` for a registry. Entries of other objects are dropped.
+    pub async fn pull_images<F, Fut>(&self, wasm_plugins: &[Object], credentials: F)
+    where
+        F: Fn(String, String) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<crate::oci::Credentials>, String>>,
+    {
+        let mut wanted: Vec<(String, String, flotilla_core::profile::ModuleSource)> = Vec::new();
+        for o in wasm_plugins {
+            let Some(module) = o.spec.get("module") else {
+                continue;
+            };
+            let Ok(source) =
+                serde_json::from_value::<flotilla_core::profile::ModuleSource>(module.clone())
+            else {
+                continue;
+            };
+            if source.image.is_none() || source.sources().len() != 1 {
+                continue;
+            }
+            wanted.push((o.name.clone(), module.to_string(), source));
+        }
+        {
+            let mut images = self
+                .images
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            images.retain(|name, _| wanted.iter().any(|(n, ..)| n == name));
+        }
+        for (name, key, source) in wanted {
+            let fresh = self
+                .images
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&name)
+                .is_some_and(|e| e.key == key && e.result.is_ok());
+            if fresh {
+                continue;
+            }
+            let image = source.image.clone().unwrap_or_default();
+            let started = Instant::now();
+            let result = self.pull_image(&image, &source, &credentials).await;
+            match &result {
+                Ok(p) => {
+                    self.metrics.image_pulls.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(plugin = %name, image = %clip(&image, 256), digest = %p.manifest_digest, elapsed = ?started.elapsed(), "pulled WasmPlugin image");
+                }
+                Err(e) => {
+                    self.metrics
+                        .image_pull_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(plugin = %name, image = %clip(&image, 256), reason = e.reason, error = %e.message, "pulling WasmPlugin image failed");
+                }
+            }
+            self.images
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(name, ImageEntry { key, result });
+        }
+    }
+
+    async fn pull_image<F, Fut>(
+        &self,
+        image: &str,
+        source: &flotilla_core::profile::ModuleSource,
+        credentials: &F,
+    ) -> Result<PulledImage, Unresolved>
+    where
+        F: Fn(String, String) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<crate::oci::Credentials>, String>>,
+    {
+        let field = "spec.module.image";
+        let reference = crate::oci::parse_reference(image)
+            .map_err(|e| Unresolved::new("InvalidSpec", format!("{field}: {}", e.message)))?;
+        let mut opts = crate::oci::Options::new(MAX_MODULE_BYTES);
+        opts.insecure = source.insecure.unwrap_or(false);
+        if let Some(secret) = &source.image_pull_secret {
+            let registry = reference.resolve_registry().to_owned();
+            opts.credentials = Some(
+                credentials(secret.clone(), registry.clone())
+                    .await
+                    .map_err(|m| {
+                        Unresolved::new(
+                            "PullSecretInvalid",
+                            format!("spec.module.imagePullSecret: {m}"),
+                        )
+                    })?
+                    .ok_or_else(|| {
+                        Unresolved::new(
+                            "PullSecretInvalid",
+                            format!(
+                                "spec.module.imagePullSecret: Secret {:?} has no credentials for registry {}",
+                                clip(secret, 253),
+                                clip(&registry, 256)
+                            ),
+                        )
+                    })?,
+            );
+        }
+        let pulled = crate::oci::pull(image, &opts).await.map_err(|e| {
+            let hint = if e.reason == "ImageUnauthorized" && opts.credentials.is_none() {
+                "; name a kubernetes.io/dockerconfigjson Secret with spec.module.imagePullSecret"
+            } else {
+                ""
+            };
+            Unresolved::new(e.reason, format!("{field}: {}{hint}", e.message))
+        })?;
+        Ok(PulledImage {
+            bytes: Arc::new(pulled.bytes),
+            manifest_digest: pulled.manifest_digest,
+        })
+    }
+
     /// Read, check and store a `WasmPlugin` spec's module.
-    fn resolve_module(&self, spec: &Value) -> Result<Resolved, Unresolved> {
+    fn resolve_module(&self, name: &str, spec: &Value) -> Result<Resolved, Unresolved> {
         let invalid = |m: String| Unresolved::new("InvalidSpec", m);
         let spec: WasmPluginSpec = serde_path_to_error::deserialize(spec.clone())
             .map_err(|e| invalid(format!("spec.{}: {}", e.path(), e.inner())))?;
@@ -570,15 +707,44 @@ impl Registry {
         {
             return Err(invalid(e.to_string()));
         }
+        let sources = spec.module.sources();
+        if sources.len() > 1 {
+            return Err(invalid(format!(
+                "spec.module: set one of path, base64 and image, not {}",
+                sources.join(" and ")
+            )));
+        }
+        if spec.module.image.is_none()
+            && (spec.module.image_pull_secret.is_some() || spec.module.insecure.is_some())
+        {
+            return Err(invalid(
+                "spec.module: imagePullSecret and insecure go with image".into(),
+            ));
+        }
+        let mut image_digest = None;
         let (bytes, field) = match (&spec.module.path, &spec.module.base64) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "spec.module: set one of path and base64, not both".into(),
-                ));
+            (None, None) if spec.module.image.is_some() => {
+                let entry = self
+                    .images
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get(name)
+                    .map(|e| e.result.clone());
+                let pulled = match entry {
+                    Some(r) => r?,
+                    None => {
+                        return Err(Unresolved::new(
+                            "ImagePullFailed",
+                            "spec.module.image: not pulled yet (images are pulled by the controllers' plugin loop)",
+                        ));
+                    }
+                };
+                image_digest = Some(pulled.manifest_digest.clone());
+                (pulled.bytes.as_ref().clone(), "spec.module.image")
             }
-            (None, None) => {
+            (Some(_), Some(_)) | (None, None) => {
                 return Err(invalid(
-                    "spec.module: one of path and base64 is required".into(),
+                    "spec.module: one of path, base64 and image is required".into(),
                 ));
             }
             (Some(path), None) => (
@@ -630,6 +796,7 @@ impl Registry {
             spec,
             path: path.display().to_string(),
             digest,
+            image_digest,
         })
     }
 }
@@ -887,6 +1054,10 @@ pub struct PluginStat {
 #[derive(Debug, Default)]
 pub struct PluginMetrics {
     stats: Mutex<BTreeMap<(&'static str, String), Arc<PluginStat>>>,
+    /// `spec.module.image` pulls that succeeded.
+    pub image_pulls: AtomicU64,
+    /// `spec.module.image` pulls that failed.
+    pub image_pull_failures: AtomicU64,
 }
 
 impl PluginMetrics {
@@ -926,6 +1097,12 @@ impl PluginMetrics {
                 out,
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP flotilla_plugin_image_pulls_total WasmPlugin spec.module.image pulls, by result.\n# TYPE flotilla_plugin_image_pulls_total counter\nflotilla_plugin_image_pulls_total{{result=\"success\"}} {}\nflotilla_plugin_image_pulls_total{{result=\"failure\"}} {}",
+            self.image_pulls.load(Ordering::Relaxed),
+            self.image_pull_failures.load(Ordering::Relaxed)
+        );
         out.push_str("# HELP flotilla_plugin_failures_total Plugin calls that faulted (before the failure policy).\n# TYPE flotilla_plugin_failures_total counter\n");
         for ((point, name), s) in m.iter() {
             let _ = writeln!(
@@ -1068,6 +1245,9 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             let wasm = objects(&ctx.wasm_plugins);
             let profiles = objects(&ctx.scheduler_profiles);
             let started = Instant::now();
+            ctx.plugins
+                .pull_images(&wasm, |secret, registry| pull_secret(&ctx, secret, registry))
+                .await;
             // Resolve first and say what is being loaded (digest, usedBy) before compiling,
             // which can take seconds for a large module; the served set is untouched meanwhile.
             let c = Arc::clone(&ctx);
@@ -1102,6 +1282,42 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             }
         }
     });
+}
+
+/// The credentials for `registry` in the `kubernetes.io/dockerconfigjson` Secret `name` of the
+/// controllers' namespace: `WasmPlugin`s are
+/// cluster-scoped, so their pull secrets live beside the controllers, where only their
+/// administrators put them (`settings.plugin_pull_secret_namespace`).
+async fn pull_secret(
+    ctx: &Context,
+    name: String,
+    registry: String,
+) -> Result<Option<crate::oci::Credentials>, String> {
+    use k8s_openapi::api::core::v1::Secret;
+    let ns = &ctx.settings.plugin_pull_secret_namespace;
+    let shown = format!("{ns}/{}", clip(&name, 253));
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = match api.get_opt(&name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(format!("Secret {shown} not found")),
+        Err(e) => return Err(format!("reading Secret {shown}: {e}")),
+    };
+    let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+    if type_ != "kubernetes.io/dockerconfigjson" {
+        return Err(format!(
+            "Secret {shown} is of type {:?}, not kubernetes.io/dockerconfigjson",
+            clip(type_, 100)
+        ));
+    }
+    let Some(config) = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(".dockerconfigjson"))
+    else {
+        return Err(format!("Secret {shown} has no .dockerconfigjson key"));
+    };
+    crate::oci::docker_credentials(&config.0, &registry)
+        .map_err(|e| format!("Secret {shown}: .dockerconfigjson: {e}"))
 }
 
 fn regarding(cached: &Cached, kind: &str, name: &str) -> crate::recorder::Regarding {
@@ -1237,7 +1453,7 @@ pub fn plugin_status(existing: Option<&Value>, st: &PluginStatus) -> Option<Valu
             )
         }
     };
-    Some(json!({
+    let mut status = json!({
         "observedGeneration": st.generation,
         "servingDigest": serving,
         "lastAttemptedDigest": attempted,
@@ -1247,7 +1463,14 @@ pub fn plugin_status(existing: Option<&Value>, st: &PluginStatus) -> Option<Valu
             condition(existing, "Loaded", loaded.0, loaded.1, &loaded.2, st.generation),
             condition(existing, "LoadFailed", failed.0, failed.1, &failed.2, st.generation),
         ],
-    }))
+    });
+    if let Some(d) = &st.image_digest {
+        status["imageDigest"] = json!(d);
+    } else if existing.is_some_and(|e| e.get("imageDigest").is_some()) {
+        // Removed by the merge patch.
+        status["imageDigest"] = Value::Null;
+    }
+    Some(status)
 }
 
 async fn write_statuses(ctx: &Context, report: &Report) -> Result<(), kube::Error> {
