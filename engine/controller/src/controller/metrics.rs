@@ -85,6 +85,9 @@ pub struct Metrics {
     pub scheduling_results: [AtomicU64; RESULTS.len()],
     /// Bindings waiting in the scheduling queue, by sub-queue (see [`QUEUES`]).
     pub pending: [AtomicU64; QUEUES.len()],
+    /// Binding preemptions: preemptors placed by evicting lower-priority bindings, and the
+    /// bindings evicted.
+    pub preemptions: [AtomicU64; 2],
 }
 
 /// The scheduling queue's sub-queues, as indexed in [`Metrics::pending`] (Karmada's
@@ -209,6 +212,18 @@ impl Metrics {
                 self.scheduling_results[i].load(Ordering::Relaxed)
             );
         }
+        out.push_str("# HELP flotilla_scheduler_preemptions_total Bindings placed by evicting lower-priority bindings (binding preemption).\n# TYPE flotilla_scheduler_preemptions_total counter\n");
+        let _ = writeln!(
+            out,
+            "flotilla_scheduler_preemptions_total {}",
+            self.preemptions[0].load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP flotilla_scheduler_preemption_victims_total Bindings evicted from a cluster by binding preemption.\n# TYPE flotilla_scheduler_preemption_victims_total counter\n");
+        let _ = writeln!(
+            out,
+            "flotilla_scheduler_preemption_victims_total {}",
+            self.preemptions[1].load(Ordering::Relaxed)
+        );
         out.push_str("# HELP flotilla_scheduler_pending_bindings Bindings waiting in the scheduling queue, by sub-queue.\n# TYPE flotilla_scheduler_pending_bindings gauge\n");
         for (i, q) in QUEUES.iter().enumerate() {
             let _ = writeln!(
@@ -218,6 +233,20 @@ impl Metrics {
             );
         }
         out
+    }
+
+    /// Count one binding preemption that evicted `victims` bindings.
+    pub fn record_preemption(&self, victims: usize) {
+        self.preemptions[0].fetch_add(1, Ordering::Relaxed);
+        self.preemptions[1].fetch_add(victims as u64, Ordering::Relaxed);
+    }
+
+    /// Binding preemptions so far and the bindings they evicted.
+    pub fn preemptions(&self) -> (u64, u64) {
+        (
+            self.preemptions[0].load(Ordering::Relaxed),
+            self.preemptions[1].load(Ordering::Relaxed),
+        )
     }
 
     /// Set the scheduling queue's sizes (active, backoff, unschedulable).

@@ -92,6 +92,8 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
         now_ms: crate::clock::now_epoch_millis(),
     };
     let before = rb.clone();
+    // What binding preemption decides from again, should this decision leave it Unschedulable.
+    let retry = (snapshot.clone(), template.clone(), memory.clone());
     // The CPU-heavy part off the async workers, at most one decision per core at a time (as
     // Karmada runs a fixed number of scheduler workers): more would only share the cores.
     let permit = Arc::clone(&ctx.deciding)
@@ -116,6 +118,12 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
         (rb, d, memory, started.elapsed(), cpu)
     })
     .await?;
+    let (rb, decision, memory) =
+        if flotilla_core::preemption::eligible(&retry.0, &rb, decision.outcome.as_ref()) {
+            preempt(&ctx, retry, &before, rb, decision, memory, clock).await?
+        } else {
+            (rb, decision, memory)
+        };
     if !memory.is_empty() {
         ctx.app_failover
             .lock()
@@ -223,6 +231,137 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
         requeue,
         unschedulable: matches!(&decision.outcome, Some(Err(f)) if f.kind != flotilla_core::scheduler::FailureKind::SchedulerError),
     })
+}
+
+/// Binding preemption ([`flotilla_core::preemption::decide_preempting`], as `flotilla plan` runs
+/// it): against every other cached binding, find the victims on one cluster, evict each (its
+/// `spec.clusters` loses the cluster and a `Directly` eviction task keeps it off it, guarded by
+/// the resourceVersion it was chosen at; a `Preempted` Event on it), and return the preemptor
+/// decided again on the freed cluster (a `PreemptionSucceeded` Event on it). Without a
+/// preemption, the decision stands.
+///
+/// # Errors
+/// A victim's patch fails (a conflict: it changed meanwhile); the attempt is retried.
+async fn preempt(
+    ctx: &Arc<Context>,
+    (snapshot, template, memory_before): (
+        Arc<flotilla_core::pipeline::Snapshot>,
+        Option<Object>,
+        pipeline::FailoverMemory,
+    ),
+    before: &ResourceBinding,
+    decided: ResourceBinding,
+    decision: pipeline::Decision,
+    memory: pipeline::FailoverMemory,
+    clock: Clock,
+) -> Result<
+    (
+        ResourceBinding,
+        pipeline::Decision,
+        pipeline::FailoverMemory,
+    ),
+    Error,
+> {
+    use flotilla_core::preemption;
+    let me = (
+        before.metadata.namespace().to_owned(),
+        before.metadata.name().to_owned(),
+    );
+    let others: Vec<ResourceBinding> = ctx
+        .bindings
+        .store
+        .state()
+        .iter()
+        .filter(|o| {
+            (
+                o.metadata.namespace.as_deref().unwrap_or(""),
+                o.metadata.name.as_deref().unwrap_or(""),
+            ) != (me.0.as_str(), me.1.as_str())
+        })
+        .filter_map(|o| typed::<ResourceBinding>(o).ok())
+        .collect();
+    let base = before.clone();
+    let key = preemption::binding_key(before);
+    let permit = Arc::clone(&ctx.deciding)
+        .acquire_owned()
+        .await
+        .map_err(|_| Error::Stopped)?;
+    let (found, decided, decision) = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&ResourceBinding> = others.iter().collect();
+        let found = preemption::decide_preempting(
+            &snapshot,
+            &base,
+            &decided,
+            &decision,
+            template.as_ref(),
+            clock,
+            &memory_before,
+            &refs,
+        );
+        drop(permit);
+        (found, decided, decision)
+    })
+    .await?;
+    let p = match found {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            tracing::debug!(binding = %key, "binding preemption: no cluster can be freed enough");
+            return Ok((decided, decision, memory));
+        }
+        Err(e) => {
+            tracing::warn!(binding = %key, error = %e, "binding preemption abandoned");
+            ctx.recorder.publish_binding(
+                &decided,
+                EventType::Warning,
+                "PreemptionFailed",
+                &format!("Binding preemption abandoned: {e}"),
+            );
+            return Ok((decided, decision, memory));
+        }
+    };
+    let now_secs = clock.secs();
+    for v in &p.preemption.victims {
+        let Some(obj) = ctx.bindings.store.get(
+            &kube::runtime::reflector::ObjectRef::new_with(&v.name, ctx.bindings.resource.clone())
+                .within(&v.namespace),
+        ) else {
+            continue;
+        };
+        let mut victim: ResourceBinding = typed(&obj)?;
+        preemption::evict_victim(&mut victim, &p.preemption, now_secs);
+        let api = namespaced_or_all(
+            ctx,
+            victim.metadata.namespace(),
+            &api_resource(&victim.api_version, &victim.kind),
+        );
+        let patch = json!({
+            "metadata": {"resourceVersion": victim.metadata.resource_version},
+            "spec": {
+                "clusters": victim.spec.clusters,
+                "gracefulEvictionTasks": victim.spec.graceful_eviction_tasks,
+            },
+        });
+        api.patch(
+            victim.metadata.name(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+        let message = preemption::victim_message(&p.preemption);
+        tracing::info!(binding = %v.key(), preemptor = %key, cluster = %p.preemption.cluster, priority = v.priority, replicas = v.replicas, "binding preempted");
+        ctx.recorder
+            .publish_binding(&victim, EventType::Normal, "Preempted", &message);
+    }
+    ctx.metrics.record_preemption(p.preemption.victims.len());
+    let message = preemption::preemptor_message(&p.preemption);
+    tracing::info!(binding = %key, cluster = %p.preemption.cluster, victims = %p.preemption.victim_list(), "binding preemption succeeded");
+    ctx.recorder.publish_binding(
+        &p.binding,
+        EventType::Normal,
+        "PreemptionSucceeded",
+        &message,
+    );
+    Ok((p.binding, p.decision, p.memory))
 }
 
 /// The binding's `Scheduled` condition is True (a re-decision with the same result is no news).
