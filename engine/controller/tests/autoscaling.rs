@@ -604,3 +604,249 @@ async fn kubectl_top_pods_and_get_fhpa_work_on_the_control_plane() {
         "{get}"
     );
 }
+
+/// GET `uri` as JSON (`None` on any error).
+async fn get_json(c: &Client, uri: &str) -> Option<Value> {
+    let req = http::Request::get(uri).body(Vec::new()).ok()?;
+    c.request::<Value>(req).await.ok()
+}
+
+/// Set the per-pod custom metrics of the template's simulated pods.
+async fn set_pod_metrics(e: &Env, name: &str, metrics: &str) {
+    let patch = json!({"metadata": {"annotations": {
+        "flotilla.dev/simulated-pod-custom-metrics": metrics,
+    }}});
+    deployments(&e.control)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch the pod metrics");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_metric_scales_up_when_the_per_pod_value_rises_within_the_policy() {
+    let e = env(0).await;
+    let mut deployment = example("deployment.yaml");
+    // Custom metrics alone make the simulated members run pods.
+    deployment["metadata"]["annotations"] = json!({
+        "flotilla.dev/simulated-pod-custom-metrics": r#"{"http_requests_per_second": "10"}"#,
+    });
+    apply(&e.control, &example("propagationpolicy.yaml")).await;
+    apply(&e.control, &deployment).await;
+
+    // The control plane serves the members' values, aggregated as karmada-metrics-adapter
+    // does: each member runs a pod `web-sim-0` at 10, and objects of the same name add up.
+    let uri = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/http_requests_per_second?labelSelector=app%3Dweb";
+    let list = eventually("both members' pods with a value", WAIT, || async {
+        let v = get_json(&e.control, uri).await?;
+        (v["items"][0]["value"] == "20").then_some(v)
+    })
+    .await;
+    assert_eq!(list["kind"], "MetricValueList");
+    let items = list["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(items[0]["metric"]["name"], "http_requests_per_second");
+    assert_eq!(items[0]["describedObject"]["kind"], "Pod");
+    assert_eq!(items[0]["describedObject"]["name"], "web-sim-0");
+    // Each member on its own has one pod at 10.
+    for m in &e.member {
+        let v = get_json(m, uri).await.expect("a member's values");
+        assert_eq!(v["items"][0]["value"], "10", "{v}");
+    }
+    let discovery = get_json(&e.control, "/apis/custom.metrics.k8s.io/v1beta2")
+        .await
+        .expect("discovery");
+    assert!(
+        discovery["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .any(|r| r["name"] == "pods/http_requests_per_second"),
+        "{discovery}"
+    );
+    let v1 = get_json(
+        &e.control,
+        "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/web-sim-0/http_requests_per_second",
+    )
+    .await
+    .expect("one pod's value");
+    assert_eq!(v1["items"][0]["metricName"], "http_requests_per_second");
+    assert_eq!(v1["items"][0]["value"], "20", "{v1}");
+    let groups = get_json(&e.control, "/apis").await.expect("groups");
+    assert!(
+        groups["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .any(|g| g["name"] == "custom.metrics.k8s.io")
+    );
+
+    // 10 per pod against a target of 10: nothing to do.
+    let mut fhpa = example("federatedhpa.yaml");
+    fhpa["spec"]["maxReplicas"] = json!(10);
+    fhpa["spec"]["metrics"] = json!([{
+        "type": "Pods",
+        "pods": {"metric": {"name": "http_requests_per_second"},
+                 "target": {"type": "AverageValue", "averageValue": "10"}},
+    }]);
+    fhpa["spec"]["behavior"]["scaleUp"] = json!({
+        "stabilizationWindowSeconds": 0,
+        "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}],
+    });
+    apply(&e.control, &fhpa).await;
+    let status = eventually("a valid pods metric at the target", WAIT, || async {
+        let f = fhpas(&e.control).get("web").await.ok()?;
+        (condition(&f, "ScalingActive")?.1 == "ValidMetricFound").then_some(f)
+    })
+    .await;
+    assert_eq!(
+        status.data.pointer("/status/currentMetrics/0"),
+        Some(&json!({"type": "Pods", "pods": {
+            "metric": {"name": "http_requests_per_second"},
+            "current": {"averageValue": "10"},
+        }}))
+    );
+    assert_eq!(replicas_of(&e.control, "web").await, Some(2));
+
+    // 30 per pod: 2 × 3 = 6 wanted, the policy allows 2 more pods per 60 s → 4, and no more
+    // until the period has passed.
+    set_pod_metrics(&e, "web", r#"{"http_requests_per_second": "30"}"#).await;
+    eventually("scaled to 4 by the policy", WAIT, || async {
+        (replicas_of(&e.control, "web").await == Some(4)).then_some(())
+    })
+    .await;
+    let f = eventually("the scale-up limited", WAIT, || async {
+        let f = fhpas(&e.control).get("web").await.ok()?;
+        (condition(&f, "ScalingLimited")? == ("True".to_owned(), "ScaleUpLimit".to_owned()))
+            .then_some(f)
+    })
+    .await;
+    assert_eq!(
+        f.data
+            .pointer("/status/currentMetrics/0/pods/current/averageValue"),
+        Some(&json!("30"))
+    );
+    tokio::time::sleep(SYNC * 4).await;
+    assert_eq!(replicas_of(&e.control, "web").await, Some(4));
+    let evs = events(&e.control, "web").await;
+    assert!(
+        evs.iter().any(|m| m
+            == "SuccessfulRescale: New size: 4; reason: pods metric http_requests_per_second above target"),
+        "{evs:?}"
+    );
+    // A minute later the next step: 4 + 2.
+    e.offset.fetch_add(61_000, Ordering::SeqCst);
+    eventually("scaled to 6 in the next period", WAIT, || async {
+        (replicas_of(&e.control, "web").await == Some(6)
+            && member_replicas(&e, "web").await == vec![3, 3])
+        .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_metric_adds_up_the_members_series_and_fails_without_them() {
+    let e = env(0).await;
+    apply(&e.control, &example("propagationpolicy.yaml")).await;
+    apply(&e.control, &example("deployment.yaml")).await;
+    eventually("one replica in each member", WAIT, || async {
+        (member_replicas(&e, "web").await == vec![1, 1]).then_some(())
+    })
+    .await;
+    let mut fhpa = example("federatedhpa.yaml");
+    fhpa["spec"]["metrics"] = json!([{
+        "type": "External",
+        "external": {"metric": {"name": "queue_messages_ready",
+                                "selector": {"matchLabels": {"queue": "orders"}}},
+                     "target": {"type": "AverageValue", "averageValue": "5"}},
+    }]);
+    fhpa["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("behavior");
+    apply(&e.control, &fhpa).await;
+
+    // No member has the metric yet.
+    let f = eventually("the external metric missing", WAIT, || async {
+        let f = fhpas(&e.control).get("web").await.ok()?;
+        (condition(&f, "ScalingActive")?
+            == ("False".to_owned(), "FailedGetExternalMetric".to_owned()))
+            .then_some(f)
+    })
+    .await;
+    let message = f
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "ScalingActive"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("no metrics returned from external metrics API")
+            && message.contains("member1: no values"),
+        "{message}"
+    );
+    let evs = events(&e.control, "web").await;
+    assert!(
+        evs.iter().any(|m| m.starts_with("FailedGetExternalMetric: unable to get external metric default/queue_messages_ready/queue=orders")),
+        "{evs:?}"
+    );
+    assert_eq!(replicas_of(&e.control, "web").await, Some(2));
+
+    // Queue depth in each member: 20 + 10 (another queue's 1000 is not selected).
+    let cm = |name: &str, queue: &str, value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default", "labels": {"queue": queue},
+                            "annotations": {"flotilla.dev/simulated-external-metrics":
+                                            format!(r#"{{"queue_messages_ready": "{value}"}}"#)}}})
+    };
+    apply(&e.member[0], &cm("orders", "orders", "20")).await;
+    apply(&e.member[1], &cm("orders", "orders", "10")).await;
+    apply(&e.member[1], &cm("billing", "billing", "1000")).await;
+    let list = get_json(
+        &e.control,
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_messages_ready?labelSelector=queue%3Dorders",
+    )
+    .await
+    .expect("external metrics");
+    let mut values: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["value"].as_str())
+        .collect();
+    values.sort_unstable();
+    assert_eq!(values, vec!["10", "20"]);
+    assert_eq!(list["items"][0]["metricLabels"]["queue"], "orders");
+
+    // 30 over 2 pods against 5 per pod: 6 wanted; without behavior a step at most doubles
+    // (or adds up to 4): 2 → 4 → 6, the maximum.
+    eventually("the template at 6", WAIT, || async {
+        (replicas_of(&e.control, "web").await == Some(6)).then_some(())
+    })
+    .await;
+    let f = eventually("the status at 6 pods", WAIT, || async {
+        let f = fhpas(&e.control).get("web").await.ok()?;
+        (f.data
+            .pointer("/status/currentMetrics/0/external/current/averageValue")
+            == Some(&json!("5")))
+        .then_some(f)
+    })
+    .await;
+    assert_eq!(
+        condition(&f, "ScalingActive"),
+        Some(("True".to_owned(), "ValidMetricFound".to_owned()))
+    );
+    assert_eq!(
+        f.data.pointer("/status/currentMetrics/0/external/metric"),
+        Some(
+            &json!({"name": "queue_messages_ready", "selector": {"matchLabels": {"queue": "orders"}}})
+        )
+    );
+    let evs = events(&e.control, "web").await;
+    assert!(
+        evs.iter().any(|m| m
+            == "SuccessfulRescale: New size: 4; reason: external metric queue_messages_ready(queue=orders) above target"),
+        "{evs:?}"
+    );
+}

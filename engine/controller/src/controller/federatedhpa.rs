@@ -8,10 +8,15 @@
 //!    target's scale subresource (replicas and selector), the selected pods and their
 //!    `metrics.k8s.io` PodMetrics (what the member's metrics-server, or for a simulated member
 //!    the simulator, reports);
-//! 2. one proposal per metric (`Resource` and `ContainerResource`; `Pods`, `Object` and
-//!    `External` metrics need a custom or external metrics API, which is not read: they fail
-//!    with kube's `FailedGet…Metric` reasons), combined and normalized by
-//!    [`flotilla_core::autoscaling`] with the remembered recommendations and scale events;
+//! 2. one proposal per metric, combined and normalized by [`flotilla_core::autoscaling`] with
+//!    the remembered recommendations and scale events: `Resource` and `ContainerResource` from
+//!    the PodMetrics; `Pods` and `Object` from each member's `custom.metrics.k8s.io` (v1beta2,
+//!    else v1beta1: the pods' values keyed by member, an object's values added up across the
+//!    members as karmada-metrics-adapter does), `External` from each member's
+//!    `external.metrics.k8s.io` (every series selected, added up). A member that serves no such
+//!    API is left out; when none returns a value the metric fails with kube's
+//!    `FailedGetPodsMetric` / `FailedGetObjectMetric` / `FailedGetExternalMetric` (the
+//!    `ScalingActive` condition and a Warning Event name the members and why);
 //! 3. the template scaled through its scale subresource (the scheduler then divides the new
 //!    count by the placement's rules), the status (`currentReplicas`, `desiredReplicas`,
 //!    `currentMetrics`, `lastScaleTime`) and the `AbleToScale`, `ScalingActive` and
@@ -28,8 +33,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_api::autoscaling::{
-    FederatedHPA, HorizontalPodAutoscalerCondition, HorizontalPodAutoscalerStatus, MetricSpec,
-    MetricStatus, MetricValueStatus,
+    ExternalMetricStatus, FederatedHPA, HorizontalPodAutoscalerCondition,
+    HorizontalPodAutoscalerStatus, MetricIdentifier, MetricSpec, MetricStatus, MetricValueStatus,
+    ObjectMetricStatus, PodsMetricStatus,
 };
 use flotilla_core::autoscaling::{self as hpa, Combined, History, Pod, PodState, Proposal};
 use k8s_openapi::api::core::v1::Pod as KubePod;
@@ -220,6 +226,27 @@ impl Target<'_> {
             .recorder
             .publish(&self.regarding, type_, reason, message);
     }
+}
+
+/// A member the target runs in: its client and the target's pod selector there.
+struct Member {
+    cluster: String,
+    client: Client,
+    selector: String,
+}
+
+/// What one sync reads once and every metric computation uses.
+struct Inputs<'a> {
+    observed: &'a Observed,
+    members: &'a [Member],
+    namespace: &'a str,
+    /// The template's replicas.
+    current: i32,
+    /// The pods the members' scales report.
+    status_replicas: i32,
+    calibration: f64,
+    options: &'a Options,
+    now: i64,
 }
 
 /// One member's pods and their metrics.
@@ -421,7 +448,7 @@ fn samples(
 /// One metric's proposal, its status, and its description (kube's metric names).
 type MetricResult = Result<(Proposal, MetricStatus, String), (&'static str, String)>;
 
-fn compute_metric(
+fn resource_metric(
     spec: &MetricSpec,
     observed: &Observed,
     current: i32,
@@ -448,24 +475,6 @@ fn compute_metric(
                 ));
             }
         },
-        "Pods" => {
-            return Err((
-                "FailedGetPodsMetric",
-                "unable to get metric: custom metrics (custom.metrics.k8s.io) are not read by this control plane".into(),
-            ));
-        }
-        "Object" => {
-            return Err((
-                "FailedGetObjectMetric",
-                "unable to get metric: custom metrics (custom.metrics.k8s.io) are not read by this control plane".into(),
-            ));
-        }
-        "External" => {
-            return Err((
-                "FailedGetExternalMetric",
-                "unable to get external metric: external metrics (external.metrics.k8s.io) are not read by this control plane".into(),
-            ));
-        }
         other => {
             return Err((
                 "InvalidMetricSourceType",
@@ -540,6 +549,431 @@ fn compute_metric(
         }
     };
     Ok((proposal, status, description))
+}
+
+/// A metric's proposal from its source type.
+async fn compute_metric(spec: &MetricSpec, i: &Inputs<'_>) -> MetricResult {
+    match spec.type_.as_str() {
+        "Pods" => pods_metric(spec, i).await,
+        "Object" => object_metric(spec, i).await,
+        "External" => external_metric(spec, i).await,
+        _ => resource_metric(spec, i.observed, i.current, i.calibration, i.options, i.now),
+    }
+}
+
+/// kube's `LabelSelectorAsSelector` as a query string (`None`: everything).
+fn selector_string(s: Option<&flotilla_api::meta::LabelSelector>) -> Result<String, String> {
+    let Some(s) = s else {
+        return Ok(String::new());
+    };
+    let mut terms: Vec<String> = s
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in &s.match_expressions {
+        let mut values = e.values.clone();
+        values.sort();
+        terms.push(match e.operator.as_str() {
+            "In" => format!("{} in ({})", e.key, values.join(",")),
+            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            other => return Err(format!("{other:?} is not a valid label selector operator")),
+        });
+    }
+    terms.sort();
+    Ok(terms.join(","))
+}
+
+/// The pods counted ready for `Object` and `External` value targets (kube's
+/// `getReadyPodsCount`: `Running` with a `Ready` condition that is `True`).
+fn ready_pods(observed: &Observed) -> usize {
+    observed
+        .pods
+        .values()
+        .filter(|p| {
+            let status = p.status.as_ref();
+            status.and_then(|s| s.phase.as_deref()) == Some("Running")
+                && status
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+        .count()
+}
+
+/// GET `uri` on a member, as JSON.
+async fn member_get(client: &Client, uri: &str) -> Result<Value, String> {
+    let req = http::Request::get(uri)
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client.request::<Value>(req).await.map_err(|e| match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        e => e.to_string(),
+    })
+}
+
+/// The items of custom metric `tail` (`namespaces/<ns>/pods/*/<metric>`, …) with `query` from
+/// each member (v1beta2, else v1beta1), v1beta1 items renamed to v1beta2's shape; and, for
+/// the members that returned none, why.
+async fn custom_items<'m>(
+    members: impl Iterator<Item = (&'m Member, String)>,
+    tail: &str,
+) -> (Vec<(String, Value)>, Vec<String>) {
+    let (mut items, mut misses) = (Vec::new(), Vec::new());
+    for (m, query) in members {
+        let mut answer = Err(String::new());
+        for version in ["v1beta2", "v1beta1"] {
+            answer = member_get(
+                &m.client,
+                &format!("/apis/custom.metrics.k8s.io/{version}/{tail}{query}"),
+            )
+            .await;
+            if answer.is_ok() {
+                break;
+            }
+        }
+        match answer {
+            Ok(list) => {
+                let found = list
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if found.is_empty() {
+                    misses.push(format!("{}: no values", m.cluster));
+                }
+                for mut item in found {
+                    if item.get("metric").is_none()
+                        && let Some(name) = item.get("metricName").cloned()
+                    {
+                        item["metric"] = json!({"name": name});
+                    }
+                    items.push((m.cluster.clone(), item));
+                }
+            }
+            Err(e) => {
+                tracing::debug!(cluster = %m.cluster, error = %e, "member custom metrics unavailable");
+                misses.push(format!("{}: {e}", m.cluster));
+            }
+        }
+    }
+    (items, misses)
+}
+
+fn query_string(pairs: &[(&str, &str)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+fn why(misses: &[String]) -> String {
+    if misses.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", misses.join("; "))
+    }
+}
+
+fn item_value(item: &Value) -> Option<i64> {
+    item.get("value").and_then(Value::as_str).and_then(milli)
+}
+
+fn target_milli(q: Option<&flotilla_api::meta::Quantity>) -> i64 {
+    q.and_then(|q| milli(&q.as_text())).unwrap_or(0)
+}
+
+/// A `Pods` metric: each member's values for the target's pods (Karmada's
+/// `computeStatusForPodsMetric` over `GetMetricReplicas`).
+async fn pods_metric(spec: &MetricSpec, i: &Inputs<'_>) -> MetricResult {
+    const FAILED: &str = "FailedGetPodsMetric";
+    let Some(src) = &spec.pods else {
+        return Err((FAILED, "no pods metric source".into()));
+    };
+    let name = &src.metric.name;
+    let metric_selector = selector_string(src.metric.selector.as_ref())
+        .map_err(|e| (FAILED, format!("failed to get pods metric value: {e}")))?;
+    let tail = format!(
+        "namespaces/{}/pods/*/{}",
+        percent_encode(i.namespace),
+        percent_encode(name)
+    );
+    let (items, misses) = custom_items(
+        i.members.iter().map(|m| {
+            let q = query_string(&[
+                ("labelSelector", &m.selector),
+                ("metricLabelSelector", &metric_selector),
+            ]);
+            (m, q)
+        }),
+        &tail,
+    )
+    .await;
+    let mut values = BTreeMap::new();
+    for (cluster, item) in &items {
+        if let (Some(pod), Some(v)) = (
+            item.pointer("/describedObject/name")
+                .and_then(Value::as_str),
+            item_value(item),
+        ) {
+            values.insert(format!("{cluster}/{pod}"), v);
+        }
+    }
+    if values.is_empty() {
+        return Err((
+            FAILED,
+            format!(
+                "unable to get metric {name}: no metrics returned from custom metrics API{}",
+                why(&misses)
+            ),
+        ));
+    }
+    let (pods, _) = samples(i.observed, "", None, i.options, i.now);
+    let target = target_milli(src.target.average_value.as_ref());
+    let p = hpa::plain_replicas(
+        i.current,
+        target,
+        false,
+        &pods,
+        &values,
+        i.options.tolerance,
+        i.calibration,
+    )
+    .map_err(|e| (FAILED, format!("failed to get pods metric value: {e}")))?;
+    let status = MetricStatus {
+        type_: "Pods".into(),
+        pods: Some(PodsMetricStatus {
+            metric: src.metric.clone(),
+            current: MetricValueStatus {
+                average_value: Some(quantity(p.value)),
+                ..Default::default()
+            },
+        }),
+        ..Default::default()
+    };
+    Ok((p, status, format!("pods metric {name}")))
+}
+
+/// An `Object` metric: the described object's value in every member, added up (Karmada's
+/// `computeStatusForObjectMetric`).
+async fn object_metric(spec: &MetricSpec, i: &Inputs<'_>) -> MetricResult {
+    const FAILED: &str = "FailedGetObjectMetric";
+    let Some(src) = &spec.object else {
+        return Err((FAILED, "no object metric source".into()));
+    };
+    let name = &src.metric.name;
+    let obj = &src.described_object;
+    let metric_selector = selector_string(src.metric.selector.as_ref())
+        .map_err(|e| (FAILED, format!("failed to get object metric value: {e}")))?;
+    let api_version = obj.api_version.clone().unwrap_or_else(|| "v1".into());
+    let tail = if obj.kind == "Namespace" && !api_version.contains('/') {
+        // A namespace's own metric lives under the HPA's namespace (kube's metrics client).
+        format!(
+            "namespaces/{}/metrics/{}",
+            percent_encode(i.namespace),
+            percent_encode(name)
+        )
+    } else {
+        let res = api_resource(&api_version, &obj.kind);
+        let resource = if res.group.is_empty() {
+            res.plural.clone()
+        } else {
+            format!("{}.{}", res.plural, res.group)
+        };
+        format!(
+            "namespaces/{}/{}/{}/{}",
+            percent_encode(i.namespace),
+            percent_encode(&resource),
+            percent_encode(&obj.name),
+            percent_encode(name)
+        )
+    };
+    let q = query_string(&[("metricLabelSelector", &metric_selector)]);
+    let (items, misses) = custom_items(i.members.iter().map(|m| (m, q.clone())), &tail).await;
+    let values: Vec<i64> = items.iter().filter_map(|(_, it)| item_value(it)).collect();
+    if values.is_empty() {
+        return Err((
+            FAILED,
+            format!(
+                "unable to get metric {name}: {} on {} {}/no metrics returned from custom metrics API{}",
+                obj.kind,
+                i.namespace,
+                obj.name,
+                why(&misses)
+            ),
+        ));
+    }
+    let usage = values.iter().fold(0i64, |a, v| a.saturating_add(*v));
+    let tolerance = i.options.tolerance;
+    let (p, current, description) = match src.target.type_.as_str() {
+        "Value" => {
+            let p = hpa::object_replicas(
+                i.current,
+                usage,
+                target_milli(src.target.value.as_ref()),
+                (i.observed.pods.len(), ready_pods(i.observed)),
+                tolerance,
+                i.calibration,
+            )
+            .map_err(|e| (FAILED, format!("failed to get object metric value: {e}")))?;
+            let current = MetricValueStatus {
+                value: Some(quantity(p.value)),
+                ..Default::default()
+            };
+            (p, current, format!("{} metric {name}", obj.kind))
+        }
+        "AverageValue" => {
+            let p = hpa::object_average_replicas(
+                i.status_replicas,
+                usage,
+                target_milli(src.target.average_value.as_ref()),
+                tolerance,
+                i.calibration,
+            )
+            .map_err(|e| (FAILED, format!("failed to get {name} object metric: {e}")))?;
+            let current = MetricValueStatus {
+                average_value: Some(quantity(p.value)),
+                ..Default::default()
+            };
+            (
+                p,
+                current,
+                format!("external metric {name}({})", metric_selector),
+            )
+        }
+        _ => {
+            return Err((
+                FAILED,
+                "invalid object metric source: neither a value target nor an average value target was set".into(),
+            ));
+        }
+    };
+    let status = MetricStatus {
+        type_: "Object".into(),
+        object: Some(ObjectMetricStatus {
+            metric: src.metric.clone(),
+            current,
+            described_object: obj.clone(),
+        }),
+        ..Default::default()
+    };
+    Ok((p, status, description))
+}
+
+/// An `External` metric: every series the selector picks in every member, added up (kube's
+/// `computeStatusForExternalMetric`; Karmada has none).
+async fn external_metric(spec: &MetricSpec, i: &Inputs<'_>) -> MetricResult {
+    const FAILED: &str = "FailedGetExternalMetric";
+    let Some(src) = &spec.external else {
+        return Err((FAILED, "no external metric source".into()));
+    };
+    let name = &src.metric.name;
+    let metric_selector = selector_string(src.metric.selector.as_ref())
+        .map_err(|e| (FAILED, format!("failed to get external metric value: {e}")))?;
+    let uri = format!(
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{}/{}{}",
+        percent_encode(i.namespace),
+        percent_encode(name),
+        query_string(&[("labelSelector", &metric_selector)])
+    );
+    let (mut values, mut misses) = (Vec::new(), Vec::new());
+    for m in i.members {
+        match member_get(&m.client, &uri).await {
+            Ok(list) => {
+                let found: Vec<i64> = list
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(item_value)
+                    .collect();
+                if found.is_empty() {
+                    misses.push(format!("{}: no values", m.cluster));
+                }
+                values.extend(found);
+            }
+            Err(e) => {
+                tracing::debug!(cluster = %m.cluster, error = %e, "member external metrics unavailable");
+                misses.push(format!("{}: {e}", m.cluster));
+            }
+        }
+    }
+    if values.is_empty() {
+        return Err((
+            FAILED,
+            format!(
+                "unable to get external metric {}/{name}/{metric_selector}: no metrics returned from external metrics API{}",
+                i.namespace,
+                why(&misses)
+            ),
+        ));
+    }
+    let usage = values.iter().fold(0i64, |a, v| a.saturating_add(*v));
+    let tolerance = i.options.tolerance;
+    let (p, current) = match src.target.type_.as_str() {
+        "Value" => {
+            let p = hpa::object_replicas(
+                i.current,
+                usage,
+                target_milli(src.target.value.as_ref()),
+                (i.observed.pods.len(), ready_pods(i.observed)),
+                tolerance,
+                i.calibration,
+            )
+            .map_err(|e| (FAILED, format!("failed to get external metric value: {e}")))?;
+            let current = MetricValueStatus {
+                value: Some(quantity(p.value)),
+                ..Default::default()
+            };
+            (p, current)
+        }
+        "AverageValue" => {
+            let p = hpa::external_average_replicas(
+                i.status_replicas,
+                usage,
+                target_milli(src.target.average_value.as_ref()),
+                tolerance,
+                i.calibration,
+            )
+            .map_err(|e| (FAILED, format!("failed to get external metric value: {e}")))?;
+            let current = MetricValueStatus {
+                average_value: Some(quantity(p.value)),
+                ..Default::default()
+            };
+            (p, current)
+        }
+        _ => {
+            return Err((
+                FAILED,
+                "invalid external metric source: neither a value target nor an average value target was set".into(),
+            ));
+        }
+    };
+    let status = MetricStatus {
+        type_: "External".into(),
+        external: Some(ExternalMetricStatus {
+            metric: MetricIdentifier {
+                name: name.clone(),
+                selector: src.metric.selector.clone(),
+            },
+            current,
+        }),
+        ..Default::default()
+    };
+    Ok((
+        p,
+        status,
+        format!("external metric {name}({metric_selector})"),
+    ))
 }
 
 fn percent_encode(s: &str) -> String {
@@ -694,6 +1128,7 @@ pub async fn reconcile(
     // The members' scales, pods and metrics.
     let (mut spec_sum, mut status_sum) = (0i64, 0i64);
     let mut observed = Observed::default();
+    let mut members = Vec::new();
     for cluster in &clusters {
         let Some(member) = ctx.members.get(cluster) else {
             continue;
@@ -724,6 +1159,11 @@ pub async fn reconcile(
             );
             continue;
         }
+        members.push(Member {
+            cluster: cluster.clone(),
+            client: member.clone(),
+            selector: selector.clone(),
+        });
         let pods: Api<KubePod> = Api::namespaced(member.clone(), &ns);
         let list = match pods.list(&ListParams::default().labels(&selector)).await {
             Ok(l) => l,
@@ -776,7 +1216,6 @@ pub async fn reconcile(
     history.record_initial(current, now_ms);
     let min = fhpa.spec.min_replicas.unwrap_or(1);
     let max = fhpa.spec.max_replicas;
-    let _ = status_sum;
 
     let mut metric_statuses = Vec::new();
     let (desired, reason) = if current > max {
@@ -794,8 +1233,20 @@ pub async fn reconcile(
         let mut proposals = Vec::new();
         let mut descriptions = Vec::new();
         let mut failures = Vec::new();
+        let inputs = Inputs {
+            observed: &observed,
+            members: &members,
+            namespace: &ns,
+            current,
+            status_replicas: i32::try_from(status_sum).unwrap_or(i32::MAX),
+            calibration,
+            options,
+            now,
+        };
         for m in &fhpa.spec.metrics {
-            match compute_metric(m, &observed, current, calibration, options, now) {
+            let result = compute_metric(m, &inputs).await;
+            ctx.metrics.record_hpa_metric(&m.type_, result.is_ok());
+            match result {
                 Ok((p, s, d)) => {
                     proposals.push(Some(p.replicas));
                     metric_statuses.push(s);

@@ -88,7 +88,21 @@ pub struct Metrics {
     /// Binding preemptions: preemptors placed by evicting lower-priority bindings, and the
     /// bindings evicted.
     pub preemptions: [AtomicU64; 2],
+    /// FederatedHPA metric computations by metric type (see [`METRIC_TYPES`]), succeeded and
+    /// failed (Karmada's `metric_computation_total`).
+    pub hpa_metric_computations: [[AtomicU64; 2]; METRIC_TYPES.len()],
 }
+
+/// FederatedHPA metric source types, as indexed in [`Metrics::hpa_metric_computations`]
+/// (anything else counts as the last).
+pub const METRIC_TYPES: [&str; 6] = [
+    "Resource",
+    "ContainerResource",
+    "Pods",
+    "Object",
+    "External",
+    "Unknown",
+];
 
 /// The scheduling queue's sub-queues, as indexed in [`Metrics::pending`] (Karmada's
 /// `queue` label values).
@@ -162,6 +176,25 @@ impl Metrics {
         self.durations[i].observe(elapsed);
     }
 
+    /// Count one FederatedHPA metric computation of source type `type_`.
+    pub fn record_hpa_metric(&self, type_: &str, ok: bool) {
+        let i = METRIC_TYPES
+            .iter()
+            .position(|t| *t == type_)
+            .unwrap_or(METRIC_TYPES.len() - 1);
+        self.hpa_metric_computations[i][usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// FederatedHPA metric computations of source type `type_` that succeeded (`ok`) or failed.
+    pub fn hpa_metrics_of(&self, type_: &str, ok: bool) -> u64 {
+        METRIC_TYPES
+            .iter()
+            .position(|t| *t == type_)
+            .map_or(0, |i| {
+                self.hpa_metric_computations[i][usize::from(!ok)].load(Ordering::Relaxed)
+            })
+    }
+
     /// Reconciles of controller `name` so far.
     pub fn reconciles_of(&self, name: &str) -> u64 {
         NAMES
@@ -231,6 +264,16 @@ impl Metrics {
                 "flotilla_scheduler_pending_bindings{{queue=\"{q}\"}} {}",
                 self.pending[i].load(Ordering::Relaxed)
             );
+        }
+        out.push_str("# HELP flotilla_federatedhpa_metric_computation_total FederatedHPA metric computations by source type and error.\n# TYPE flotilla_federatedhpa_metric_computation_total counter\n");
+        for (i, t) in METRIC_TYPES.iter().enumerate() {
+            for (j, e) in ["none", "internal"].iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "flotilla_federatedhpa_metric_computation_total{{metric_type=\"{t}\",error=\"{e}\"}} {}",
+                    self.hpa_metric_computations[i][j].load(Ordering::Relaxed)
+                );
+            }
         }
         out
     }

@@ -246,10 +246,12 @@ fn validate_resource_target(t: &MetricTarget, f: &str, errs: &mut Vec<FieldError
     }
 }
 
-/// kube's `validateMetricSpec`, as Karmada lifts it: `Object`, `Pods`, `Resource` and
-/// `ContainerResource` (Karmada's webhook does not accept `External`).
+/// kube's `validateMetricSpec`: `Object`, `Pods`, `Resource`, `ContainerResource` and
+/// `External`. Karmada's webhook refuses `External` (karmada-metrics-adapter serves no external
+/// metrics); this control plane serves `external.metrics.k8s.io` aggregated from the members,
+/// so it admits them with kube's rules.
 fn validate_metric(m: &MetricSpec, f: &str, errs: &mut Vec<FieldError>) {
-    const TYPES: &str = "\"ContainerResource\", \"Object\", \"Pods\", \"Resource\"";
+    const TYPES: &str = "\"ContainerResource\", \"External\", \"Object\", \"Pods\", \"Resource\"";
     if m.type_.is_empty() {
         errs.push(err(
             format!("{f}.type"),
@@ -326,14 +328,31 @@ fn validate_metric(m: &MetricSpec, f: &str, errs: &mut Vec<FieldError>) {
             validate_resource_target(&c.target, &g, errs);
         }
     }
-    if m.external.is_some() {
+    if let Some(x) = &m.external {
         present.push("external");
+        if present.len() == 1 {
+            let g = format!("{f}.external");
+            validate_metric_name(&x.metric.name, &format!("{g}.metric"), errs);
+            validate_target(&x.target, &format!("{g}.target"), errs);
+            match (&x.target.value, &x.target.average_value) {
+                (None, None) => errs.push(err(
+                    format!("{g}.target.averageValue"),
+                    "Required value: must set either a target value for metric or a per-pod target",
+                )),
+                (Some(_), Some(_)) => errs.push(err(
+                    format!("{g}.target.value"),
+                    "Invalid value: may not set both a target value for metric and a per-pod target",
+                )),
+                _ => {}
+            }
+        }
     }
     let expected = match m.type_.as_str() {
         "Object" => Some("object"),
         "Pods" => Some("pods"),
         "Resource" => Some("resource"),
         "ContainerResource" => Some("containerResource"),
+        "External" => Some("external"),
         _ => None,
     };
     match expected {
@@ -660,7 +679,7 @@ mod tests {
                 metrics: [
                   {type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 50, averageValue: 1}}},
                   {type: Pods, resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}},
-                  {type: External, external: {metric: {name: q}, target: {type: Value, value: 1}}},
+                  {type: External, external: {metric: {name: q}, target: {type: Value}}},
                   {type: Object, object: {describedObject: {kind: Service, name: s}, metric: {name: m}, target: {type: Bogus}}}
                 ],
                 behavior: {scaleUp: {selectPolicy: Fast, stabilizationWindowSeconds: 4000, policies: [{type: Pods, value: 0, periodSeconds: 1801}]},
@@ -675,7 +694,7 @@ mod tests {
             "spec.scaleTargetRef.name",
             "spec.metrics[0].resource.target.averageValue",
             "spec.metrics[1].pods",
-            "spec.metrics[2].type",
+            "spec.metrics[2].external.target.averageValue",
             "spec.metrics[3].object.target.type",
             "spec.metrics[3].object.target.averageValue",
             "spec.behavior.scaleUp.selectPolicy",

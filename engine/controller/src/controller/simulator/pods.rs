@@ -6,15 +6,19 @@
 //! `<deployment>-sim-<n>`: the template's labels and containers, `Running` and `Ready`, and
 //! annotated [`SIMULATED_USAGE`] with each container's usage, which the API server serves as
 //! their `PodMetrics` (`kubectl top pods`). A container without a request uses the percentage of
-//! one CPU (and of 64 MiB of memory). Changing the annotation or the replicas updates the pods;
-//! removing both annotations deletes them. Deployments without either annotation get no pods (a
-//! member of thousands of Deployments stays cheap). At most [`MAX_PODS`] pods per Deployment.
+//! one CPU (and of 64 MiB of memory). A Deployment annotated [`SIMULATED_POD_CUSTOM_METRICS`]
+//! (`{"http_requests_per_second": "30"}`) gets pods too, each annotated
+//! [`SIMULATED_CUSTOM_METRICS`] with that text, which the API server serves as the pods'
+//! `custom.metrics.k8s.io` values. Changing an annotation or the replicas updates the pods;
+//! removing all three annotations deletes them. Deployments without any get no pods (a member
+//! of thousands of Deployments stays cheap). At most [`MAX_PODS`] pods per Deployment.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 use flotilla_api::autoscaling::{
-    SIMULATED_CPU_UTILIZATION, SIMULATED_MEMORY_UTILIZATION, SIMULATED_USAGE,
+    SIMULATED_CPU_UTILIZATION, SIMULATED_CUSTOM_METRICS, SIMULATED_MEMORY_UTILIZATION,
+    SIMULATED_POD_CUSTOM_METRICS, SIMULATED_USAGE,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -79,7 +83,21 @@ fn pod_name(deployment: &str, i: i32) -> String {
     format!("{base}-sim-{i}")
 }
 
-fn pod(d: &Deployment, name: &str, usage: &str) -> Value {
+/// The per-pod custom metrics a Deployment asks for (its annotation's text, when it is a JSON
+/// object; anything else is ignored with a log line).
+fn custom_metrics(d: &Deployment) -> Option<String> {
+    let text = d.annotations().get(SIMULATED_POD_CUSTOM_METRICS)?;
+    match serde_json::from_str::<serde_json::Map<String, Value>>(text) {
+        Ok(_) => Some(text.clone()),
+        Err(e) => {
+            tracing::warn!(deployment = %d.name_any(), error = %e,
+                "{SIMULATED_POD_CUSTOM_METRICS} is not a JSON object; no custom metrics simulated");
+            None
+        }
+    }
+}
+
+fn pod(d: &Deployment, name: &str, usage: &str, custom: Option<&str>) -> Value {
     let template = d.spec.as_ref().map(|s| &s.template);
     let mut labels: BTreeMap<String, String> = template
         .and_then(|t| t.metadata.as_ref())
@@ -95,11 +113,15 @@ fn pod(d: &Deployment, name: &str, usage: &str) -> Value {
                 .collect()
         })
         .unwrap_or_default();
+    let mut annotations = json!({SIMULATED_USAGE: usage});
+    if let Some(c) = custom {
+        annotations[SIMULATED_CUSTOM_METRICS] = json!(c);
+    }
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": name, "namespace": d.namespace(), "labels": labels,
-            "annotations": {SIMULATED_USAGE: usage},
+            "annotations": annotations,
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name_any(),
                                  "uid": d.uid().unwrap_or_default(), "controller": true}],
         },
@@ -142,7 +164,8 @@ impl Simulated {
         let cpu = utilization(d, SIMULATED_CPU_UTILIZATION);
         let memory = utilization(d, SIMULATED_MEMORY_UTILIZATION);
         let deleting = d.metadata.deletion_timestamp.is_some();
-        let wanted = !deleting && (cpu.is_some() || memory.is_some());
+        let custom = custom_metrics(d);
+        let wanted = !deleting && (cpu.is_some() || memory.is_some() || custom.is_some());
         let had = self.0.lock().map(|s| s.contains(&key)).unwrap_or(false);
         if !wanted && !had {
             return Ok(());
@@ -179,8 +202,12 @@ impl Simulated {
                 continue;
             }
             present.insert(name.clone());
-            if p.annotations().get(SIMULATED_USAGE) != Some(&usage) {
-                let patch = json!({"metadata": {"annotations": {SIMULATED_USAGE: usage}}});
+            if p.annotations().get(SIMULATED_USAGE) != Some(&usage)
+                || p.annotations().get(SIMULATED_CUSTOM_METRICS) != custom.as_ref()
+            {
+                let patch = json!({"metadata": {"annotations": {
+                    SIMULATED_USAGE: usage, SIMULATED_CUSTOM_METRICS: custom,
+                }}});
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                     .await?;
             }
@@ -190,8 +217,8 @@ impl Simulated {
             if present.contains(&name) {
                 continue;
             }
-            let body: Pod =
-                serde_json::from_value(pod(d, &name, &usage)).map_err(|source| Error::Decode {
+            let body: Pod = serde_json::from_value(pod(d, &name, &usage, custom.as_deref()))
+                .map_err(|source| Error::Decode {
                     what: format!("simulated pod {name}"),
                     source,
                 })?;
@@ -246,9 +273,33 @@ mod tests {
         assert_eq!(u["c"]["memory"], (64 << 20).to_string());
         let garbage = deployment(json!({SIMULATED_CPU_UTILIZATION: "lots"}), json!({}));
         assert_eq!(utilization(&garbage, SIMULATED_CPU_UTILIZATION), None);
-        let p = pod(&d, &pod_name("web", 1), "{}");
+        let p = pod(&d, &pod_name("web", 1), "{}", None);
+        assert!(
+            p["metadata"]["annotations"]
+                .get(SIMULATED_CUSTOM_METRICS)
+                .is_none()
+        );
         assert_eq!(p["metadata"]["labels"]["app"], "web");
         assert_eq!(p["metadata"]["labels"][POD_OF], "web");
         assert_eq!(p["metadata"]["name"], "web-sim-1");
+    }
+
+    #[test]
+    fn per_pod_custom_metrics_are_copied_when_they_are_an_object() {
+        let d = deployment(
+            json!({SIMULATED_POD_CUSTOM_METRICS: r#"{"rps": "30"}"#}),
+            json!({}),
+        );
+        let c = custom_metrics(&d);
+        assert_eq!(c.as_deref(), Some(r#"{"rps": "30"}"#));
+        let p = pod(&d, "web-sim-0", "{}", c.as_deref());
+        assert_eq!(
+            p["metadata"]["annotations"][SIMULATED_CUSTOM_METRICS],
+            r#"{"rps": "30"}"#
+        );
+        for bad in ["30", "[1]", "{"] {
+            let d = deployment(json!({SIMULATED_POD_CUSTOM_METRICS: bad}), json!({}));
+            assert_eq!(custom_metrics(&d), None, "{bad}");
+        }
     }
 }
