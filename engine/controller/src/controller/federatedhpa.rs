@@ -847,7 +847,7 @@ async fn object_metric(spec: &MetricSpec, i: &Inputs<'_>) -> MetricResult {
             (
                 p,
                 current,
-                format!("external metric {name}({})", metric_selector),
+                format!("external metric {name}({metric_selector})"),
             )
         }
         _ => {
