@@ -427,3 +427,283 @@ async fn priority_classes_are_validated_as_kube_apiserver_does() {
         "{err}"
     );
 }
+
+/// A Deployment of `replicas` 1-CPU replicas.
+fn deployment(name: &str, replicas: i32) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx",
+                                                       "resources": {"requests": {"cpu": "1"}}}]}}},
+    })
+}
+
+/// A policy placing Deployment `name` on member1 with PriorityClass `class`.
+fn class_policy(name: &str, class: &str) -> Value {
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
+            "schedulePriority": {"priorityClassSource": "KubePriorityClass", "priorityClassName": class},
+            "placement": {
+                "clusterAffinity": {"clusterNames": ["member1"]},
+                "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"},
+            },
+        },
+    })
+}
+
+/// The binding's `spec.clusters` as `(name, replicas)`.
+async fn placed(c: &Client, name: &str) -> Option<Vec<(String, i64)>> {
+    let rb = rbs(c).get_opt(name).await.ok()??;
+    Some(
+        rb.data
+            .pointer("/spec/clusters")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .map(|t| {
+                        (
+                            t["name"].as_str().unwrap_or("").to_owned(),
+                            t["replicas"].as_i64().unwrap_or(0),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+async fn condition(c: &Client, name: &str) -> Option<(String, String)> {
+    let rb = rbs(c).get_opt(name).await.ok()??;
+    rb.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == "Scheduled")
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_owned(),
+                c["reason"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+}
+
+/// The messages of Events with `reason` about ResourceBinding `name`.
+async fn binding_events(c: &Client, name: &str, reason: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let params = kube::api::ListParams::default().fields(&format!(
+        "involvedObject.kind=ResourceBinding,involvedObject.name={name}"
+    ));
+    events
+        .list(&params)
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .filter_map(|e| e.message)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_preemption_evicts_the_newest_lower_priority_binding_and_never_never_does() {
+    let s = server();
+    let mut settings = Settings {
+        ready_delay: Duration::from_millis(100),
+        ..Settings::default()
+    };
+    settings
+        .pipeline
+        .gates
+        .set("BindingPreemption=true")
+        .expect("valid feature gates");
+    let running = flotilla_controller::start_embedded(
+        s.server.router(),
+        flotilla_controller::Embedded {
+            members: 1,
+            capacity: flotilla_controller::members::Capacity {
+                cpu: "4".into(),
+                memory: "16Gi".into(),
+                pods: "110".into(),
+            },
+            settings,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("controllers start");
+    let c = &s.control;
+    let wait = Duration::from_secs(60);
+    for (name, value, policy) in [
+        ("batch", 10, "PreemptLowerPriority"),
+        ("critical", 1000, "PreemptLowerPriority"),
+        ("critical-waits", 1000, "Never"),
+    ] {
+        apply(
+            c,
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                   "metadata": {"name": name}, "value": value, "preemptionPolicy": policy}),
+        )
+        .await;
+    }
+    for (name, class) in [
+        ("batch-a", "batch"),
+        ("batch-b", "batch"),
+        ("payments", "critical"),
+        ("reports", "critical-waits"),
+    ] {
+        apply(c, class_policy(name, class)).await;
+    }
+    // Two batch Deployments fill member1 (2 + 2 of its 4 CPUs), batch-b the newer.
+    for name in ["batch-a", "batch-b"] {
+        apply(c, deployment(name, 2)).await;
+        let rb = format!("{name}-deployment");
+        eventually("the batch binding placed", wait, || async {
+            (placed(c, &rb).await? == [("member1".to_owned(), 2)]).then_some(())
+        })
+        .await;
+        // Creation timestamps have one-second resolution.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    // The member reports them (simulated members keep the summary they are given).
+    let clusters = Api::<DynamicObject>::all_with(
+        c.clone(),
+        &api_resource("cluster.karmada.io/v1alpha1", "Cluster"),
+    );
+    clusters
+        .patch_status(
+            "member1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"resourceSummary": {
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "allocated": {"cpu": "4", "memory": "0", "pods": "4"},
+            }}})),
+        )
+        .await
+        .expect("cluster status");
+
+    // Same priority as payments, but preemptionPolicy: Never: it waits and evicts nobody.
+    apply(c, deployment("reports", 1)).await;
+    eventually("reports unschedulable", wait, || async {
+        (condition(c, "reports-deployment").await? == ("False".into(), "Unschedulable".into()))
+            .then_some(())
+    })
+    .await;
+    let reports = rbs(c).get("reports-deployment").await.expect("reports");
+    assert_eq!(
+        reports.metadata.annotations.as_ref().unwrap()["scheduling.flotilla.dev/preemption-policy"],
+        "Never"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        placed(c, "batch-b-deployment").await.unwrap(),
+        [("member1".to_owned(), 2)]
+    );
+    assert_eq!(running.context.metrics.preemptions(), (0, 0));
+
+    // payments (1000, PreemptLowerPriority) needs 2 CPUs: batch-b, the newest of the two
+    // lowest, is enough.
+    apply(c, deployment("payments", 2)).await;
+    eventually("payments placed on the freed capacity", wait, || async {
+        (placed(c, "payments-deployment").await? == [("member1".to_owned(), 2)]).then_some(())
+    })
+    .await;
+    assert_eq!(
+        condition(c, "payments-deployment").await.unwrap(),
+        ("True".into(), "Success".into())
+    );
+    eventually("batch-b rescheduled and unschedulable", wait, || async {
+        (placed(c, "batch-b-deployment").await?.is_empty()
+            && condition(c, "batch-b-deployment").await?.0 == "False")
+            .then_some(())
+    })
+    .await;
+    // Its eviction task (Directly, reason Preempted) kept it off member1 while it was
+    // rescheduled; the assessment drops it once the binding is scheduled (here: nowhere).
+    let victim = rbs(c).get("batch-b-deployment").await.expect("victim");
+    for task in victim.data["spec"]["gracefulEvictionTasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(
+            (&task["fromCluster"], &task["reason"], &task["purgeMode"]),
+            (&json!("member1"), &json!("Preempted"), &json!("Directly"))
+        );
+    }
+    assert_eq!(
+        placed(c, "batch-a-deployment").await.unwrap(),
+        [("member1".to_owned(), 2)],
+        "the older batch binding stays"
+    );
+    let preempted = eventually("the Preempted event", wait, || async {
+        binding_events(c, "batch-b-deployment", "Preempted")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        preempted,
+        "Preempted by default/payments-deployment (priority 1000) on cluster member1"
+    );
+    let succeeded = eventually("the PreemptionSucceeded event", wait, || async {
+        binding_events(c, "payments-deployment", "PreemptionSucceeded")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        succeeded,
+        "Preempted 1 binding(s) of lower priority on cluster member1: default/batch-b-deployment"
+    );
+    assert!(
+        binding_events(c, "batch-a-deployment", "Preempted")
+            .await
+            .is_empty()
+    );
+    // The victim's Work leaves member1.
+    let works = Api::<DynamicObject>::namespaced_with(
+        c.clone(),
+        "karmada-es-member1",
+        &api_resource("work.karmada.io/v1alpha1", "Work"),
+    );
+    eventually("batch-b's Work removed from member1", wait, || async {
+        let list = works.list(&Default::default()).await.ok()?;
+        let names: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|w| w.metadata.name.clone())
+            .collect();
+        (names.iter().any(|n| n.starts_with("payments-"))
+            && !names.iter().any(|n| n.starts_with("batch-b-")))
+        .then_some(())
+    })
+    .await;
+    // reports never preempted: one preemption, one victim, and it is still waiting.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(running.context.metrics.preemptions(), (1, 1));
+    let metrics = running.context.metrics.render();
+    assert!(
+        metrics.contains("flotilla_scheduler_preemptions_total 1\n")
+            && metrics.contains("flotilla_scheduler_preemption_victims_total 1\n"),
+        "{metrics}"
+    );
+    assert_eq!(
+        condition(c, "reports-deployment").await.unwrap(),
+        ("False".into(), "Unschedulable".into())
+    );
+    assert!(
+        placed(c, "reports-deployment")
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
