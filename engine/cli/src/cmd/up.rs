@@ -71,7 +71,8 @@ pub struct Args {
     #[arg(long)]
     pub no_controllers: bool,
     /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
-    /// `PropagationPolicyPreemption` (default false).
+    /// `PropagationPolicyPreemption` (default false), and Flotilla's `BindingPreemption`
+    /// (default false: lower-priority bindings are evicted for one that fits nowhere).
     #[arg(long, value_name = "GATES", default_value = "")]
     pub feature_gates: String,
     /// The only directory WasmPlugin objects' `spec.module.path` may name files in (relative
