@@ -43,7 +43,42 @@ enum Command {
     Controllers(cmd::controllers::Args),
 }
 
+/// Exit status when standard output is a closed pipe (`flotilla ... | head -1`): what a shell
+/// reports for a process ended by SIGPIPE (128 + 13), without a panic message or an error line.
+const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// Whether `err` (a command's error chain) comes from writing into a closed pipe.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `println!` panics when standard output is a closed pipe (Rust ignores SIGPIPE); end the
+/// process quietly instead, as a command killed by SIGPIPE would be. Other panics keep the
+/// default report.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        // std's wording: "failed printing to stdout: Broken pipe (os error 32)".
+        if message.starts_with("failed printing to std")
+            && (message.contains("Broken pipe") || message.contains("os error 32"))
+        {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> std::process::ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     // Long-running commands report what they decide at info; offline commands only warn, so their
     // standard error stays quiet unless asked.
@@ -66,6 +101,7 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) if is_broken_pipe(&err) => std::process::ExitCode::from(BROKEN_PIPE_EXIT as u8),
         Err(err) => {
             tracing::debug!(error = format!("{err:#}"), "command failed");
             eprintln!("error: {err:#}");
