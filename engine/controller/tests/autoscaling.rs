@@ -786,11 +786,12 @@ async fn an_external_metric_adds_up_the_members_series_and_fails_without_them() 
             && message.contains("member1: no values"),
         "{message}"
     );
-    let evs = events(&e.control, "web").await;
-    assert!(
-        evs.iter().any(|m| m.starts_with("FailedGetExternalMetric: unable to get external metric default/queue_messages_ready/queue=orders")),
-        "{evs:?}"
-    );
+    eventually("the FailedGetExternalMetric Event", WAIT, || async {
+        let evs = events(&e.control, "web").await;
+        let want = "FailedGetExternalMetric: unable to get external metric default/queue_messages_ready/queue=orders";
+        evs.iter().any(|m| m.starts_with(want)).then_some(())
+    })
+    .await;
     assert_eq!(replicas_of(&e.control, "web").await, Some(2));
 
     // Queue depth in each member: 20 + 10 (another queue's 1000 is not selected).
@@ -849,4 +850,66 @@ async fn an_external_metric_adds_up_the_members_series_and_fails_without_them() 
             == "SuccessfulRescale: New size: 4; reason: external metric queue_messages_ready(queue=orders) above target"),
         "{evs:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_metric_adds_up_the_members_values_of_the_object() {
+    let e = env(0).await;
+    let mut deployment = example("deployment.yaml");
+    // The template's own metric, propagated with it: each member reports 30 for its copy.
+    deployment["metadata"]["annotations"]["flotilla.dev/simulated-custom-metrics"] =
+        json!(r#"{"requests_per_second": "30"}"#);
+    apply(&e.control, &example("propagationpolicy.yaml")).await;
+    apply(&e.control, &deployment).await;
+    let uri = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/web/requests_per_second";
+    let one = eventually("the object's value from both members", WAIT, || async {
+        let v = get_json(&e.control, uri).await?;
+        (v["items"][0]["value"] == "60").then_some(v)
+    })
+    .await;
+    assert_eq!(one["items"][0]["describedObject"]["kind"], "Deployment");
+    assert_eq!(one["items"][0]["describedObject"]["apiVersion"], "apps/v1");
+    let missing = get_json(
+        &e.control,
+        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/nope/requests_per_second",
+    )
+    .await;
+    assert_eq!(missing, None, "no member has it: 404");
+
+    // 60 against a value of 30 with 2 ready pods → 4.
+    let mut fhpa = example("federatedhpa.yaml");
+    fhpa["spec"]["metrics"] = json!([{
+        "type": "Object",
+        "object": {"describedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                   "metric": {"name": "requests_per_second"},
+                   "target": {"type": "Value", "value": "30"}},
+    }]);
+    apply(&e.control, &fhpa).await;
+    eventually("the template at 4", WAIT, || async {
+        (replicas_of(&e.control, "web").await == Some(4)).then_some(())
+    })
+    .await;
+    let f = eventually("the object metric in the status", WAIT, || async {
+        let f = fhpas(&e.control).get("web").await.ok()?;
+        f.data.pointer("/status/currentMetrics/0/object")?;
+        Some(f)
+    })
+    .await;
+    assert_eq!(
+        f.data.pointer("/status/currentMetrics/0"),
+        Some(&json!({"type": "Object", "object": {
+            "metric": {"name": "requests_per_second"},
+            "current": {"value": "60"},
+            "describedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        }}))
+    );
+    eventually("the rescale Event", WAIT, || async {
+        let evs = events(&e.control, "web").await;
+        evs.iter()
+            .any(|m| {
+                m == "SuccessfulRescale: New size: 4; reason: Deployment metric requests_per_second above target"
+            })
+            .then_some(())
+    })
+    .await;
 }

@@ -1404,6 +1404,33 @@ mod tests {
     }
 
     #[test]
+    fn metric_selectors_read_as_kube_writes_them() {
+        let sel: flotilla_api::meta::LabelSelector = serde_json::from_value(json!({
+            "matchLabels": {"queue": "orders"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["b", "a"]},
+                {"key": "gone", "operator": "DoesNotExist"},
+            ],
+        }))
+        .expect("selector");
+        assert_eq!(
+            selector_string(Some(&sel)).as_deref(),
+            Ok("!gone,queue=orders,tier in (a,b)")
+        );
+        assert_eq!(selector_string(None).as_deref(), Ok(""));
+        let bad: flotilla_api::meta::LabelSelector = serde_json::from_value(json!({
+            "matchExpressions": [{"key": "k", "operator": "Near"}],
+        }))
+        .expect("selector");
+        assert!(selector_string(Some(&bad)).is_err());
+        assert_eq!(
+            query_string(&[("labelSelector", "app=web"), ("metricLabelSelector", "")]),
+            "?labelSelector=app%3Dweb"
+        );
+        assert_eq!(query_string(&[("labelSelector", "")]), "");
+    }
+
+    #[test]
     fn conditions_keep_their_transition_time_while_the_status_holds() {
         let mut st = Status::new(&HorizontalPodAutoscalerStatus::default(), "t1".into());
         st.set("AbleToScale", true, "A", "a");
