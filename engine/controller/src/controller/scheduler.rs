@@ -267,6 +267,7 @@ async fn preempt(
         before.metadata.namespace().to_owned(),
         before.metadata.name().to_owned(),
     );
+    let mine = flotilla_core::queue::binding_priority(before.spec.schedule_priority.as_ref());
     let others: Vec<ResourceBinding> = ctx
         .bindings
         .store
@@ -277,6 +278,14 @@ async fn preempt(
                 o.metadata.namespace.as_deref().unwrap_or(""),
                 o.metadata.name.as_deref().unwrap_or(""),
             ) != (me.0.as_str(), me.1.as_str())
+        })
+        // Only what can be a victim is decoded: lower priority, placed somewhere.
+        .filter(|o| {
+            super::schedule_queue::priority_of(o) < mine
+                && o.data
+                    .pointer("/spec/clusters")
+                    .and_then(serde_json::Value::as_array)
+                    .is_some_and(|c| !c.is_empty())
         })
         .filter_map(|o| typed::<ResourceBinding>(o).ok())
         .collect();
