@@ -39,7 +39,9 @@ use crate::server::ApiServer;
 pub const CUSTOM_GROUP: &str = "custom.metrics.k8s.io";
 /// The external metrics group.
 pub const EXTERNAL_GROUP: &str = "external.metrics.k8s.io";
-/// The groups with their versions, preferred first, for `/apis`.
+/// The groups with their versions, preferred first. They answer `/apis/<group>` and
+/// `/apis/<group>/<version>` but are not listed in `/apis`: client-go's discovery fails on a
+/// group version without resources, which these are until some metric exists.
 pub const GROUPS: [(&str, &[&str]); 2] = [
     (CUSTOM_GROUP, &["v1beta2", "v1beta1"]),
     (EXTERNAL_GROUP, &["v1beta1"]),

@@ -671,9 +671,14 @@ async fn a_pods_metric_scales_up_when_the_per_pod_value_rises_within_the_policy(
     .expect("one pod's value");
     assert_eq!(v1["items"][0]["metricName"], "http_requests_per_second");
     assert_eq!(v1["items"][0]["value"], "20", "{v1}");
+    // Served, but not listed in /apis (kubectl's discovery fails on empty group versions).
+    let group = get_json(&e.control, "/apis/custom.metrics.k8s.io")
+        .await
+        .expect("the group");
+    assert_eq!(group["preferredVersion"]["version"], "v1beta2");
     let groups = get_json(&e.control, "/apis").await.expect("groups");
     assert!(
-        groups["groups"]
+        !groups["groups"]
             .as_array()
             .expect("groups")
             .iter()
