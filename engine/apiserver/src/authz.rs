@@ -8,8 +8,11 @@
 //!
 //! **Default grants.** kube-apiserver bootstraps the ClusterRoles `system:discovery` and
 //! `system:basic-user`, bound to `system:authenticated` (and `system:public-info-viewer`, whose
-//! paths `system:discovery` covers, for unauthenticated callers too). They are hard-coded here
-//! ([`DEFAULT_GRANTS`]) rather than stored: every authenticated user may read discovery (`/api`,
+//! paths `system:discovery` covers, for unauthenticated callers too). They are stored with the
+//! rest of the bootstrap policy ([`crate::bootstrap`]) and also hard-coded here
+//! ([`DEFAULT_GRANTS`]), so they hold even before the policy is stored or when a user deletes
+//! the stored objects (kube-apiserver restores them at its next start): every authenticated
+//! user may read discovery (`/api`,
 //! `/apis`, …), `/version`, the health endpoints and `/openapi`, and may create the self-reviews
 //! (`kubectl auth whoami` / `can-i`). Unauthenticated callers get none of them: outside anonymous
 //! mode there are none, and in it they may do everything.
@@ -23,7 +26,9 @@
 //!
 //! **Aggregation.** No aggregation controller runs, so an aggregated ClusterRole
 //! (`aggregationRule`, as kube's `view`/`edit`/`admin`) has, when evaluated, the rules of the
-//! ClusterRoles its selectors match, one level deep.
+//! ClusterRoles its selectors match, and those of the aggregated roles they match in turn (the
+//! fixed point the controller reaches). The bootstrap policy ([`crate::bootstrap`]) stores the
+//! default roles.
 //!
 //! **Impersonation.** `Impersonate-User` / `-Group` / `-Uid` / `-Extra-*` (`kubectl --as`)
 //! switch to the named user when the caller may `impersonate` it ([`Authorizer::impersonate`]).
@@ -668,30 +673,18 @@ impl<'a> Authorizer<'a> {
 
     /// A role's rules. An aggregated ClusterRole's (`aggregationRule`) are those of the
     /// ClusterRoles its selectors match, computed here as kube-controller-manager's aggregation
-    /// controller would write them (one level: an aggregated role's own aggregation is not
-    /// followed).
+    /// controller would write them: a selected role that is itself aggregated contributes its
+    /// aggregated rules (kube's `admin` selects `edit`, which selects `view`'s roles), each role
+    /// visited once.
     fn role_rules(&self, role: &Value) -> Result<Vec<Value>, ApiError> {
-        let own = || -> Vec<Value> { role["rules"].as_array().cloned().unwrap_or_default() };
-        let Some(selectors) = role["aggregationRule"]["clusterRoleSelectors"].as_array() else {
-            return Ok(own());
-        };
-        let name = &role["metadata"]["name"];
-        let mut out: Vec<Value> = Vec::new();
-        for other in self.list(&format!("/{ROOT}/{RBAC}/clusterroles/"))? {
-            if other["metadata"]["name"] == *name
-                || !selectors
-                    .iter()
-                    .any(|s| label_selector_matches(s, &other["metadata"]["labels"]))
-            {
-                continue;
-            }
-            for rule in other["rules"].as_array().into_iter().flatten() {
-                if !out.contains(rule) {
-                    out.push(rule.clone());
-                }
-            }
+        if role["aggregationRule"]["clusterRoleSelectors"].is_array() {
+            let all = self.list(&format!("/{ROOT}/{RBAC}/clusterroles/"))?;
+            let mut seen = Vec::new();
+            let mut out = Vec::new();
+            aggregate(role, &all, &mut seen, &mut out);
+            return Ok(out);
         }
-        Ok(out)
+        Ok(role["rules"].as_array().cloned().unwrap_or_default())
     }
 
     /// kube-apiserver's RBAC escalation check, for `user` writing `obj` (a Role, ClusterRole,
@@ -833,6 +826,43 @@ impl<'a> Authorizer<'a> {
             .list(prefix, None, None)
             .map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(page.items.into_iter().map(|(_, v)| v).collect())
+    }
+}
+
+/// Add to `out` the rules of the aggregated ClusterRole `role`: those of each role of `all` its
+/// selectors match, recursively for aggregated ones; `seen` names the roles already visited.
+fn aggregate(
+    role: &Value,
+    all: &[std::sync::Arc<Value>],
+    seen: &mut Vec<Value>,
+    out: &mut Vec<Value>,
+) {
+    let name = role["metadata"]["name"].clone();
+    if seen.contains(&name) {
+        return;
+    }
+    seen.push(name);
+    let Some(selectors) = role["aggregationRule"]["clusterRoleSelectors"].as_array() else {
+        return;
+    };
+    for other in all {
+        if seen.contains(&other["metadata"]["name"])
+            || !selectors
+                .iter()
+                .any(|s| label_selector_matches(s, &other["metadata"]["labels"]))
+        {
+            continue;
+        }
+        if other["aggregationRule"]["clusterRoleSelectors"].is_array() {
+            aggregate(other, all, seen, out);
+            continue;
+        }
+        seen.push(other["metadata"]["name"].clone());
+        for rule in other["rules"].as_array().into_iter().flatten() {
+            if !out.contains(rule) {
+                out.push(rule.clone());
+            }
+        }
     }
 }
 

@@ -35,6 +35,7 @@ pub mod admission;
 pub mod apply;
 pub mod auth;
 pub mod authz;
+pub mod bootstrap;
 pub mod custom_metrics;
 mod decode;
 pub mod defaults;
@@ -205,6 +206,13 @@ pub async fn start(
     fs::private_dir(&config.data_dir)
         .map_err(|e| StoreError::Storage(Box::new(redb::Error::Io(e))))?;
     let store = Store::open_with(&config.data_dir.join("store"), &config.store)?;
+    let policy = bootstrap::reconcile(&store, server::ROOT_CLUSTER).await?;
+    tracing::info!(
+        created = policy.created.len(),
+        updated = policy.updated.len(),
+        skipped = ?policy.skipped,
+        "bootstrap RBAC policy reconciled"
+    );
     let creds = if config.tls {
         Some(tls::Credentials::load_or_create(
             &config.data_dir.join("pki"),

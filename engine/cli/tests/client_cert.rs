@@ -327,3 +327,265 @@ fn client_certificates_authenticate_their_cn_and_organizations_and_rbac_restrict
     // The admin token still works beside certificates.
     assert!(as_admin(&["auth", "can-i", "create", "secrets"]).trim() == "yes");
 }
+
+#[test]
+fn default_cluster_roles_view_edit_admin_grant_what_kubernetes_grants() {
+    let (Some(bin), Some(_)) = (on_path("kubectl"), on_path("openssl")) else {
+        eprintln!("skipping: kubectl or openssl not on PATH");
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    make_ca(dir, "team-ca");
+    for (i, user) in ["viewer", "editor", "boss", "nobody"].iter().enumerate() {
+        make_client(
+            dir,
+            "team-ca",
+            user,
+            &format!("/CN={user}"),
+            u32::try_from(i).unwrap() + 10,
+        );
+    }
+    let ca_file = dir.join("team-ca.crt");
+    let (_up, admin) = common::up(
+        dir,
+        &[
+            "--members",
+            "0",
+            "--no-controllers",
+            "--client-ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+        true,
+    );
+    let as_admin = |args: &[&str]| {
+        let out = kubectl(&bin, dir, &admin, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let users: std::collections::HashMap<&str, PathBuf> = ["viewer", "editor", "boss", "nobody"]
+        .into_iter()
+        .map(|u| (u, cert_kubeconfig(dir, &admin, u)))
+        .collect();
+    let run = |user: &str, args: &[&str]| kubectl(&bin, dir, &users[user], args);
+    let ok = |user: &str, args: &[&str]| {
+        let out = run(user, args);
+        assert!(
+            out.status.success(),
+            "{user} {args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    let forbidden = |user: &str, args: &[&str]| {
+        let out = run(user, args);
+        assert!(!out.status.success(), "{user} {args:?} was allowed");
+        assert!(
+            text(&out.stderr).contains(&format!("is forbidden: User \"{user}\" cannot")),
+            "{user} {args:?}: {}",
+            text(&out.stderr)
+        );
+    };
+    let can_i = |user: &str, args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend(args);
+        text(&run(user, &all).stdout).trim().to_owned()
+    };
+
+    // The bootstrap policy is stored: kubectl lists it like any ClusterRole.
+    let roles = as_admin(&["get", "clusterroles", "-o", "name"]);
+    for role in [
+        "cluster-admin",
+        "admin",
+        "edit",
+        "view",
+        "system:discovery",
+        "system:basic-user",
+        "karmada-view",
+        "karmada-edit",
+    ] {
+        assert!(
+            roles
+                .lines()
+                .any(|l| l == format!("clusterrole.rbac.authorization.k8s.io/{role}")),
+            "{role} in {roles}"
+        );
+    }
+    let masters = as_admin(&[
+        "get",
+        "clusterrolebinding",
+        "cluster-admin",
+        "-o",
+        "jsonpath={.subjects[0].kind}/{.subjects[0].name} {.metadata.annotations}",
+    ]);
+    assert!(masters.starts_with("Group/system:masters "), "{masters}");
+    assert!(
+        masters.contains("\"rbac.authorization.k8s.io/autoupdate\":\"true\""),
+        "{masters}"
+    );
+
+    as_admin(&["create", "namespace", "team-a"]);
+    for (user, role) in [("viewer", "view"), ("editor", "edit"), ("boss", "admin")] {
+        as_admin(&[
+            "create",
+            "rolebinding",
+            &format!("{user}-{role}"),
+            &format!("--clusterrole={role}"),
+            &format!("--user={user}"),
+            "-n",
+            "team-a",
+        ]);
+    }
+    as_admin(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "-n",
+        "team-a",
+    ]);
+    as_admin(&[
+        "create",
+        "secret",
+        "generic",
+        "token",
+        "--from-literal=k=v",
+        "-n",
+        "team-a",
+    ]);
+
+    // view: read workloads in its namespace, no writes, no secrets, nothing elsewhere.
+    assert!(
+        ok(
+            "viewer",
+            &["get", "deployments", "-n", "team-a", "-o", "name"]
+        )
+        .contains("deployment.apps/web")
+    );
+    ok("viewer", &["get", "deployment", "web", "-n", "team-a"]);
+    forbidden(
+        "viewer",
+        &[
+            "create",
+            "deployment",
+            "api",
+            "--image=nginx",
+            "-n",
+            "team-a",
+        ],
+    );
+    forbidden("viewer", &["get", "secrets", "-n", "team-a"]);
+    forbidden("viewer", &["get", "deployments", "-n", "default"]);
+    assert_eq!(
+        can_i(
+            "viewer",
+            &[
+                "list",
+                "propagationpolicies.policy.karmada.io",
+                "-n",
+                "team-a"
+            ]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            "viewer",
+            &[
+                "create",
+                "propagationpolicies.policy.karmada.io",
+                "-n",
+                "team-a"
+            ]
+        ),
+        "no"
+    );
+    let list = ok("viewer", &["auth", "can-i", "--list", "-n", "team-a"]);
+    let line = |resource: &str| {
+        list.lines()
+            .find(|l| l.split_whitespace().next() == Some(resource))
+            .unwrap_or_else(|| panic!("{resource} in\n{list}"))
+            .to_owned()
+    };
+    assert!(
+        line("deployments.apps").ends_with("[get list watch]"),
+        "{list}"
+    );
+    assert!(
+        line("selfsubjectreviews.authentication.k8s.io").ends_with("[create]"),
+        "{list}"
+    );
+    assert!(!list.lines().any(|l| l.starts_with("secrets ")), "{list}");
+
+    // edit: writes workloads and reads secrets, but grants nothing.
+    ok(
+        "editor",
+        &[
+            "create",
+            "deployment",
+            "api",
+            "--image=nginx",
+            "-n",
+            "team-a",
+        ],
+    );
+    ok("editor", &["get", "secrets", "-n", "team-a"]);
+    forbidden(
+        "editor",
+        &[
+            "create",
+            "rolebinding",
+            "x",
+            "--clusterrole=view",
+            "--user=nobody",
+            "-n",
+            "team-a",
+        ],
+    );
+    // admin: edit and view (Karmada's kinds through edit) plus roles and bindings.
+    assert_eq!(
+        can_i(
+            "boss",
+            &[
+                "create",
+                "propagationpolicies.policy.karmada.io",
+                "-n",
+                "team-a"
+            ]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i("boss", &["delete", "deployments", "-n", "team-a"]),
+        "yes"
+    );
+    ok(
+        "boss",
+        &[
+            "create",
+            "rolebinding",
+            "nobody-view",
+            "--clusterrole=view",
+            "--user=nobody",
+            "-n",
+            "team-a",
+        ],
+    );
+    assert_eq!(can_i("boss", &["create", "namespaces"]), "no");
+
+    // Any authenticated user: whoami and can-i, nothing else by default.
+    assert_eq!(
+        ok(
+            "nobody",
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}"
+            ]
+        ),
+        "nobody"
+    );
+    assert_eq!(can_i("nobody", &["list", "pods", "-n", "default"]), "no");
+    assert_eq!(can_i("nobody", &["list", "pods", "-n", "team-a"]), "yes");
+}
