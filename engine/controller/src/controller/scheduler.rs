@@ -329,6 +329,7 @@ async fn preempt(
         }
     };
     let now_secs = clock.secs();
+    let mut evicted_count = 0;
     for v in &p.preemption.victims {
         let Some(obj) = ctx.bindings.store.get(
             &kube::runtime::reflector::ObjectRef::new_with(&v.name, ctx.bindings.resource.clone())
@@ -336,32 +337,60 @@ async fn preempt(
         ) else {
             continue;
         };
-        let mut victim: ResourceBinding = typed(&obj)?;
-        preemption::evict_victim(&mut victim, &p.preemption, now_secs);
+        let mut current: ResourceBinding = typed(&obj)?;
         let api = namespaced_or_all(
             ctx,
-            victim.metadata.namespace(),
-            &api_resource(&victim.api_version, &victim.kind),
+            current.metadata.namespace(),
+            &api_resource(&current.api_version, &current.kind),
         );
-        let patch = json!({
-            "metadata": {"resourceVersion": victim.metadata.resource_version},
-            "spec": {
-                "clusters": victim.spec.clusters,
-                "gracefulEvictionTasks": victim.spec.graceful_eviction_tasks,
-            },
-        });
-        api.patch(
-            victim.metadata.name(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
+        // Guarded by the resourceVersion it was read at; on a conflict (a status write since the
+        // cache saw it) once more from the stored object, if it is still on the cluster.
+        let mut evicted = None;
+        for attempt in 0..2 {
+            if current.spec.assigned_replicas(&p.preemption.cluster) <= 0 {
+                break;
+            }
+            let mut victim = current.clone();
+            preemption::evict_victim(&mut victim, &p.preemption, now_secs);
+            let patch = json!({
+                "metadata": {"resourceVersion": victim.metadata.resource_version},
+                "spec": {
+                    "clusters": victim.spec.clusters,
+                    "gracefulEvictionTasks": victim.spec.graceful_eviction_tasks,
+                },
+            });
+            match api
+                .patch(
+                    victim.metadata.name(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+            {
+                Ok(_) => {
+                    evicted = Some(victim);
+                    break;
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt == 0 => {
+                    match api.get_opt(&v.name).await? {
+                        Some(o) => current = typed(&o)?,
+                        None => break,
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let Some(victim) = evicted else {
+            tracing::info!(binding = %v.key(), preemptor = %key, "preemption victim already left the cluster");
+            continue;
+        };
+        evicted_count += 1;
         let message = preemption::victim_message(&p.preemption);
         tracing::info!(binding = %v.key(), preemptor = %key, cluster = %p.preemption.cluster, priority = v.priority, replicas = v.replicas, "binding preempted");
         ctx.recorder
             .publish_binding(&victim, EventType::Normal, "Preempted", &message);
     }
-    ctx.metrics.record_preemption(p.preemption.victims.len());
+    ctx.metrics.record_preemption(evicted_count);
     let message = preemption::preemptor_message(&p.preemption);
     tracing::info!(binding = %key, cluster = %p.preemption.cluster, victims = %p.preemption.victim_list(), "binding preemption succeeded");
     ctx.recorder.publish_binding(
