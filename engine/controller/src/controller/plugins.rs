@@ -179,6 +179,17 @@ struct ImageEntry {
     /// `spec.module` as JSON: a change re-pulls (and re-resolves a tag).
     key: String,
     result: Result<PulledImage, Unresolved>,
+    /// Failed pulls of this `key` in a row.
+    failures: u32,
+    /// After a failure: no new attempt for this `key` before then.
+    retry_at: Option<Instant>,
+}
+
+/// The wait before pulling again after `failures` failed pulls in a row: 5 s, doubling, at
+/// most 5 minutes.
+fn pull_backoff(failures: u32) -> std::time::Duration {
+    let secs = 5u64.saturating_mul(1u64 << failures.saturating_sub(1).min(16));
+    std::time::Duration::from_secs(secs.min(300))
 }
 
 #[derive(Clone)]
@@ -584,7 +595,8 @@ impl Registry {
 
     /// Pull the `spec.module.image` of every `WasmPlugin` naming one whose `spec.module` changed
     /// since its last successful pull (a tag is resolved again only then; a digest-pinned
-    /// reference never changes), or whose last pull failed. `credentials` reads
+    /// reference never changes), or whose last pull failed and whose backoff (5 s doubling to
+    /// 5 minutes; a new `spec.module` starts afresh) has passed. `credentials` reads
     /// `spec.module.imagePullSecret` for a registry. Entries of other objects are dropped.
     pub async fn pull_images<F, Fut>(&self, wasm_plugins: &[Object], credentials: F)
     where
@@ -614,15 +626,18 @@ impl Registry {
             images.retain(|name, _| wanted.iter().any(|(n, ..)| n == name));
         }
         for (name, key, source) in wanted {
-            let fresh = self
-                .images
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&name)
-                .is_some_and(|e| e.key == key && e.result.is_ok());
-            if fresh {
-                continue;
-            }
+            let previous_failures = {
+                let images = self
+                    .images
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match images.get(&name).filter(|e| e.key == key) {
+                    Some(e) if e.result.is_ok() => continue,
+                    Some(e) if e.retry_at.is_some_and(|at| Instant::now() < at) => continue,
+                    Some(e) => e.failures,
+                    None => 0,
+                }
+            };
             let image = source.image.clone().unwrap_or_default();
             let started = Instant::now();
             let result = self.pull_image(&image, &source, &credentials).await;
@@ -638,10 +653,24 @@ impl Registry {
                     tracing::warn!(plugin = %name, image = %clip(&image, 256), reason = e.reason, error = %e.message, "pulling WasmPlugin image failed");
                 }
             }
+            let (failures, retry_at) = if result.is_ok() {
+                (0, None)
+            } else {
+                let n = previous_failures.saturating_add(1);
+                (n, Some(Instant::now() + pull_backoff(n)))
+            };
             self.images
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(name, ImageEntry { key, result });
+                .insert(
+                    name,
+                    ImageEntry {
+                        key,
+                        result,
+                        failures,
+                        retry_at,
+                    },
+                );
         }
     }
 
@@ -1552,6 +1581,58 @@ async fn patch_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pull_backoff_doubles_from_five_seconds_to_five_minutes() {
+        let secs: Vec<u64> = (1..=9).map(|n| pull_backoff(n).as_secs()).collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(pull_backoff(u32::MAX).as_secs(), 300);
+    }
+
+    #[tokio::test]
+    async fn failed_pulls_back_off_and_a_new_spec_retries_at_once() {
+        // Nothing listens on port 1 of loopback: every pull fails at once (connection refused).
+        let registry = Registry::new(Backends::default());
+        let plugin = |tag: &str| Object {
+            name: "p".into(),
+            generation: Some(1),
+            spec: json!({"module": {"image": format!("127.0.0.1:1/org/p:{tag}"), "imagePullSecret": "s"}}),
+        };
+        let asked = Arc::new(AtomicU64::new(0));
+        let creds = |_secret: String, registry: String| {
+            let asked = Arc::clone(&asked);
+            async move {
+                asked.fetch_add(1, Ordering::Relaxed);
+                assert_eq!(registry, "127.0.0.1:1");
+                Ok(Some(crate::oci::Credentials {
+                    username: "u".into(),
+                    password: "p".into(),
+                }))
+            }
+        };
+        registry.pull_images(&[plugin("v1")], creds).await;
+        let failures = || registry.metrics.image_pull_failures.load(Ordering::Relaxed);
+        assert_eq!(failures(), 1);
+        // Within the backoff: not tried again.
+        registry.pull_images(&[plugin("v1")], creds).await;
+        assert_eq!((failures(), asked.load(Ordering::Relaxed)), (1, 1));
+        let Err(r) = registry.resolve_module("p", &plugin("v1").spec) else {
+            panic!("resolved without a pull");
+        };
+        assert_eq!(r.reason, "ImagePullFailed", "{}", r.message);
+        assert!(
+            r.message
+                .starts_with("spec.module.image: 127.0.0.1:1/org/p:v1"),
+            "{}",
+            r.message
+        );
+        // A changed spec.module: tried at once.
+        registry.pull_images(&[plugin("v2")], creds).await;
+        assert_eq!(failures(), 2);
+        // The object gone: its entry too.
+        registry.pull_images(&[], creds).await;
+        assert!(registry.images.lock().unwrap().is_empty());
+    }
 
     #[test]
     #[cfg(target_os = "linux")]
