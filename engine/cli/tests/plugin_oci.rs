@@ -458,7 +458,8 @@ fn wasm_plugins_come_from_a_real_oci_registry() {
     drop(huge);
 
     // The control plane.
-    let (_up, kubeconfig) = common::up(dir, &["--members", "2"], true);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (_up, kubeconfig) = common::up(dir, &["--members", "2", "--metrics-addr", &metrics], true);
     rt.block_on(async {
         let c = client(&kubeconfig).await;
         create(
@@ -602,7 +603,36 @@ fn wasm_plugins_come_from_a_real_oci_registry() {
         assert!(message.contains("more than the 67108864 allowed"), "{message}");
         // The plugin in use kept serving through all of it.
         assert_eq!(placed(&c, "still").await, other);
+        // Pulls are counted by result.
+        let text = scrape(&metrics);
+        let count = |result: &str| -> u64 {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!(
+                        "flotilla_plugin_image_pulls_total{{result=\"{result}\"}} "
+                    ))
+                })
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {result} pull count in\n{text}"))
+        };
+        assert!(count("success") >= 2, "{text}");
+        assert!(count("failure") >= 4, "{text}");
     });
+}
+
+/// `GET /metrics` of `addr` (HTTP/1.0, the body).
+fn scrape(addr: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to metrics");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .expect("request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response");
+    out.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or(out)
 }
 
 fn leb128(out: &mut Vec<u8>, mut v: u64) {
