@@ -440,6 +440,48 @@ fn wasm_plugins_come_from_a_real_oci_registry() {
         &opts,
     ))
     .expect("push the wrong media type");
+    // What `oras push REF module.wasm:application/wasm` makes (an empty config) pulls too.
+    let oras = format!("{open}/plugins/oras:v1");
+    let pushed_oras = rt
+        .block_on(flotilla_controller::oci::push_artifact(
+            &oras,
+            &module,
+            "application/wasm",
+            b"{}",
+            "application/vnd.oci.empty.v1+json",
+            &opts,
+        ))
+        .expect("push an oras-style artifact");
+    let out = ok(
+        &[
+            "plugin",
+            "pull",
+            &oras,
+            "-o",
+            &dir.join("oras.wasm").display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(field(&out, "digest"), pushed_oras.manifest_digest, "{out}");
+    assert_eq!(std::fs::read(dir.join("oras.wasm")).expect("read"), module);
+    // The wrong media type is refused by the CLI too.
+    let out = flotilla(
+        &[
+            "plugin",
+            "pull",
+            &format!("{open}/plugins/tarball:v1"),
+            "-o",
+            &dir.join("tarball.wasm").display().to_string(),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not a Wasm artifact"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("tarball.wasm").exists());
     let mut huge = module.clone();
     // A custom section pads it past the 64 MiB bound (still a valid module).
     let pad = (64usize << 20) + 1;
