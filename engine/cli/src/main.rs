@@ -29,7 +29,7 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Check a ResourceInterpreterCustomization or run one of its rules locally (karmadactl interpret).
     Interpret(cmd::interpret::Args),
-    /// Test, inspect or scaffold Wasm plugins.
+    /// Test, inspect or scaffold Wasm plugins; push and pull them through OCI registries.
     Plugin(cmd::plugin::Args),
     /// Scheduler profiles: print the default one.
     Profile(cmd::profile::Args),
