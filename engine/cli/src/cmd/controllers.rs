@@ -131,11 +131,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut shutdown = std::pin::pin!(wait_for_signal());
 
     if !args.leader_elect {
-        let term = Term::start(&client, &config, &settings, metrics.as_ref()).await?;
-        println!("controllers running against {}", config.cluster_url);
-        shutdown.await;
-        term.stop().await;
-        return Ok(());
+        loop {
+            let term = Term::start(&client, &config, &settings, metrics.as_ref()).await?;
+            println!("controllers running against {}", config.cluster_url);
+            tokio::select! {
+                () = &mut shutdown => {
+                    term.stop().await;
+                    return Ok(());
+                }
+                kind = new_template_kind(&client, &term.kinds) => {
+                    restarting_for(&kind);
+                    term.stop().await;
+                }
+            }
+        }
     }
 
     let cfg = leader::Config {
@@ -191,15 +200,41 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 () = &mut shutdown => break 'election,
             }
         };
-        tokio::select! {
-            () = leadership.wait_for(false) => {
-                term.stop().await;
-                tracing::warn!("lost leadership: controllers stopped; back to candidate");
+        let mut term = term;
+        loop {
+            tokio::select! {
+                () = leadership.wait_for(false) => {
+                    term.stop().await;
+                    tracing::warn!("lost leadership: controllers stopped; back to candidate");
+                    continue 'election;
+                }
+                () = &mut shutdown => {
+                    term.stop().await;
+                    break 'election;
+                }
+                kind = new_template_kind(&client, &term.kinds) => {
+                    restarting_for(&kind);
+                    term.stop().await;
+                }
             }
-            () = &mut shutdown => {
-                term.stop().await;
-                break 'election;
-            }
+            // Restart while we lead, as at the start of the term.
+            term = loop {
+                let start = Term::start(&client, &config, &settings, metrics.as_ref());
+                tokio::select! {
+                    t = start => match t {
+                        Ok(t) => break t,
+                        Err(e) => {
+                            tracing::warn!(error = format!("{e:#}"), "restarting the controllers failed; retrying");
+                            tokio::time::sleep(retry).await;
+                        }
+                    },
+                    () = leadership.wait_for(false) => {
+                        tracing::warn!("lost leadership before the controllers restarted");
+                        continue 'election;
+                    }
+                    () = &mut shutdown => break 'election,
+                }
+            };
         }
     }
     // The controllers are stopped; now give the Lease up so a standby takes over at once.
@@ -212,6 +247,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
 struct Term {
     running: flotilla_controller::Running,
     metrics: Option<tokio::task::JoinHandle<()>>,
+    /// The template kinds its detector watches.
+    kinds: Vec<(String, String)>,
 }
 
 impl Term {
@@ -235,7 +272,10 @@ impl Term {
                     .join(", ")
             }
         );
-        let running = flotilla_controller::start(client.clone(), members, settings.clone())
+        let mut settings = settings.clone();
+        settings.template_kinds = template_kinds(client, &settings.template_kinds).await;
+        let kinds = settings.template_kinds.clone();
+        let running = flotilla_controller::start(client.clone(), members, settings)
             .await
             .context("starting the controllers")?;
         let metrics = match metrics {
@@ -250,7 +290,11 @@ impl Term {
             }
             None => None,
         };
-        Ok(Term { running, metrics })
+        Ok(Term {
+            running,
+            metrics,
+            kinds,
+        })
     }
 
     /// Abort every controller task and wait until they are gone.
@@ -261,6 +305,88 @@ impl Term {
         }
         self.running.tasks.shutdown().await;
     }
+}
+
+/// How often the customizations are checked for a target kind the detector does not watch.
+const TEMPLATE_KIND_POLL: Duration = Duration::from_secs(10);
+
+/// The template kinds to watch: `base` plus the target of every
+/// ResourceInterpreterCustomization that the server serves. Karmada's detector watches every
+/// served kind; here a kind becomes a template kind through a customization that teaches the
+/// controllers how to read it (its replicas, status, health). Targets not served (their CRD not
+/// yet installed) are left out until they are.
+async fn template_kinds(client: &kube::Client, base: &[(String, String)]) -> Vec<(String, String)> {
+    use flotilla_api::interpreter::{CONFIG_API_VERSION, CUSTOMIZATION_KIND};
+    let mut out = base.to_vec();
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        client.clone(),
+        &flotilla_controller::api_resource(CONFIG_API_VERSION, CUSTOMIZATION_KIND),
+    );
+    let list = match api.list(&kube::api::ListParams::default()).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing ResourceInterpreterCustomizations for template kinds failed");
+            return out;
+        }
+    };
+    for ric in list.items {
+        let target = &ric.data["spec"]["target"];
+        let (Some(api_version), Some(kind)) =
+            (target["apiVersion"].as_str(), target["kind"].as_str())
+        else {
+            continue;
+        };
+        let key = (api_version.to_owned(), kind.to_owned());
+        if out.contains(&key) {
+            continue;
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(_) => {
+                tracing::info!(
+                    api_version,
+                    kind,
+                    customization = ric.metadata.name.as_deref().unwrap_or_default(),
+                    "template kind from a ResourceInterpreterCustomization"
+                );
+                out.push(key);
+            }
+            Err(e) => tracing::debug!(
+                api_version,
+                kind,
+                error = %e,
+                "a customization's target is not served; not watched yet"
+            ),
+        }
+    }
+    out
+}
+
+/// Resolves with the first customization target, served by the server, that `watched` lacks;
+/// checked every [`TEMPLATE_KIND_POLL`].
+async fn new_template_kind(
+    client: &kube::Client,
+    watched: &[(String, String)],
+) -> (String, String) {
+    loop {
+        tokio::time::sleep(TEMPLATE_KIND_POLL).await;
+        if let Some(kind) = template_kinds(client, watched)
+            .await
+            .into_iter()
+            .find(|k| !watched.contains(k))
+        {
+            return kind;
+        }
+    }
+}
+
+fn restarting_for((api_version, kind): &(String, String)) {
+    tracing::info!(
+        api_version,
+        kind,
+        "a ResourceInterpreterCustomization targets a kind not watched: restarting the controllers to watch it"
+    );
 }
 
 /// Answer `/metrics` on a standby replica (no controllers, so no samples) rather than leave
