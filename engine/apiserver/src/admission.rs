@@ -8,10 +8,19 @@
 //! one `details.causes` entry per field, which `kubectl` prints as
 //! `The PropagationPolicy "x" is invalid: spec.placement...: ...`.
 //!
+//! Checks that depend on other objects (Karmada's webhooks list them through their client) read
+//! them through [`Existing`]: a read-only view of the stored objects of the logical cluster
+//! being written, listed on demand (nothing is read unless a check asks). Such a check may
+//! deny the request outright ([`AdmissionError::denied`]), which becomes a `403 Forbidden`
+//! `admission webhook "<name>" denied the request: <message>`, as kube-apiserver reports a
+//! validating webhook's denial.
+//!
 //! **Ratcheting.** An update whose spec (everything but metadata and status) is unchanged from the
 //! stored object is not rejected even when admission fails: the invalid content was accepted
 //! earlier (or by an older version), and controllers must still be able to edit metadata, such as
 //! removing finalizers. Its defaults are not applied either.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -42,12 +51,14 @@ impl std::fmt::Display for FieldError {
     }
 }
 
-/// Why an object was refused: one or more invalid fields.
+/// Why an object was refused: one or more invalid fields, or a webhook's denial.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", render_causes(&self.causes))]
+#[error("{}", self.render())]
 pub struct AdmissionError {
     /// The invalid fields, in the order found.
     pub causes: Vec<FieldError>,
+    /// A denial of the whole request: `(webhook name, message)`.
+    pub denial: Option<(String, String)>,
 }
 
 fn render_causes(causes: &[FieldError]) -> String {
@@ -67,17 +78,42 @@ impl AdmissionError {
                 field: field.into(),
                 message: message.into(),
             }],
+            denial: None,
         }
     }
 
     /// A rejection of several fields (at least one should be given).
     pub fn new(causes: Vec<FieldError>) -> Self {
-        AdmissionError { causes }
+        AdmissionError {
+            causes,
+            denial: None,
+        }
     }
 
-    /// The `422 Invalid` API error for object `name` of `res`, in Kubernetes' shape
+    /// The request denied by validating webhook `webhook` with `message` (controller-runtime's
+    /// `admission.Denied`): `403 Forbidden`.
+    pub fn denied(webhook: impl Into<String>, message: impl Into<String>) -> Self {
+        AdmissionError {
+            causes: Vec::new(),
+            denial: Some((webhook.into(), message.into())),
+        }
+    }
+
+    fn render(&self) -> String {
+        match &self.denial {
+            Some((webhook, message)) => {
+                format!("admission webhook \"{webhook}\" denied the request: {message}")
+            }
+            None => render_causes(&self.causes),
+        }
+    }
+
+    /// The `403 Forbidden` error of a denial, else the `422 Invalid` API error for object `name` of `res`, in Kubernetes' shape
     /// (`Kind.group "name" is invalid: field: message`, `details.causes[{reason, field, message}]`).
     pub fn to_api_error(&self, res: &Resource, name: &str) -> ApiError {
+        if self.denial.is_some() {
+            return ApiError::new(403, "Forbidden", self.to_string());
+        }
         let qualified_kind = if res.group.is_empty() {
             res.kind.to_owned()
         } else {
@@ -112,6 +148,42 @@ pub trait Admission: Send + Sync + std::fmt::Debug {
         object: &mut Value,
         old: Option<&Value>,
     ) -> Result<(), AdmissionError>;
+
+    /// [`Admission::admit`] with a view of the stored objects, for checks that depend on other
+    /// objects; by default the view is not used.
+    ///
+    /// # Errors
+    /// The object is invalid, or the request is denied; nothing is stored.
+    fn admit_with(
+        &self,
+        op: Operation,
+        resource: &Resource,
+        object: &mut Value,
+        old: Option<&Value>,
+        existing: &dyn Existing,
+    ) -> Result<(), AdmissionError> {
+        let _ = existing;
+        self.admit(op, resource, object, old)
+    }
+}
+
+/// A read-only view of the stored objects of the logical cluster a write goes to.
+pub trait Existing {
+    /// Every stored object of `resource` (of every namespace when it is namespaced).
+    ///
+    /// # Errors
+    /// A storage failure, as a message.
+    fn list(&self, resource: &Resource) -> Result<Vec<Arc<Value>>, String>;
+}
+
+/// No stored objects (admission outside a server, tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nothing;
+
+impl Existing for Nothing {
+    fn list(&self, _resource: &Resource) -> Result<Vec<Arc<Value>>, String> {
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +221,24 @@ mod tests {
             },
         ]);
         assert_eq!(two.to_string(), "[a: x, b: y]");
+    }
+
+    #[test]
+    fn denial_renders_as_a_webhooks_forbidden_status() {
+        let res = crate::registry::lookup(
+            "config.karmada.io",
+            "v1alpha1",
+            "resourceinterpretercustomizations",
+        )
+        .unwrap();
+        let status = AdmissionError::denied("w.karmada.io", "conflicting")
+            .to_api_error(res, "x")
+            .to_status();
+        assert_eq!(status["code"], 403);
+        assert_eq!(status["reason"], "Forbidden");
+        assert_eq!(
+            status["message"],
+            "admission webhook \"w.karmada.io\" denied the request: conflicting"
+        );
     }
 }

@@ -119,6 +119,28 @@ struct Target {
     restricted: Option<UserInfo>,
 }
 
+/// What admission reads of the stored objects: those of one logical cluster, listed on demand.
+struct StoredObjects<'a> {
+    store: &'a Store,
+    cluster: &'a str,
+}
+
+impl crate::admission::Existing for StoredObjects<'_> {
+    fn list(&self, resource: &Resource) -> Result<Vec<Arc<Value>>, String> {
+        let prefix = format!(
+            "/{}/{}/{}/",
+            self.cluster,
+            resource.group_key(),
+            resource.plural
+        );
+        let page = self
+            .store
+            .list(&prefix, None, None)
+            .map_err(|e| e.to_string())?;
+        Ok(page.items.into_iter().map(|(_, o)| o).collect())
+    }
+}
+
 /// Query parameters, percent-decoded.
 #[derive(Debug, Default)]
 pub(crate) struct Query(Vec<(String, String)>);
@@ -971,8 +993,12 @@ impl ApiServer {
         let Some(admission) = &self.options.admission else {
             return Ok(());
         };
+        let existing = StoredObjects {
+            store: &self.store,
+            cluster: &t.cluster,
+        };
         admission
-            .admit(op, t.res, obj, old)
+            .admit_with(op, t.res, obj, old, &existing)
             .map_err(|e| e.to_api_error(t.res, meta_str(obj, "name").unwrap_or_default()))
     }
 

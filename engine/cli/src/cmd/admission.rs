@@ -64,7 +64,9 @@ impl Admission for Policies {
         existing: &dyn flotilla_apiserver::admission::Existing,
     ) -> Result<(), AdmissionError> {
         // Karmada's webhook checks conflicts with the stored customizations before compiling.
-        if (resource.group, resource.kind) == ("config.karmada.io", "ResourceInterpreterCustomization") {
+        if (resource.group, resource.kind)
+            == ("config.karmada.io", "ResourceInterpreterCustomization")
+        {
             super::interpreters::admit_against_stored(object, resource, existing)?;
         }
         self.admit(op, resource, object, old)

@@ -26,25 +26,80 @@ pub fn is_customization(object: &serde_json::Value) -> bool {
         && object.get("kind").and_then(serde_json::Value::as_str) == Some(CUSTOMIZATION_KIND)
 }
 
+/// The operations Karmada's validating webhook checks for conflicts, in its order
+/// (`AllResourceInterpreterCustomizationRules`); InterpretDependency is left out: several
+/// customizations may each add dependencies.
+const EXCLUSIVE_OPERATIONS: [Operation; 7] = [
+    Operation::Retain,
+    Operation::InterpretReplica,
+    Operation::InterpretComponent,
+    Operation::ReviseReplica,
+    Operation::InterpretStatus,
+    Operation::AggregateStatus,
+    Operation::InterpretHealth,
+];
+
 /// Karmada's validating webhook rule: two customizations may not customize the same operation of
-/// the same target. Returns `(operation field, other customization)` of the first clash of `ric`
-/// with any of `others` (objects of the same name are the same customization).
+/// the same target (InterpretDependency excepted). Returns `(operation, other customization)` of
+/// the first clash of `ric` with any of `others` (objects of the same name are the same
+/// customization).
 pub fn clash<'a>(
     ric: &ResourceInterpreterCustomization,
     others: impl IntoIterator<Item = &'a ResourceInterpreterCustomization>,
-) -> Option<(&'static str, String)> {
+) -> Option<(Operation, String)> {
     for other in others {
         if other.metadata.name() == ric.metadata.name() || other.spec.target != ric.spec.target {
             continue;
         }
-        for op in Operation::ALL {
-            let (field, mine) = rule_for(&ric.spec.customizations, op);
-            if mine.is_some() && rule_for(&other.spec.customizations, op).1.is_some() {
-                return Some((field, other.metadata.name().to_owned()));
+        for op in EXCLUSIVE_OPERATIONS {
+            if rule_for(&other.spec.customizations, op).1.is_some()
+                && rule_for(&ric.spec.customizations, op).1.is_some()
+            {
+                return Some((op, other.metadata.name().to_owned()));
             }
         }
     }
     None
+}
+
+/// The name of Karmada's validating webhook for customizations.
+pub const CUSTOMIZATION_WEBHOOK: &str = "resourceinterpretercustomization.karmada.io";
+
+/// Admission of a `ResourceInterpreterCustomization` against the stored ones, as Karmada's
+/// validating webhook: denied when another customization already customizes one of its
+/// operations for the same target. Objects that do not parse are left to the schema checks.
+///
+/// # Errors
+/// The denial (`403`), or a failure to read the stored customizations.
+pub fn admit_against_stored(
+    object: &serde_json::Value,
+    resource: &flotilla_apiserver::registry::Resource,
+    existing: &dyn flotilla_apiserver::admission::Existing,
+) -> Result<(), flotilla_apiserver::AdmissionError> {
+    use flotilla_apiserver::AdmissionError;
+    let Ok(ric) = serde_json::from_value::<ResourceInterpreterCustomization>(object.clone()) else {
+        return Ok(());
+    };
+    let stored = existing.list(resource).map_err(|e| {
+        AdmissionError::denied(
+            CUSTOMIZATION_WEBHOOK,
+            format!("listing the ResourceInterpreterCustomizations failed: {e}"),
+        )
+    })?;
+    let stored: Vec<ResourceInterpreterCustomization> = stored
+        .iter()
+        .filter_map(|o| serde_json::from_value((**o).clone()).ok())
+        .collect();
+    match clash(&ric, &stored) {
+        Some((op, other)) => Err(AdmissionError::denied(
+            CUSTOMIZATION_WEBHOOK,
+            format!(
+                "conflicting with InterpreterOperation({}) of existing ResourceInterpreterCustomization({other})",
+                op.as_str()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Whether `object` is a `WasmPlugin` (flotilla.dev/v1alpha1).
@@ -140,10 +195,11 @@ pub fn attach(
         rics.push(ric);
     }
     for ric in &rics {
-        if let Some((field, other)) = clash(ric, &rics) {
+        if let Some((op, other)) = clash(ric, &rics) {
             bail!(
-                "{CUSTOMIZATION_KIND} {}: spec.customizations.{field}: {other} already customizes it for {} {}",
+                "{CUSTOMIZATION_KIND} {}: spec.customizations.{}: {other} already customizes it for {} {}",
                 ric.metadata.name(),
+                rule_for(&ric.spec.customizations, op).0,
                 ric.spec.target.api_version,
                 ric.spec.target.kind
             );
