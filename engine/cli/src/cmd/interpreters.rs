@@ -219,3 +219,62 @@ pub fn attach(
     inv.interpreters = flotilla_plugins::interpreter::chain(compiled, Vec::new());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    struct Stored(Vec<Value>);
+
+    impl flotilla_apiserver::admission::Existing for Stored {
+        fn list(
+            &self,
+            _resource: &flotilla_apiserver::registry::Resource,
+        ) -> Result<Vec<Arc<Value>>, String> {
+            Ok(self.0.iter().cloned().map(Arc::new).collect())
+        }
+    }
+
+    fn ric(name: &str, kind: &str, rules: Value) -> Value {
+        json!({"apiVersion": CONFIG_API_VERSION, "kind": CUSTOMIZATION_KIND, "metadata": {"name": name},
+               "spec": {"target": {"apiVersion": "example.dev/v1", "kind": kind}, "customizations": rules}})
+    }
+
+    #[test]
+    fn a_second_customization_of_the_same_operation_and_target_is_denied_as_karmada_does() {
+        let res = flotilla_apiserver::registry::lookup(
+            "config.karmada.io",
+            "v1alpha1",
+            "resourceinterpretercustomizations",
+        )
+        .expect("resource");
+        let health = json!({"healthInterpretation": {"cel": {"healthy": "true"}}});
+        let deps = json!({"dependencyInterpretation": {"luaScript": "function GetDependencies(o) return {} end"}});
+        let stored = Stored(vec![
+            ric("a", "Widget", health.clone()),
+            ric("d", "Widget", deps.clone()),
+        ]);
+        let e = admit_against_stored(&ric("b", "Widget", health.clone()), res, &stored)
+            .expect_err("duplicate");
+        assert_eq!(
+            e.to_api_error(res, "b").to_status()["message"],
+            "admission webhook \"resourceinterpretercustomization.karmada.io\" denied the request: conflicting with InterpreterOperation(InterpretHealth) of existing ResourceInterpreterCustomization(a)"
+        );
+        assert_eq!(e.to_api_error(res, "b").code, 403);
+        // The same object again (an update), another operation, another kind, or a second
+        // dependency rule: allowed.
+        for ok in [
+            ric("a", "Widget", health.clone()),
+            ric(
+                "c",
+                "Widget",
+                json!({"statusReflection": {"cel": {"status": "{}"}}}),
+            ),
+            ric("g", "Gadget", health),
+            ric("e", "Widget", deps),
+        ] {
+            assert!(admit_against_stored(&ok, res, &stored).is_ok(), "{ok}");
+        }
+    }
+}
