@@ -158,6 +158,9 @@ impl std::fmt::Debug for Subscriber {
 struct Pending {
     all: bool,
     objects: HashSet<(String, String)>,
+    /// [`Targets::Soon`](controller::Targets::Soon) requests, and when the oldest came.
+    soon: HashSet<(String, String)>,
+    soon_since: Option<tokio::time::Instant>,
 }
 
 /// The receiving end of a [`Bus`] subscription; dropping it unsubscribes.
@@ -172,7 +175,7 @@ impl Subscription {
     pub async fn next(&self) -> controller::Targets {
         loop {
             let notified = self.inner.notify.notified();
-            {
+            let due = {
                 let mut p = self
                     .inner
                     .pending
@@ -180,13 +183,32 @@ impl Subscription {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if std::mem::take(&mut p.all) {
                     p.objects.clear();
+                    p.soon.clear();
+                    p.soon_since = None;
                     return controller::Targets::All;
                 }
-                if !p.objects.is_empty() {
+                let due = p
+                    .soon_since
+                    .map(|since| since + controller::COALESCE_WINDOW);
+                let soon_due = due.is_some_and(|d| d <= tokio::time::Instant::now());
+                if !p.objects.is_empty() || soon_due {
+                    // What waits for its window goes along with anything due now.
+                    let soon = std::mem::take(&mut p.soon);
+                    p.soon_since = None;
+                    p.objects.extend(soon);
                     return controller::Targets::Objects(p.objects.drain().collect());
                 }
+                due
+            };
+            match due {
+                Some(due) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                None => notified.await,
             }
-            notified.await;
         }
     }
 }
@@ -202,7 +224,7 @@ impl Bus {
     pub fn subscribe_with(&self, mapper: controller::Mapper, all_first: bool) -> Subscription {
         let pending = Pending {
             all: all_first,
-            objects: HashSet::new(),
+            ..Pending::default()
         };
         let inner = Arc::new(Subscriber {
             mapper: Mutex::new(mapper),
@@ -239,6 +261,10 @@ impl Bus {
                 controller::Targets::Nothing => continue,
                 controller::Targets::All => p.all = true,
                 controller::Targets::Objects(objects) => p.objects.extend(objects),
+                controller::Targets::Soon(objects) => {
+                    p.soon.extend(objects);
+                    p.soon_since.get_or_insert_with(tokio::time::Instant::now);
+                }
             }
             drop(p);
             s.notify.notify_one();
@@ -1030,4 +1056,63 @@ pub async fn start_embedded(router: axum::Router, opts: Embedded) -> Result<Runn
         opts.settings,
     )
     .await
+}
+
+#[cfg(test)]
+mod bus_tests {
+    use super::*;
+    use controller::Targets;
+
+    fn key(name: &str) -> (String, String) {
+        ("ns".to_owned(), name.to_owned())
+    }
+
+    /// A subscription whose mapper asks for `a` soon on Work changes and for `b` at once on
+    /// Template changes.
+    fn subscription(bus: &Bus) -> Subscription {
+        bus.subscribe(Box::new(|c: &Change| match c.topic {
+            Topic::Work => Targets::Soon(vec![key("a")]),
+            Topic::Template => Targets::Objects(vec![key("b")]),
+            _ => Targets::Nothing,
+        }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn soon_requests_in_one_window_are_one_recheck() {
+        let bus = Bus::default();
+        let sub = subscription(&bus);
+        let started = tokio::time::Instant::now();
+        for _ in 0..50 {
+            bus.send(Change::any(Topic::Work));
+            tokio::time::advance(std::time::Duration::from_millis(1)).await;
+        }
+        assert_eq!(sub.next().await, Targets::Objects(vec![key("a")]));
+        assert!(
+            started.elapsed() >= controller::COALESCE_WINDOW,
+            "released after the window, not before: {:?}",
+            started.elapsed()
+        );
+        bus.send(Change::any(Topic::Work));
+        let next = tokio::time::timeout(controller::COALESCE_WINDOW * 2, sub.next()).await;
+        assert_eq!(
+            next.ok(),
+            Some(Targets::Objects(vec![key("a")])),
+            "a later request is served in its own window"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_immediate_request_takes_waiting_ones_along() {
+        let bus = Bus::default();
+        let sub = subscription(&bus);
+        bus.send(Change::any(Topic::Work));
+        bus.send(Change::any(Topic::Template));
+        let started = tokio::time::Instant::now();
+        let Targets::Objects(mut got) = sub.next().await else {
+            panic!("objects expected");
+        };
+        got.sort();
+        assert_eq!(got, vec![key("a"), key("b")]);
+        assert!(started.elapsed() < controller::COALESCE_WINDOW);
+    }
 }

@@ -69,7 +69,15 @@ pub enum Targets {
     All,
     /// Re-check these `(namespace, name)`s.
     Objects(Vec<(String, String)>),
+    /// Re-check these `(namespace, name)`s within [`COALESCE_WINDOW`]: however many changes ask
+    /// for one of them in that window, it is re-checked once (a storm of Work status updates is
+    /// one status aggregation of their binding, not one per Work). Anything asked for at once
+    /// takes these along.
+    Soon(Vec<(String, String)>),
 }
+
+/// How long a [`Targets::Soon`] request may wait for others to join it.
+pub const COALESCE_WINDOW: Duration = Duration::from_millis(100);
 
 /// Maps a change to the objects a controller must re-check (may keep state between changes).
 pub type Mapper = Box<dyn FnMut(&Change) -> Targets + Send>;
@@ -94,7 +102,7 @@ pub fn mapped_triggers(
                 .iter()
                 .map(|o| ObjectRef::from_obj_with(&**o, resource.clone()))
                 .collect(),
-            Targets::Objects(objects) => objects
+            Targets::Objects(objects) | Targets::Soon(objects) => objects
                 .into_iter()
                 .map(|(ns, name)| {
                     let r = ObjectRef::new_with(&name, resource.clone());
@@ -263,11 +271,23 @@ fn detector_mapper(resource: &ApiResource) -> Mapper {
 fn binding_mapper() -> Mapper {
     let mut clusters = cluster_changes();
     let mut works = work_changes();
+    let mut templates = Seen::new(spec_and_annotations);
     Box::new(move |c: &Change| match c.topic {
         // A customization change re-renders (ReviseReplica) and re-aggregates every binding.
         Topic::Override | Topic::Profiles | Topic::InterpreterChain => Targets::All,
         Topic::Cluster if clusters.changed(c) => Targets::All,
-        Topic::Work if works.changed(c) => annotated(c, labels::RB_NAMESPACE, labels::RB_NAME),
+        // Work status is aggregated: a burst of Work updates is one aggregation.
+        // Work status is aggregated: a burst of Work updates is one aggregation. A Work gone is
+        // handled at once (it may have to be put back).
+        Topic::Work if works.changed(c) => {
+            match annotated(c, labels::RB_NAMESPACE, labels::RB_NAME) {
+                Targets::Objects(v) if !c.deleted => Targets::Soon(v),
+                other => other,
+            }
+        }
+        // What renders the Works (spec-like content, labels, annotations) or deletes the
+        // binding; not the status this controller aggregates into the template itself.
+        Topic::Template if !templates.changed(c) => Targets::Nothing,
         Topic::Template => match &c.object {
             Some(o) => match &o.types {
                 Some(t) => Targets::Objects(vec![(
@@ -361,11 +381,25 @@ fn hash_of(parts: impl std::hash::Hash) -> u64 {
 /// Spec (generation), deletion, finalizers and labels: not status, which the controller itself writes.
 pub fn spec_changes(o: &DynamicObject) -> Option<u64> {
     let m = &o.metadata;
+    // kube-apiserver keeps no generation for kinds such as ConfigMap and Secret: their content
+    // (everything but metadata and status) stands in for it.
+    let content = m.generation.is_none().then(|| {
+        o.data
+            .as_object()
+            .map(|d| {
+                d.iter()
+                    .filter(|(k, _)| k.as_str() != "status" && k.as_str() != "metadata")
+                    .map(|(k, v)| (k.clone(), v.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    });
     Some(hash_of((
         m.generation,
         m.deletion_timestamp.is_some(),
         &m.finalizers,
         &m.labels,
+        content,
     )))
 }
 
@@ -449,7 +483,7 @@ fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) ->
             (false, other) => other,
             (true, Targets::All) => Targets::All,
             (true, Targets::Nothing) => Targets::Objects(vec![key]),
-            (true, Targets::Objects(mut v)) => {
+            (true, Targets::Objects(mut v) | Targets::Soon(mut v)) => {
                 v.push(key);
                 Targets::Objects(v)
             }
@@ -649,6 +683,28 @@ mod tests {
     }
 
     #[test]
+    fn content_stands_in_for_a_missing_generation() {
+        let cm = |data: &str, generation: Option<i64>| {
+            let mut v = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "default"}, "data": {"k": data}});
+            if let Some(g) = generation {
+                v["metadata"]["generation"] = serde_json::json!(g);
+            }
+            object(v)
+        };
+        assert_ne!(
+            spec_changes(&cm("1", None)),
+            spec_changes(&cm("2", None)),
+            "kube-apiserver keeps no generation for ConfigMaps: their data counts"
+        );
+        assert_eq!(
+            spec_changes(&cm("1", Some(1))),
+            spec_changes(&cm("2", Some(1))),
+            "with a generation, the generation counts"
+        );
+    }
+
+    #[test]
     fn works_templates_and_member_objects_map_to_their_owners() {
         let mut b = binding_mapper();
         let work = serde_json::json!({
@@ -658,12 +714,26 @@ mod tests {
         });
         assert_eq!(
             b(&change(Topic::Work, work)),
-            Targets::Objects(vec![("default".into(), "nginx-deployment".into())])
+            Targets::Soon(vec![("default".into(), "nginx-deployment".into())])
         );
-        let template = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "web"}});
+        let template = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "web", "generation": 1}});
         assert_eq!(
-            b(&change(Topic::Template, template)),
+            b(&change(Topic::Template, template.clone())),
             Targets::Objects(vec![("web".into(), "nginx-deployment".into())])
+        );
+        let mut aggregated = template.clone();
+        aggregated["status"] = serde_json::json!({"replicas": 2});
+        assert_eq!(
+            b(&change(Topic::Template, aggregated)),
+            Targets::Nothing,
+            "the status the binding controller aggregates into its template"
+        );
+        let mut scaled = template;
+        scaled["metadata"]["generation"] = serde_json::json!(2);
+        assert_eq!(
+            b(&change(Topic::Template, scaled)),
+            Targets::Objects(vec![("web".into(), "nginx-deployment".into())]),
+            "a spec change"
         );
         let finalized = serde_json::json!({
             "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
@@ -680,7 +750,7 @@ mod tests {
             serde_json::json!({"conditions": [{"type": "Applied", "status": "True"}]});
         assert_eq!(
             b(&change(Topic::Work, applied.clone())),
-            Targets::Objects(vec![("default".into(), "nginx-deployment".into())]),
+            Targets::Soon(vec![("default".into(), "nginx-deployment".into())]),
             "status changed"
         );
         let mut gone = change(Topic::Work, applied);

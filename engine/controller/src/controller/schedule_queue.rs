@@ -182,7 +182,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
                 let keys = match events.next().await {
                     Targets::Nothing => continue,
                     Targets::All => all_keys(&ctx),
-                    Targets::Objects(mut objects) => {
+                    Targets::Objects(mut objects) | Targets::Soon(mut objects) => {
                         objects.sort();
                         objects
                             .into_iter()
