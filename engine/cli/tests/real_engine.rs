@@ -892,7 +892,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
     let clusters = dynamic(&control, "cluster.karmada.io/v1alpha1", "Cluster", None);
     for name in ["member1", "member2"] {
         eventually(
-            &format!("{name} Ready"),
+            &format!("{name} Ready with the Widget API"),
             Duration::from_secs(60),
             || async {
                 let c = clusters.get_opt(name).await.ok().flatten()?;
@@ -902,7 +902,21 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
                     .as_array()?
                     .iter()
                     .any(|x| x["type"] == "Ready" && x["status"] == "True");
-                ready.then_some(())
+                // The Widget API must be reported too: the APIEnablement filter (as Karmada's)
+                // leaves out a member whose collected status does not list the template's kind
+                // yet, and a cluster's status change does not reschedule a scheduled binding.
+                let widgets = c
+                    .data
+                    .pointer("/status/apiEnablements")?
+                    .as_array()?
+                    .iter()
+                    .any(|g| {
+                        g["groupVersion"] == "example.dev/v1"
+                            && g["resources"]
+                                .as_array()
+                                .is_some_and(|r| r.iter().any(|r| r["kind"] == "Widget"))
+                    });
+                (ready && widgets).then_some(())
             },
         )
         .await;
