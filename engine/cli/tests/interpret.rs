@@ -253,3 +253,120 @@ fn check_reports_each_rule() {
         "{out}"
     );
 }
+
+/// Whether clang and wasm-ld are here to build the C interpreter of `flotilla plugin new`; in CI
+/// a missing toolchain is a failure, locally a skip.
+fn have_c_toolchain(test: &str) -> bool {
+    let runs = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let ok = runs("clang") && runs("wasm-ld");
+    if !ok {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(
+            !ci,
+            "{test}: clang and wasm-ld are missing (CI must provide them)"
+        );
+        eprintln!("SKIPPED {test}: clang and wasm-ld are not available");
+    }
+    ok
+}
+
+#[test]
+fn wasm_rules_are_served_by_the_wasm_plugins_among_the_inputs() {
+    let test = "wasm_rules_are_served_by_the_wasm_plugins_among_the_inputs";
+    if !have_c_toolchain(test) {
+        return;
+    }
+    // The C resource interpreter of `flotilla plugin new`, built with its own build.sh: replicas
+    // from the label `example.com/replicas` when it holds a number, else `spec.replicas`.
+    let dir = scenario("wasm", &[]);
+    let new = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .current_dir(&dir)
+        .args(["plugin", "new", "--lang", "c", "--point", "interpret", "i"])
+        .output()
+        .expect("plugin new");
+    assert!(
+        new.status.success(),
+        "{}",
+        String::from_utf8_lossy(&new.stderr)
+    );
+    let project = dir.join("i");
+    let build = Command::new(project.join("build.sh"))
+        .current_dir(&project)
+        .output()
+        .expect("build.sh");
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let shard = "apiVersion: example.com/v1\nkind: Shard\nmetadata:\n  name: db\n  namespace: default\n  labels: {example.com/replicas: \"4\"}\nspec: {replicas: 6}\n";
+    std::fs::write(project.join("shard.yaml"), shard).expect("write");
+
+    // interpreter/ holds the customization (`replicaResource: {wasm: {plugin: i}}`) and the
+    // WasmPlugin `i` (`spec.module.path: ../i.wasm`, relative to its file), as `plan` reads them.
+    let replica = |args: &[&str]| {
+        let mut all = vec![
+            "--operation",
+            "InterpretReplica",
+            "--observed-file",
+            "shard.yaml",
+            "-o",
+            "json",
+        ];
+        all.extend_from_slice(args);
+        run(&project, &all)
+    };
+    assert_eq!(
+        json(&replica(&["-f", "interpreter/"])),
+        serde_json::json!({"replica": 4, "requires": null})
+    );
+    // The same from separate files, and the config of the WasmPlugin object applies.
+    let plugin =
+        std::fs::read_to_string(project.join("interpreter/wasmplugin.yaml")).expect("read");
+    std::fs::write(
+        project.join("interpreter/wasmplugin.yaml"),
+        plugin.replace(
+            "# config: {label: example.com/replicas}",
+            "config: {label: example.com/other}",
+        ),
+    )
+    .expect("write");
+    assert_eq!(
+        json(&replica(&[
+            "-f",
+            "interpreter/customization.yaml",
+            "-f",
+            "interpreter/wasmplugin.yaml"
+        ]))["replica"],
+        6,
+        "no example.com/other label: spec.replicas"
+    );
+    let o = run(&project, &["-f", "interpreter/", "--check"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("InterpretReplica:     PASS"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    // Without the WasmPlugin the rule cannot run, and the plugin is named.
+    let o = replica(&["-f", "interpreter/customization.yaml"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("WasmPlugin \"i\" not found"), "{err}");
+    // A module that is not there is named with its file, as in `plan`.
+    std::fs::remove_file(project.join("i.wasm")).expect("rm");
+    let o = replica(&["-f", "interpreter/"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("WasmPlugin \"i\": spec.module.path: cannot read") && err.contains("i.wasm"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

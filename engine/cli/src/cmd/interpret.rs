@@ -8,6 +8,9 @@
 //! (`-o json`: one object keyed `replica`, `requires`, `components`, `revised`, `retained`,
 //! `status`, `aggregatedStatus`, `healthy`, `dependencies`). Unlike karmadactl, a failing rule
 //! exits non-zero.
+//!
+//! `wasm: {plugin: NAME}` rules are served by the `WasmPlugin` documents among the `-f` inputs,
+//! as in `plan` (`spec.module.path` relative to the file, or `spec.module.base64`; ≤ 64 MiB).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +27,8 @@ use serde_json::{Map, Value, json};
 /// Arguments (karmadactl's names).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Files or directories with the ResourceInterpreterCustomization(s) (`-` for stdin).
+    /// Files or directories with the ResourceInterpreterCustomization(s) and the WasmPlugins
+    /// their `wasm` rules name (`-` for stdin).
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Recurse into directories given with -f.
@@ -92,11 +96,22 @@ struct Source {
     ric: ResourceInterpreterCustomization,
 }
 
-fn customizations(args: &Args) -> anyhow::Result<Vec<Source>> {
+/// `WasmPlugin` documents of the input: `(file, its directory, object)`.
+type WasmPluginDocs = Vec<(String, PathBuf, Value)>;
+
+/// The customizations of the input, and its `WasmPlugin` documents (which serve
+/// `wasm: {plugin: NAME}` rules, as in `plan`).
+fn customizations(args: &Args) -> anyhow::Result<(Vec<Source>, WasmPluginDocs)> {
     let mut out = Vec::new();
+    let mut wasm_plugins = Vec::new();
     for p in super::input::expand(&args.files, args.recursive)? {
         let (name, docs) = documents(&p)?;
+        let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
         for (i, d) in docs.into_iter().enumerate() {
+            if super::interpreters::is_wasm_plugin(&d) {
+                wasm_plugins.push((name.clone(), dir.clone(), d));
+                continue;
+            }
             let kind = d.get("kind").and_then(Value::as_str).unwrap_or_default();
             if kind != flotilla_api::interpreter::CUSTOMIZATION_KIND {
                 let api = d
@@ -119,7 +134,7 @@ fn customizations(args: &Args) -> anyhow::Result<Vec<Source>> {
     if out.is_empty() {
         bail!("no ResourceInterpreterCustomization found");
     }
-    Ok(out)
+    Ok((out, wasm_plugins))
 }
 
 /// At most one object from `path`.
@@ -182,9 +197,9 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     {
         bail!("unknown output format {o:?} (json or yaml)");
     }
-    let sources = customizations(&args)?;
-    // The server's backend list: Lua, CEL and Wasm customizations all work here.
-    let backends = super::interpreters::rule_backends();
+    let (sources, wasm_plugins) = customizations(&args)?;
+    // The backends `plan` uses: Lua, CEL, and Wasm rules served by the input's WasmPlugins.
+    let backends = super::interpreters::offline_rule_backends(&wasm_plugins)?;
     let refs: Vec<&dyn RuleBackend> = backends.iter().map(AsRef::as_ref).collect();
     if args.check {
         return check(&sources, &refs);

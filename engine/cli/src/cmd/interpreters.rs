@@ -177,6 +177,24 @@ fn offline_plugins(
     Ok(map)
 }
 
+/// The rule backends of the offline commands (`plan`, `explain`, `validate`, `interpret`):
+/// [`rule_backends`], with `wasm: {plugin: NAME}` rules served by the `WasmPlugin` documents of
+/// the input (`(file, its directory, object)`) when it has any.
+///
+/// # Errors
+/// A `WasmPlugin` whose module cannot be read or loaded, or is not a resource interpreter.
+pub fn offline_rule_backends(
+    wasm_plugins: &[(String, std::path::PathBuf, serde_json::Value)],
+) -> anyhow::Result<Vec<Arc<dyn RuleBackend>>> {
+    let mut backends = rule_backends();
+    if !wasm_plugins.is_empty() {
+        let map = Arc::new(offline_plugins(wasm_plugins)?);
+        backends.retain(|b| b.field() != "wasm");
+        backends.push(Arc::new(flotilla_wasm::WasmRuleBackend::new(map)));
+    }
+    Ok(backends)
+}
+
 /// Compile the customizations among `inv`'s documents and set `inv.interpreters` to the chain
 /// (customizations by name, then the native defaults). `wasm: {plugin: NAME}` rules are served by
 /// the `WasmPlugin` documents of the input (`(file, its directory, object)`) when it has any.
@@ -205,12 +223,7 @@ pub fn attach(
             );
         }
     }
-    let mut backends = rule_backends();
-    if !wasm_plugins.is_empty() {
-        let map = Arc::new(offline_plugins(wasm_plugins)?);
-        backends.retain(|b| b.field() != "wasm");
-        backends.push(Arc::new(flotilla_wasm::WasmRuleBackend::new(map)));
-    }
+    let backends = offline_rule_backends(wasm_plugins)?;
     let (compiled, failed) =
         flotilla_plugins::interpreter::compile_customizations(&rics, &backends);
     if let Some((name, e)) = failed.first() {
