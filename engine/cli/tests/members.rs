@@ -868,3 +868,224 @@ async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
     let _ = agent.kill();
     let _ = agent.wait();
 }
+
+/// A resource interpreter module (WAT, which `spec.module.base64` may hold) answering
+/// `{"healthy": false}` to every request.
+fn unhealthy_interpreter() -> String {
+    let reply = r#"{"healthy":false}"#;
+    format!(
+        r#"(module
+  (import "flotilla:host/v1" "set_result" (func $set_result (param i32 i32)))
+  (memory (export "memory") 2)
+  (func (export "flotilla_abi_version") (result i32) (i32.const 1))
+  (func (export "flotilla_alloc") (param i32) (result i32) (i32.const 4096))
+  (func (export "flotilla_dealloc") (param i32 i32))
+  (func (export "flotilla_clusters_v1") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "flotilla_interpret_v1") (param i32 i32 i32 i32) (result i32)
+    (call $set_result (i32.const 1024) (i32.const {})) (i32.const 0))
+  (data (i32.const 1024) "{}"))"#,
+        reply.len(),
+        reply.replace('"', "\\\"")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_agent_reports_the_wasm_rules_it_does_not_run_once_and_applies_the_others() {
+    use base64::Engine as _;
+    let up = Up::start();
+    let creds = up.dir.path().join("agent.kubeconfig");
+    let out = flotilla(
+        &["join", "crafted", "--mode", "pull"],
+        &[
+            ("--kubeconfig", &up.kubeconfig()),
+            ("--agent-kubeconfig", &creds),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "join --mode pull failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let admin = control(&up).await;
+    let member = up.member_kubeconfig("crafted");
+    let member_client = client_for(&member, true).await;
+    let pp = kube::api::PostParams::default();
+    let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
+    api(
+        &member_client,
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        None,
+    )
+    .create(&pp, &obj(interpreter_example("crd.yaml")))
+    .await
+    .expect("Widget CRD on the member");
+
+    // The control plane serves the WasmPlugin; the customization routes health (member side) and
+    // replicas (control plane side) to it, and reflects status with CEL.
+    api(
+        &admin,
+        "flotilla.dev",
+        "v1alpha1",
+        "WasmPlugin",
+        "wasmplugins",
+        None,
+    )
+    .create(
+        &pp,
+        &obj(json!({
+            "apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": "unhealthy"},
+            "spec": {"module": {"format": "wat", "base64": base64::engine::general_purpose::STANDARD.encode(unhealthy_interpreter())}},
+        })),
+    )
+    .await
+    .expect("WasmPlugin");
+    let mut ric = interpreter_example("customization.yaml");
+    let rules = &mut ric["spec"]["customizations"];
+    rules["statusReflection"]["cel"]["status"] = json!("{'reflectedBy': 'cel'}");
+    rules["healthInterpretation"] = json!({"wasm": {"plugin": "unhealthy"}});
+    rules["replicaResource"] = json!({"wasm": {"plugin": "unhealthy"}});
+    let rics = api(
+        &admin,
+        "config.karmada.io",
+        "v1alpha1",
+        "ResourceInterpreterCustomization",
+        "resourceinterpretercustomizations",
+        None,
+    );
+    // Admitted once the control plane has loaded the plugin.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = rics.create(&pp, &obj(ric.clone())).await {
+        assert!(Instant::now() < deadline, "customization refused: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args([
+            "agent",
+            "--cluster-name",
+            "crafted",
+            "--cluster-status-update-frequency",
+            "1",
+            "--resync-period",
+            "300ms",
+        ])
+        .arg("--kubeconfig")
+        .arg(&creds)
+        .arg("--member-kubeconfig")
+        .arg(&member)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flotilla agent starts");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let stderr = agent.stderr.take().expect("stderr");
+    let lines = std::sync::Arc::clone(&log);
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("agent: {l}");
+            lines.lock().expect("log").push(l);
+        }
+    });
+    let works = api(
+        &admin,
+        "work.karmada.io",
+        "v1alpha1",
+        "Work",
+        "works",
+        Some("karmada-es-crafted"),
+    );
+    works
+        .create(
+            &pp,
+            &obj(json!({
+                "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                "metadata": {"name": "gadget", "namespace": "karmada-es-crafted"},
+                "spec": {"workload": {"manifests": [interpreter_example("widget.yaml")]}},
+            })),
+        )
+        .await
+        .expect("Work of crafted");
+    // The CEL rule of the same customization applies; health falls back to the built-in
+    // interpretation (Healthy), not to the plugin's answer.
+    let want = (json!({"reflectedBy": "cel"}), "Healthy".to_owned());
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let got = works
+            .get("gadget")
+            .await
+            .ok()
+            .as_ref()
+            .and_then(manifest_status);
+        if got.as_ref() == Some(&want) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Work never reported {want:?}: {got:?}"
+        );
+        assert!(
+            agent.try_wait().expect("agent").is_none(),
+            "the agent exited"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Reported once, naming the member-side rule only, however many resyncs pass.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Event")),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let event = loop {
+        let found: Vec<DynamicObject> = events
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| e.data["reason"] == "WasmRulesNotServed")
+            .collect();
+        if !found.is_empty() {
+            assert_eq!(found.len(), 1, "{found:?}");
+            break found[0].clone();
+        }
+        assert!(Instant::now() < deadline, "no WasmRulesNotServed Event");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(event.data["type"], "Warning");
+    assert_eq!(
+        event.data["involvedObject"]["kind"],
+        "ResourceInterpreterCustomization"
+    );
+    assert_eq!(event.data["involvedObject"]["name"], "widgets");
+    assert_eq!(event.data["count"].as_i64().unwrap_or(1), 1, "{event:?}");
+    let message = event.data["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spec.customizations.{healthInterpretation}")
+            && message.contains("pull agent of cluster crafted")
+            && message.contains("does not load WasmPlugins"),
+        "{message}"
+    );
+    let warned = log
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|l| l.contains("wasm rules the pull agent does not run"))
+        .count();
+    assert_eq!(warned, 1, "reported once");
+    assert!(
+        !log.lock()
+            .expect("log")
+            .iter()
+            .any(|l| l.contains("not found")),
+        "no WasmPlugin lookup on the agent"
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
+}

@@ -11,6 +11,15 @@
 //! member side (Retain before updates, InterpretStatus, InterpretHealth): it lists and watches
 //! them, compiles them with `settings.rule_backends` into its own chain, and re-checks its Works
 //! when that chain changes.
+//!
+//! It does not load `WasmPlugin`s (their modules are resolved on the control plane, from its
+//! module directory, inline base64 or an image pulled with its secrets): `wasm` rules are left
+//! out of the agent's chain. Those of operations the control plane runs (replicas, components,
+//! revision, aggregation, dependencies) are not needed here; a `wasm` rule for a member-side
+//! operation (Retain, InterpretStatus, InterpretHealth) is reported once per customization (a
+//! warning log and a Warning Event `WasmRulesNotServed` on the customization) and that operation
+//! falls back to the built-in interpretation on this member. The customization's other rules
+//! still apply.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +28,7 @@ use std::time::Duration;
 use flotilla_api::interpreter::{
     CONFIG_API_VERSION, CUSTOMIZATION_KIND, ResourceInterpreterCustomization,
 };
+use flotilla_core::interpreter::{Operation, rule_for};
 use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -142,7 +152,11 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     let slot = Arc::new(Slot::default());
     let customizations = api_resource(CONFIG_API_VERSION, CUSTOMIZATION_KIND);
     let rics: Api<DynamicObject> = Api::all_with(agent.control.clone(), &customizations);
-    let mut reported = BTreeMap::new();
+    let mut reported = Reported {
+        cluster: name.clone(),
+        recorder: crate::recorder::Recorder::new(agent.control.clone(), MANAGER),
+        seen: BTreeMap::new(),
+    };
     match rics.list(&kube::api::ListParams::default()).await {
         Ok(initial) => {
             sync_customizations(&slot, &initial.items, &agent.settings, &mut reported);
@@ -214,7 +228,7 @@ async fn follow_customizations(
     slot: Arc<Slot>,
     settings: Settings,
     events: Bus,
-    mut reported: BTreeMap<String, String>,
+    mut reported: Reported,
 ) {
     let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource);
     let reader = writer.as_reader();
@@ -240,14 +254,104 @@ async fn follow_customizations(
     }
 }
 
+/// Log message of a customization that does not compile.
+const COMPILE_FAILED: &str =
+    "ResourceInterpreterCustomization does not compile; keeping its previous version";
+/// Log message of a customization whose member-side `wasm` rules the agent does not run.
+const WASM_NOT_SERVED: &str =
+    "ResourceInterpreterCustomization has wasm rules the pull agent does not run";
+
+/// The operations the agent runs on the member side (the executor's Retain before an update,
+/// and the status and health it reports).
+const MEMBER_SIDE: [Operation; 3] = [
+    Operation::Retain,
+    Operation::InterpretStatus,
+    Operation::InterpretHealth,
+];
+
+/// Why a customization's member-side rules are not all served by the agent, reported once per
+/// customization and message: a warning log and a Warning Event on the customization.
+struct Reported {
+    cluster: String,
+    recorder: crate::recorder::Recorder,
+    /// `(customization, what)` → the message last reported.
+    seen: BTreeMap<(String, &'static str), String>,
+}
+
+impl Reported {
+    /// Report `message` about `ric` unless it was the last one reported for `(name, what)`;
+    /// `event` also records it as a Warning Event with that reason.
+    fn report(
+        &mut self,
+        ric: &ResourceInterpreterCustomization,
+        what: &'static str,
+        message: String,
+        event: Option<&'static str>,
+    ) {
+        let name = ric.metadata.name().to_owned();
+        if self.seen.get(&(name.clone(), what)) == Some(&message) {
+            return;
+        }
+        tracing::warn!(customization = %name, error = %message, "{what}");
+        if let Some(reason) = event {
+            let regarding = crate::recorder::Regarding {
+                api_version: CONFIG_API_VERSION.into(),
+                kind: CUSTOMIZATION_KIND.into(),
+                namespace: String::new(),
+                name: name.clone(),
+                uid: ric.metadata.uid.clone().unwrap_or_default(),
+            };
+            self.recorder.publish(
+                &regarding,
+                crate::recorder::EventType::Warning,
+                reason,
+                &message,
+            );
+        }
+        self.seen.insert((name, what), message);
+    }
+}
+
+/// `ric` as the agent compiles it: without its `wasm` rules (the agent does not load
+/// `WasmPlugin`s), and the fields of those it dropped for member-side operations.
+fn without_wasm_rules(
+    ric: &ResourceInterpreterCustomization,
+) -> (ResourceInterpreterCustomization, Vec<&'static str>) {
+    let mut out = ric.clone();
+    let mut unserved = Vec::new();
+    let rules = &mut out.spec.customizations;
+    for (op, rule) in [
+        (Operation::Retain, &mut rules.retention),
+        (Operation::InterpretReplica, &mut rules.replica_resource),
+        (Operation::InterpretComponent, &mut rules.component_resource),
+        (Operation::ReviseReplica, &mut rules.replica_revision),
+        (Operation::InterpretStatus, &mut rules.status_reflection),
+        (Operation::AggregateStatus, &mut rules.status_aggregation),
+        (Operation::InterpretHealth, &mut rules.health_interpretation),
+        (
+            Operation::InterpretDependency,
+            &mut rules.dependency_interpretation,
+        ),
+    ] {
+        if rule.as_ref().is_some_and(|r| r.wasm.is_some()) {
+            *rule = None;
+            if MEMBER_SIDE.contains(&op) {
+                unserved.push(rule_for(&ric.spec.customizations, op).0);
+            }
+        }
+    }
+    (out, unserved)
+}
+
 /// Compile `objects` (customizations) into `slot`; whether the chain changed. Customizations
 /// that do not compile keep their previous version and are logged once per error (the control
-/// plane reports them as Events on the object); `reported` remembers what was logged.
+/// plane reports them as Events on the object); `wasm` rules are left out and those of
+/// member-side operations reported once per customization ([`without_wasm_rules`]).
 fn sync_customizations(
     slot: &Slot,
     objects: &[DynamicObject],
     settings: &Settings,
-    reported: &mut BTreeMap<String, String>,
+    reported: &mut Reported,
 ) -> bool {
     let rics: Vec<ResourceInterpreterCustomization> = objects
         .iter()
@@ -264,14 +368,33 @@ fn sync_customizations(
                 .ok()
         })
         .collect();
+    let mut notes = Vec::new();
+    let rics: Vec<ResourceInterpreterCustomization> = rics
+        .iter()
+        .map(|ric| {
+            let (served, unserved) = without_wasm_rules(ric);
+            if !unserved.is_empty() {
+                let message = format!(
+                    "spec.customizations.{{{}}}: wasm rules are not run by the pull agent of cluster {} (it does not load WasmPlugins); there these operations use the built-in interpretation. Use luaScript or cel rules for Retain, InterpretStatus and InterpretHealth of Pull clusters",
+                    unserved.join(", "),
+                    reported.cluster
+                );
+                notes.push((ric.clone(), message));
+            }
+            served
+        })
+        .collect();
     let (failures, changed) = slot.sync(&rics, &settings.rule_backends.0);
-    reported.retain(|name, _| failures.iter().any(|(r, _)| r.metadata.name() == name));
+    reported.seen.retain(|(name, what), _| match *what {
+        COMPILE_FAILED => failures.iter().any(|(r, _)| r.metadata.name() == name),
+        _ => notes.iter().any(|(r, _)| r.metadata.name() == name),
+    });
+    for (ric, message) in notes {
+        reported.report(&ric, WASM_NOT_SERVED, message, Some("WasmRulesNotServed"));
+    }
     for (ric, error) in failures {
-        let name = ric.metadata.name().to_owned();
-        if reported.get(&name) != Some(&error) {
-            tracing::warn!(customization = %name, %error, "ResourceInterpreterCustomization does not compile; keeping its previous version");
-            reported.insert(name, error);
-        }
+        // The control plane reports these as Events on the object.
+        reported.report(&ric, COMPILE_FAILED, error, None);
     }
     if changed {
         tracing::info!(chain = ?slot.get(), "resource interpreter chain swapped");
@@ -348,5 +471,31 @@ mod tests {
             let e = validate_cluster_name(bad).expect_err(bad);
             assert!(e.to_string().contains("DNS-1123"), "{e}");
         }
+    }
+
+    #[test]
+    fn wasm_rules_are_left_out_and_only_member_side_ones_are_named() {
+        let ric: ResourceInterpreterCustomization = serde_json::from_value(json!({
+            "apiVersion": CONFIG_API_VERSION, "kind": CUSTOMIZATION_KIND,
+            "metadata": {"name": "w"},
+            "spec": {"target": {"apiVersion": "example.dev/v1", "kind": "Widget"}, "customizations": {
+                "retention": {"wasm": {"plugin": "p"}},
+                "replicaResource": {"wasm": {"plugin": "p"}},
+                "statusReflection": {"cel": {"status": "{}"}},
+                "healthInterpretation": {"wasm": {"plugin": "p"}},
+                "dependencyInterpretation": {"wasm": {"plugin": "p"}},
+            }}
+        }))
+        .expect("customization");
+        let (served, unserved) = without_wasm_rules(&ric);
+        assert_eq!(unserved, ["retention", "healthInterpretation"]);
+        let rules = &served.spec.customizations;
+        assert!(rules.status_reflection.is_some());
+        assert!(rules.retention.is_none() && rules.replica_resource.is_none());
+        assert!(rules.health_interpretation.is_none() && rules.dependency_interpretation.is_none());
+        // Without wasm rules nothing changes.
+        let mut plain = ric.clone();
+        plain.spec.customizations = served.spec.customizations.clone();
+        assert_eq!(without_wasm_rules(&plain), (plain.clone(), Vec::new()));
     }
 }
