@@ -13,7 +13,9 @@
 //! being written, listed on demand (nothing is read unless a check asks). Such a check may
 //! deny the request outright ([`AdmissionError::denied`]), which becomes a `403 Forbidden`
 //! `admission webhook "<name>" denied the request: <message>`, as kube-apiserver reports a
-//! validating webhook's denial.
+//! validating webhook's denial; a check that cannot be made (the stored objects cannot be read)
+//! fails the request with the webhook's own error code ([`AdmissionError::errored`], controller-
+//! runtime's `admission.Errored`), e.g. `500` with the same message and no reason.
 //!
 //! **Ratcheting.** An update whose spec (everything but metadata and status) is unchanged from the
 //! stored object is not rejected even when admission fails: the invalid content was accepted
@@ -59,6 +61,9 @@ pub struct AdmissionError {
     pub causes: Vec<FieldError>,
     /// A denial of the whole request: `(webhook name, message)`.
     pub denial: Option<(String, String)>,
+    /// The HTTP code of a denial: `403` ([`AdmissionError::denied`]) or the code of a webhook
+    /// that could not decide ([`AdmissionError::errored`]).
+    pub denial_code: u16,
 }
 
 fn render_causes(causes: &[FieldError]) -> String {
@@ -79,6 +84,7 @@ impl AdmissionError {
                 message: message.into(),
             }],
             denial: None,
+            denial_code: 403,
         }
     }
 
@@ -87,6 +93,7 @@ impl AdmissionError {
         AdmissionError {
             causes,
             denial: None,
+            denial_code: 403,
         }
     }
 
@@ -96,6 +103,20 @@ impl AdmissionError {
         AdmissionError {
             causes: Vec::new(),
             denial: Some((webhook.into(), message.into())),
+            denial_code: 403,
+        }
+    }
+
+    /// The request failed by validating webhook `webhook`, which could not decide, with HTTP
+    /// `code` and `message` (controller-runtime's `admission.Errored`, as Karmada's webhooks
+    /// answer `500` when listing the objects a check needs fails). kube-apiserver reports it as a
+    /// `Status` with that code, `admission webhook "<name>" denied the request: <message>` and no
+    /// reason (the webhook's result carries none).
+    pub fn errored(webhook: impl Into<String>, code: u16, message: impl Into<String>) -> Self {
+        AdmissionError {
+            causes: Vec::new(),
+            denial: Some((webhook.into(), message.into())),
+            denial_code: code,
         }
     }
 
@@ -108,11 +129,16 @@ impl AdmissionError {
         }
     }
 
-    /// The `403 Forbidden` error of a denial, else the `422 Invalid` API error for object `name` of `res`, in Kubernetes' shape
+    /// The `403 Forbidden` error of a denial (a webhook's error: its code, no reason), else the
+    /// `422 Invalid` API error for object `name` of `res`, in Kubernetes' shape
     /// (`Kind.group "name" is invalid: field: message`, `details.causes[{reason, field, message}]`).
     pub fn to_api_error(&self, res: &Resource, name: &str) -> ApiError {
         if self.denial.is_some() {
-            return ApiError::new(403, "Forbidden", self.to_string());
+            if self.denial_code == 403 {
+                return ApiError::new(403, "Forbidden", self.to_string());
+            }
+            // kube-apiserver keeps a rejection at 400 or above.
+            return ApiError::new(self.denial_code.max(400), "", self.to_string());
         }
         let qualified_kind = if res.group.is_empty() {
             res.kind.to_owned()
@@ -239,6 +265,27 @@ mod tests {
         assert_eq!(
             status["message"],
             "admission webhook \"w.karmada.io\" denied the request: conflicting"
+        );
+    }
+
+    #[test]
+    fn a_webhook_error_renders_as_kube_apiserver_reports_it() {
+        let res = crate::registry::lookup(
+            "config.karmada.io",
+            "v1alpha1",
+            "resourceinterpretercustomizations",
+        )
+        .unwrap();
+        let e = AdmissionError::errored("w.karmada.io", 500, "listing failed");
+        let api = e.to_api_error(res, "x");
+        assert_eq!(api.code, 500);
+        assert_eq!(
+            api.to_status(),
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "admission webhook \"w.karmada.io\" denied the request: listing failed",
+                "code": 500,
+            })
         );
     }
 }

@@ -119,6 +119,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // `reason` is omitted when empty, as kube-apiserver does (a webhook's error has none).
+        if self.reason.is_empty()
+            && let Some(o) = status.as_object_mut()
+        {
+            o.remove("reason");
+        }
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }

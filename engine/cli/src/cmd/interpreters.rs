@@ -70,7 +70,8 @@ pub const CUSTOMIZATION_WEBHOOK: &str = "resourceinterpretercustomization.karmad
 /// operations for the same target. Objects that do not parse are left to the schema checks.
 ///
 /// # Errors
-/// The denial (`403`), or a failure to read the stored customizations.
+/// The denial (`403`), or a failure to read the stored customizations (`500`, as Karmada's
+/// webhook answers `admission.Errored(http.StatusInternalServerError, err)`).
 pub fn admit_against_stored(
     object: &serde_json::Value,
     resource: &flotilla_apiserver::registry::Resource,
@@ -81,8 +82,9 @@ pub fn admit_against_stored(
         return Ok(());
     };
     let stored = existing.list(resource).map_err(|e| {
-        AdmissionError::denied(
+        AdmissionError::errored(
             CUSTOMIZATION_WEBHOOK,
+            500,
             format!("listing the ResourceInterpreterCustomizations failed: {e}"),
         )
     })?;
@@ -289,5 +291,40 @@ mod tests {
         ] {
             assert!(admit_against_stored(&ok, res, &stored).is_ok(), "{ok}");
         }
+    }
+
+    struct Unreadable;
+
+    impl flotilla_apiserver::admission::Existing for Unreadable {
+        fn list(
+            &self,
+            _resource: &flotilla_apiserver::registry::Resource,
+        ) -> Result<Vec<Arc<Value>>, String> {
+            Err("the store is closed".into())
+        }
+    }
+
+    #[test]
+    fn unreadable_stored_customizations_fail_the_request_with_500_as_karmadas_webhook() {
+        let res = flotilla_apiserver::registry::lookup(
+            "config.karmada.io",
+            "v1alpha1",
+            "resourceinterpretercustomizations",
+        )
+        .expect("resource");
+        let health = json!({"healthInterpretation": {"cel": {"healthy": "true"}}});
+        let e = admit_against_stored(&ric("b", "Widget", health), res, &Unreadable)
+            .expect_err("not decided");
+        let api = e.to_api_error(res, "b");
+        assert_eq!(api.code, 500);
+        // kube-apiserver's Status for a webhook's `admission.Errored(500, err)`: no reason.
+        assert_eq!(
+            api.to_status(),
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "admission webhook \"resourceinterpretercustomization.karmada.io\" denied the request: listing the ResourceInterpreterCustomizations failed: the store is closed",
+                "code": 500,
+            })
+        );
     }
 }
