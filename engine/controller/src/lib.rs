@@ -834,7 +834,13 @@ async fn publish<S>(
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
-                tracing::debug!(error = %e, "watch error; retrying");
+                // A refusal does not go away by retrying: it is the deployment's RBAC, said
+                // loudly (once per backoff round) rather than stalling the controllers silently.
+                if forbidden(&e) {
+                    tracing::error!(error = %e, ?topic, "listing or watching is forbidden; the controllers' RBAC must grant get, list and watch on it; retrying");
+                } else {
+                    tracing::debug!(error = %e, "watch error; retrying");
+                }
                 continue;
             }
         };
@@ -858,6 +864,17 @@ async fn publish<S>(
                 deleted: true,
             }),
         }
+    }
+}
+
+/// Whether a watcher error is the API server refusing the request (403).
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
     }
 }
 

@@ -45,6 +45,17 @@ pub struct Args {
     /// answers with an empty exposition.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// How often Push members are probed, their status reported and their Leases renewed, in
+    /// seconds (Karmada's `--cluster-status-update-frequency`).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub cluster_status_update_frequency: u64,
+    /// How long a member must stay healthy before Ready turns True, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cluster_success_threshold: u64,
+    /// How long a member must stay unhealthy before Ready turns False (and the Cluster is
+    /// tainted), in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cluster_failure_threshold: u64,
     /// How long a simulated member takes to make a Deployment available, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub ready_delay_ms: u64,
@@ -105,6 +116,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let settings = flotilla_controller::Settings {
         ready_delay: Duration::from_millis(args.ready_delay_ms),
+        cluster_status_update_frequency: Duration::from_secs(
+            args.cluster_status_update_frequency.max(1),
+        ),
+        cluster_success_threshold: Duration::from_secs(args.cluster_success_threshold),
+        cluster_failure_threshold: Duration::from_secs(args.cluster_failure_threshold),
         backends: super::profiles::backends(store, args.module_dir.clone()),
         rule_backends: flotilla_controller::controller::interpreters::RuleBackends(
             super::interpreters::rule_backends(),
@@ -343,11 +359,20 @@ async fn template_kinds(client: &kube::Client, base: &[(String, String)]) -> Vec
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
         match kube::discovery::pinned_kind(client, &gvk).await {
-            Ok(_) => {
+            Ok((resource, _)) => {
+                let customization = ric.metadata.name.as_deref().unwrap_or_default();
+                // A kind the controllers may not list would never finish its cache's first
+                // list (and so stall every controller): it is reported and left out until
+                // the access is granted (re-checked with the customizations).
+                if let Some(denied) = list_denied(client, &resource).await {
+                    report_denied(client, &ric, &key, &resource, &denied);
+                    continue;
+                }
+                denied_reported().remove(&key);
                 tracing::info!(
                     api_version,
                     kind,
-                    customization = ric.metadata.name.as_deref().unwrap_or_default(),
+                    customization,
                     "template kind from a ResourceInterpreterCustomization"
                 );
                 out.push(key);
@@ -361,6 +386,71 @@ async fn template_kinds(client: &kube::Client, base: &[(String, String)]) -> Vec
         }
     }
     out
+}
+
+/// Why listing `resource` is refused (403), if it is.
+async fn list_denied(client: &kube::Client, resource: &kube::api::ApiResource) -> Option<String> {
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), resource);
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 403 => Some(s.message),
+        _ => None,
+    }
+}
+
+/// Customization targets reported as not permitted, so the 10 s re-check does not report them
+/// again while nothing changes.
+fn denied_reported() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<(String, String)>>
+{
+    static REPORTED: std::sync::Mutex<std::collections::BTreeSet<(String, String)>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    REPORTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Log an error and record a Warning Event on the customization: the controllers may not list
+/// its target kind, so templates of that kind are not propagated.
+fn report_denied(
+    client: &kube::Client,
+    ric: &kube::api::DynamicObject,
+    (api_version, kind): &(String, String),
+    resource: &kube::api::ApiResource,
+    denied: &str,
+) {
+    if !denied_reported().insert((api_version.clone(), kind.clone())) {
+        return;
+    }
+    let customization = ric.metadata.name.clone().unwrap_or_default();
+    let group = if resource.group.is_empty() {
+        "\"\"".to_owned()
+    } else {
+        resource.group.clone()
+    };
+    let message = format!(
+        "ResourceInterpreterCustomization {customization} targets {api_version} {kind}, but the \
+         controllers may not list {plural} (apiGroup {group}): its templates are not watched or \
+         propagated until get, list, watch, update and patch on it are granted (Helm chart: \
+         templateResources); the API server said: {denied}",
+        plural = resource.plural,
+    );
+    tracing::error!(api_version, kind, customization, "{message}");
+    let regarding = flotilla_controller::recorder::Regarding {
+        api_version: flotilla_api::interpreter::CONFIG_API_VERSION.to_owned(),
+        kind: flotilla_api::interpreter::CUSTOMIZATION_KIND.to_owned(),
+        namespace: String::new(),
+        name: customization,
+        uid: ric.metadata.uid.clone().unwrap_or_default(),
+    };
+    flotilla_controller::recorder::Recorder::new(client.clone(), "flotilla-controller-manager")
+        .publish(
+            &regarding,
+            flotilla_controller::recorder::EventType::Warning,
+            "TemplateKindForbidden",
+            &message,
+        );
 }
 
 /// Resolves with the first customization target, served by the server, that `watched` lacks;

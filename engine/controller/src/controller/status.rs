@@ -483,13 +483,20 @@ pub async fn write_status(
 pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> {
     let nss: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource("v1", "Namespace"));
     if nss.get_opt(name).await?.is_none() {
-        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        nss.patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(obj),
+        // Created, not applied: creating needs `create` only (the Helm chart grants no `patch`
+        // on namespaces), and one that appeared meanwhile is as good.
+        let obj: DynamicObject = serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
         )
-        .await?;
+        .map_err(|source| Error::Decode {
+            what: "namespace".into(),
+            source,
+        })?;
+        match nss.create(&kube::api::PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
