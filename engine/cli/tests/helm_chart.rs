@@ -2,7 +2,12 @@
 //! applied server-side (first with `--dry-run=server`, then for real) to kube-apiserver + etcd
 //! with the CRDs of deploy/crds, and the chart's ServiceAccount is checked with
 //! SubjectAccessReviews (`kubectl auth can-i --as`): it may do what the controllers do and not
-//! what they never do (create Secrets, delete resource templates, write RBAC).
+//! what they never do (create Secrets, delete resource templates, write RBAC), and a Pull
+//! agent's identity (`flotilla join --mode pull`) may touch its own cluster only. Then
+//! `flotilla controllers` runs with a token of the chart's ServiceAccount: it propagates to two
+//! Push members, fails one over when it goes away (taints, eviction task, new placement,
+//! Events), and reports a customization whose target kind the chart does not grant, all without
+//! a Forbidden in its log.
 //!
 //! Binaries: helm from `$HELM_BIN` or `target/helm` (tests/run.sh builds it from tests/helm),
 //! etcd and kube-apiserver from `$FLOTILLA_REAL_APISERVER_BIN` or `target/real-apiserver/bin`,
@@ -206,10 +211,21 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
     ]));
     assert_eq!(deployment.trim(), "/healthz 256Mi");
 
-    // The ServiceAccount's permissions, as kube-apiserver's RBAC authorizer answers them.
-    let sa = "system:serviceaccount:flotilla-system:flotilla";
-    let can = |verb: &str, resource: &str, ns: Option<&str>| -> bool {
-        let mut c = k(&["auth", "can-i", verb, resource, "--as", sa]);
+    // The ServiceAccount's permissions, as kube-apiserver's RBAC authorizer answers them. A
+    // resource `plural.group/sub` is checked on its subresource `sub` (`--subresource`);
+    // `plural.group/sub@name` on the object `name` only.
+    let can_as = |who: &str, verb: &str, resource: &str, ns: Option<&str>| -> bool {
+        let (resource, name) = resource.split_once('@').unwrap_or((resource, ""));
+        let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
+        let target = if name.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource}/{name}")
+        };
+        let mut c = k(&["auth", "can-i", verb, &target, "--as", who]);
+        if !sub.is_empty() {
+            c.arg(format!("--subresource={sub}"));
+        }
         match ns {
             Some(ns) => c.args(["-n", ns]),
             None => c.arg("--all-namespaces"),
@@ -217,10 +233,15 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
         let out = c.output().expect("kubectl auth can-i");
         String::from_utf8_lossy(&out.stdout).trim() == "yes"
     };
+    let sa = "system:serviceaccount:flotilla-system:flotilla";
+    let can = |verb: &str, resource: &str, ns: Option<&str>| can_as(sa, verb, resource, ns);
     for (verb, resource, ns) in [
         ("watch", "deployments.apps", None),
         ("patch", "deployments.apps", None),
+        ("patch", "deployments.apps/status", None),
+        ("get", "deployments.apps/scale", None),
         ("patch", "deployments.apps/scale", None),
+        ("patch", "statefulsets.apps/scale", None),
         ("list", "propagationpolicies.policy.karmada.io", None),
         ("create", "resourcebindings.work.karmada.io", None),
         ("delete", "works.work.karmada.io", None),
@@ -243,6 +264,49 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
             "customresourcedefinitions.apiextensions.k8s.io",
             None,
         ),
+        // Cluster failover: taints on the Cluster, eviction tasks and the new placement on the
+        // binding (spec and status), Events about both.
+        ("patch", "clusters.cluster.karmada.io", None),
+        ("patch", "resourcebindings.work.karmada.io", None),
+        ("patch", "resourcebindings.work.karmada.io/status", None),
+        ("patch", "clusterresourcebindings.work.karmada.io", None),
+        ("patch", "events", Some("default")),
+        // FederatedHPA and CronFederatedHPA: read, status written, templates scaled through
+        // /scale, a FederatedHPA's bounds patched by a CronFederatedHPA rule.
+        ("watch", "federatedhpas.autoscaling.karmada.io", None),
+        ("patch", "federatedhpas.autoscaling.karmada.io/status", None),
+        ("patch", "federatedhpas.autoscaling.karmada.io", None),
+        ("list", "cronfederatedhpas.autoscaling.karmada.io", None),
+        (
+            "update",
+            "cronfederatedhpas.autoscaling.karmada.io/status",
+            None,
+        ),
+        // A Pull member, as the control plane sees it: Works in its execution namespace (the
+        // agent applies them), its Lease read by the monitor, its Ready condition written
+        // when the Lease runs out.
+        (
+            "create",
+            "works.work.karmada.io",
+            Some("karmada-es-member3"),
+        ),
+        ("watch", "works.work.karmada.io", Some("karmada-es-member3")),
+        (
+            "list",
+            "leases.coordination.k8s.io",
+            Some("karmada-cluster"),
+        ),
+        ("update", "clusters.cluster.karmada.io/status", None),
+        // Dependencies (propagateDeps) and the customizations that add template kinds.
+        ("list", "serviceaccounts", None),
+        ("get", "persistentvolumeclaims", None),
+        ("patch", "persistentvolumeclaims/status", None),
+        (
+            "watch",
+            "resourceinterpretercustomizations.config.karmada.io",
+            None,
+        ),
+        ("list", "priorityclasses.scheduling.k8s.io", None),
     ] {
         assert!(
             can(verb, resource, ns),
@@ -254,6 +318,7 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
         ("delete", "deployments.apps", None),
         ("create", "deployments.apps", None),
         ("delete", "namespaces", None),
+        ("patch", "namespaces", None),
         (
             "create",
             "clusterrolebindings.rbac.authorization.k8s.io",
@@ -261,6 +326,19 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
         ),
         ("update", "leases.coordination.k8s.io", Some("default")),
         ("delete", "propagationpolicies.policy.karmada.io", None),
+        ("delete", "clusters.cluster.karmada.io", None),
+        ("create", "federatedhpas.autoscaling.karmada.io", None),
+        ("delete", "federatedhpas.autoscaling.karmada.io", None),
+        ("patch", "cronfederatedhpas.autoscaling.karmada.io", None),
+        (
+            "create",
+            "customresourcedefinitions.apiextensions.k8s.io",
+            None,
+        ),
+        ("patch", "serviceaccounts", None),
+        ("create", "serviceaccounts/token", Some("karmada-cluster")),
+        // Not granted: the customization below targets Jobs.
+        ("list", "jobs.batch", None),
     ] {
         assert!(
             !can(verb, resource, ns),
@@ -268,19 +346,105 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
         );
     }
 
-    // The RBAC suffices: `flotilla controllers` with a token of the chart's ServiceAccount
-    // propagates the nginx example (with its override) to a Push member, and kube-apiserver
-    // denies it nothing on the way.
-    let (_member, member_kc) = common::up(
-        &base.join("member"),
+    // Two Push members (member1, member2: `flotilla up` servers joined like karmadactl join)
+    // and a Pull member (member3, joined for its agent; no agent runs here).
+    let (_member1, member1_kc) = common::up(
+        &base.join("member1"),
         &["--members", "0", "--no-controllers"],
         true,
     );
+    let (member2, member2_kc) = common::up(
+        &base.join("member2"),
+        &["--members", "0", "--no-controllers"],
+        true,
+    );
+    for (name, member_kc) in [("member1", &member1_kc), ("member2", &member2_kc)] {
+        ok(Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["join", name, "--kubeconfig"])
+            .arg(&kc)
+            .arg("--member-kubeconfig")
+            .arg(member_kc));
+    }
     ok(Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["join", "member1", "--kubeconfig"])
+        .args(["join", "member3", "--mode", "pull", "--kubeconfig"])
         .arg(&kc)
-        .arg("--member-kubeconfig")
-        .arg(&member_kc));
+        .arg("--agent-kubeconfig")
+        .arg(base.join("agent-kubeconfig")));
+    // The Pull agent's own identity: its Works, its Cluster's status, its Lease; nobody
+    // else's.
+    let agent = "system:serviceaccount:karmada-cluster:karmada-agent-member3";
+    for (verb, resource, ns) in [
+        ("watch", "works.work.karmada.io", Some("karmada-es-member3")),
+        (
+            "patch",
+            "works.work.karmada.io/status",
+            Some("karmada-es-member3"),
+        ),
+        ("patch", "clusters.cluster.karmada.io/status@member3", None),
+        ("get", "clusters.cluster.karmada.io@member3", None),
+        (
+            "update",
+            "leases.coordination.k8s.io@member3",
+            Some("karmada-cluster"),
+        ),
+        ("create", "events", Some("default")),
+        (
+            "list",
+            "resourceinterpretercustomizations.config.karmada.io",
+            None,
+        ),
+    ] {
+        assert!(
+            can_as(agent, verb, resource, ns),
+            "member3's agent needs {verb} {resource} in {ns:?}"
+        );
+    }
+    for (verb, resource, ns) in [
+        (
+            "patch",
+            "works.work.karmada.io/status",
+            Some("karmada-es-member1"),
+        ),
+        (
+            "create",
+            "works.work.karmada.io",
+            Some("karmada-es-member3"),
+        ),
+        ("patch", "clusters.cluster.karmada.io/status@member1", None),
+        (
+            "update",
+            "leases.coordination.k8s.io@member1",
+            Some("karmada-cluster"),
+        ),
+        ("get", "secrets", Some("karmada-cluster")),
+    ] {
+        assert!(
+            !can_as(agent, verb, resource, ns),
+            "member3's agent must not {verb} {resource} in {ns:?}"
+        );
+    }
+
+    // A customization whose target kind the chart does not grant (Jobs; templateResources
+    // would): the controllers say so (log and Warning Event) and run without it, instead of
+    // waiting forever for a cache that may not list or restarting every 10 s.
+    let ric = base.join("job-customization.yaml");
+    std::fs::write(
+        &ric,
+        "apiVersion: config.karmada.io/v1alpha1\n\
+         kind: ResourceInterpreterCustomization\n\
+         metadata:\n  name: jobs\n\
+         spec:\n  target:\n    apiVersion: batch/v1\n    kind: Job\n\
+         \x20 customizations:\n    replicaResource:\n      luaScript: |\n\
+         \x20       function GetReplicas(obj)\n\
+         \x20         return obj.spec.parallelism, {}\n\
+         \x20       end\n",
+    )
+    .expect("write the customization");
+    ok(&mut k(&["apply", "-f", &ric.display().to_string()]));
+
+    // The RBAC suffices: `flotilla controllers` with a token of the chart's ServiceAccount
+    // propagates the nginx example (with its override) to both Push members, fails member2
+    // over when it goes away, and kube-apiserver denies it nothing on the way.
     let token = ok(&mut k(&[
         "create",
         "token",
@@ -298,6 +462,7 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
     std::fs::write(&sa_kc_path, serde_yaml::to_string(&sa_kc).expect("yaml")).expect("write");
     let log_path = base.join("controllers.log");
     let log = std::fs::File::create(&log_path).expect("log");
+    let controllers_started = std::time::Instant::now();
     let _controllers = common::Proc(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .args([
@@ -305,58 +470,190 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
                 "--leader-elect",
                 "--leader-elect-namespace=flotilla-system",
                 "--leader-elect-identity=chart-sa",
+                // Failover within seconds: members probed every 3 s (a probe may take as
+                // long), not ready after 2 s of failed probes.
+                "--cluster-status-update-frequency=3",
+                "--cluster-failure-threshold=2",
                 "--kubeconfig",
             ])
             .arg(&sa_kc_path)
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                "info,flotilla_controller::controller::status=debug",
+            )
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
             .expect("flotilla controllers"),
     );
-    let nginx = root().join("examples/nginx").display().to_string();
-    ok(&mut k(&["apply", "-f", &nginx]));
-    let started = std::time::Instant::now();
-    let want = "2 nginx:1.27";
-    loop {
-        let copy = Command::new(&kubectl)
-            .args([
-                "get",
-                "deployment",
-                "nginx",
-                "-n",
-                "default",
-                "-o",
-                "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
-                "--kubeconfig",
-            ])
-            .arg(&member_kc)
+    let controllers_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let wait = |what: &str, timeout: u64, check: &mut dyn FnMut() -> bool| {
+        let started = std::time::Instant::now();
+        while !check() {
+            if started.elapsed() > std::time::Duration::from_secs(timeout) {
+                let clusters = run(&mut k(&[
+                    "get",
+                    "clusters,resourcebindings",
+                    "-A",
+                    "-o",
+                    "yaml",
+                ]))
+                .unwrap_or_else(|e| e);
+                panic!(
+                    "{what}: not within {timeout} s with the chart's RBAC; controllers log:\n{}\n\n{clusters}",
+                    controllers_log()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        eprintln!(
+            "with the chart's ServiceAccount: {what} after {:?}",
+            started.elapsed()
+        );
+    };
+    let get = |kubeconfig: &Path, args: &[&str]| -> String {
+        let out = Command::new(&kubectl)
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
             .output()
             .expect("kubectl");
-        if String::from_utf8_lossy(&copy.stdout).trim() == want {
-            break;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(90),
-            "no nginx copy ({want}) in the member with the chart's RBAC; controllers log:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(300));
-    }
-    eprintln!(
-        "with the chart's ServiceAccount: nginx copy in the member {:?} after kubectl apply",
-        started.elapsed()
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let copy = "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}";
+    let copy_of = |member_kc: &Path| {
+        get(
+            member_kc,
+            &["get", "deployment", "nginx", "-n", "default", "-o", copy],
+        )
+    };
+    let nginx = root().join("examples/nginx").display().to_string();
+    ok(&mut k(&["apply", "-f", &nginx]));
+    wait("nginx copies 1/1 in member1/member2", 90, &mut || {
+        copy_of(&member1_kc) == "1 nginx:1.27"
+            && copy_of(&member2_kc) == "1 registry.member2.example/nginx:1.27"
+    });
+
+    // member2 goes away: not ready after the failure threshold, tainted NoExecute by the
+    // controllers, its replica evicted (an eviction task on the binding) and placed on member1.
+    drop(member2);
+    let mut eviction_tasks = String::new();
+    wait(
+        "member2 tainted NoExecute and its replica moved to member1",
+        60,
+        &mut || {
+            let tasks = get(
+                &kc,
+                &[
+                    "get",
+                    "resourcebinding",
+                    "nginx-deployment",
+                    "-n",
+                    "default",
+                    "-o",
+                    "jsonpath={.spec.gracefulEvictionTasks}",
+                ],
+            );
+            if !tasks.is_empty() {
+                eviction_tasks = tasks;
+            }
+            get(
+                &kc,
+                &[
+                    "get",
+                    "cluster",
+                    "member2",
+                    "-o",
+                    r#"jsonpath={.spec.taints[?(@.effect=="NoExecute")].key}"#,
+                ],
+            ) == "cluster.karmada.io/not-ready"
+                && get(
+                    &kc,
+                    &[
+                        "get",
+                        "resourcebinding",
+                        "nginx-deployment",
+                        "-n",
+                        "default",
+                        "-o",
+                        "jsonpath={.spec.clusters}",
+                    ],
+                ) == r#"[{"name":"member1","replicas":2}]"#
+                && copy_of(&member1_kc) == "2 nginx:1.27"
+        },
     );
-    // One more round of the cluster status controller (10 s) and its Lease renewal.
-    std::thread::sleep(std::time::Duration::from_secs(12));
-    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    eprintln!("eviction tasks seen on the binding: {eviction_tasks:?}");
+    wait("the rescheduling Event on the binding", 30, &mut || {
+        get(
+            &kc,
+            &[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                "reason=ScheduleBindingSucceed",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        )
+        .contains("Result: {member1:2}")
+    });
+    wait(
+        "the Warning Event on the Job customization",
+        30,
+        &mut || {
+            get(
+                &kc,
+                &[
+                    "get",
+                    "events",
+                    "-n",
+                    "default",
+                    "--field-selector",
+                    "reason=TemplateKindForbidden,involvedObject.name=jobs",
+                    "-o",
+                    "jsonpath={.items[*].message}",
+                ],
+            )
+            .contains("may not list jobs")
+        },
+    );
+    // At least one more round of the customizations' 10 s re-check, and of the Leases.
+    if let Some(rest) =
+        std::time::Duration::from_secs(13).checked_sub(controllers_started.elapsed())
+    {
+        std::thread::sleep(rest);
+    }
+    let log = controllers_log();
     assert!(
         log.contains("member registered cluster=member1"),
         "the controllers ran:\n{log}"
     );
     assert!(
-        !log.contains("forbidden") && !log.contains("Forbidden"),
-        "kube-apiserver denied the chart's ServiceAccount something:\n{log}"
+        log.contains("evicting from clusters with untolerated NoExecute taints"),
+        "the failover was the controllers' taint eviction:\n{log}"
+    );
+    // The Job customization: reported once, not watched, no restart loop.
+    let refusal = "ResourceInterpreterCustomization jobs targets batch/v1 Job";
+    assert_eq!(
+        log.matches(refusal).count(),
+        1,
+        "the Job customization is reported once:\n{log}"
+    );
+    assert!(
+        !log.contains("restarting the controllers to watch it"),
+        "no restart for a kind the controllers may not list:\n{log}"
+    );
+    let denied: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.contains(refusal))
+        .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "kube-apiserver denied the chart's ServiceAccount something:\n{}\n\nlog:\n{log}",
+        denied.join("\n")
     );
     drop(server);
     let _ = std::fs::remove_dir_all(&base);
