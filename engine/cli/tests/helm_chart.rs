@@ -527,6 +527,24 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
             &["get", "deployment", "nginx", "-n", "default", "-o", copy],
         )
     };
+    // Both members Ready and untainted first: a binding placed while one is still tainted
+    // unreachable (no status yet) goes wholly to the other and stays there, as Karmada's does.
+    wait("member1 and member2 Ready, without taints", 60, &mut || {
+        ["member1", "member2"].iter().all(|m| {
+            get(
+                &kc,
+                &[
+                    "get",
+                    "cluster",
+                    m,
+                    "-o",
+                    r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints}"#,
+                ],
+            )
+            .trim_end_matches("[]")
+                == "True/"
+        })
+    });
     let nginx = root().join("examples/nginx").display().to_string();
     ok(&mut k(&["apply", "-f", &nginx]));
     wait("nginx copies 1/1 in member1/member2", 90, &mut || {
