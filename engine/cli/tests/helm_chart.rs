@@ -6,8 +6,8 @@
 //! agent's identity (`flotilla join --mode pull`) may touch its own cluster only. Then
 //! `flotilla controllers` runs with a token of the chart's ServiceAccount: it propagates to two
 //! Push members, fails one over when it goes away (taints, eviction task, new placement,
-//! Events), and reports a customization whose target kind the chart does not grant, all without
-//! a Forbidden in its log.
+//! Events), reports a customization whose target kind the chart does not grant and watches
+//! that kind once the chart's `templateResources` grants it, all without a Forbidden in its log.
 //!
 //! Binaries: helm from `$HELM_BIN` or `target/helm` (tests/run.sh builds it from tests/helm),
 //! etcd and kube-apiserver from `$FLOTILLA_REAL_APISERVER_BIN` or `target/real-apiserver/bin`,
@@ -676,6 +676,52 @@ fn the_chart_applies_server_side_to_a_real_kube_apiserver_with_least_privilege_r
     assert!(
         denied.is_empty(),
         "kube-apiserver denied the chart's ServiceAccount something:\n{}\n\nlog:\n{log}",
+        denied.join("\n")
+    );
+
+    // The chart's templateResources grant Jobs: the controllers pick the customization's
+    // target up at their next re-check (10 s) and watch it, still denied nothing.
+    let granted = ok(Command::new(&helm).args([
+        "template",
+        "flotilla",
+        &chart,
+        "--namespace",
+        "flotilla-system",
+        "--set",
+        "moduleConfigMap=flotilla-modules,clusterNamespace.create=false",
+        "--set-json",
+        r#"profiles={"spread":{"scores":[{"name":"ClusterLocality"}]}}"#,
+        "--set-json",
+        r#"templateResources=[{"apiGroup":"batch","resource":"jobs"}]"#,
+    ]));
+    let granted_manifest = base.join("rendered-jobs.yaml");
+    std::fs::write(&granted_manifest, &granted).expect("write the rendered chart");
+    ok(&mut k(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &granted_manifest.display().to_string(),
+    ]));
+    assert!(can("watch", "jobs.batch", None) && can("patch", "jobs.batch/status", None));
+    wait(
+        "the Job customization's target watched once granted",
+        30,
+        &mut || {
+            let log = controllers_log();
+            log.contains("restarting the controllers to watch it")
+            && log.contains(r#"template kind from a ResourceInterpreterCustomization api_version="batch/v1" kind="Job""#)
+        },
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let log = controllers_log();
+    let denied: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.contains(refusal))
+        .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "denied after the restart:\n{}\n\nlog:\n{log}",
         denied.join("\n")
     );
     drop(server);
