@@ -614,10 +614,13 @@ async fn binding_preemption_evicts_the_newest_lower_priority_binding_and_never_n
         (placed(c, "payments-deployment").await? == [("member1".to_owned(), 2)]).then_some(())
     })
     .await;
-    assert_eq!(
-        condition(c, "payments-deployment").await.unwrap(),
-        ("True".into(), "Success".into())
-    );
+    // The placement (spec) and the Scheduled condition (status) are two writes, as in Karmada's
+    // scheduler: the condition may land a moment after the clusters.
+    eventually("payments Scheduled=True/Success", wait, || async {
+        (condition(c, "payments-deployment").await? == ("True".into(), "Success".into()))
+            .then_some(())
+    })
+    .await;
     eventually("batch-b rescheduled and unschedulable", wait, || async {
         (placed(c, "batch-b-deployment").await?.is_empty()
             && condition(c, "batch-b-deployment").await?.0 == "False")
