@@ -24,15 +24,8 @@ pub struct Args {
     /// The member's cluster name (a DNS-1123 label, at most 48 characters).
     #[arg(long, value_name = "NAME")]
     pub cluster_name: String,
-    /// How often the member's status is reported and its Lease renewed, in seconds.
-    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
-    pub cluster_status_update_frequency: u64,
-    /// How long the member must stay healthy before Ready turns True, in seconds.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-    pub cluster_success_threshold: u64,
-    /// How long the member must stay unhealthy before Ready turns False, in seconds.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-    pub cluster_failure_threshold: u64,
+    #[command(flatten)]
+    pub cluster_status: ClusterStatusArgs,
     /// Lease duration written into the cluster Lease, in seconds.
     #[arg(long, default_value_t = 40, value_name = "SECONDS")]
     pub cluster_lease_duration: u64,
@@ -89,6 +82,33 @@ pub async fn control_client(path: &Path, context: Option<&str>) -> anyhow::Resul
     Ok(flotilla_controller::client::connect(&config)?)
 }
 
+/// How members are probed and their health reported (Karmada's cluster status flags): the
+/// Pull member by `flotilla agent`, the Push members by `flotilla controllers`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterStatusArgs {
+    /// How often a member is probed, its status reported and its Lease renewed, in seconds
+    /// (Karmada's `--cluster-status-update-frequency`).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub cluster_status_update_frequency: u64,
+    /// How long a member must stay healthy before Ready turns True, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cluster_success_threshold: u64,
+    /// How long a member must stay unhealthy before Ready turns False (and the control plane
+    /// taints its Cluster), in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub cluster_failure_threshold: u64,
+}
+
+impl ClusterStatusArgs {
+    /// Set the member status timings of `settings` from the flags (a frequency of 0 is 1 s).
+    pub fn apply(&self, settings: &mut flotilla_controller::Settings) {
+        settings.cluster_status_update_frequency =
+            Duration::from_secs(self.cluster_status_update_frequency.max(1));
+        settings.cluster_success_threshold = Duration::from_secs(self.cluster_success_threshold);
+        settings.cluster_failure_threshold = Duration::from_secs(self.cluster_failure_threshold);
+    }
+}
+
 /// Run.
 pub fn main(args: Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -100,16 +120,14 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(&args.member_kubeconfig).with_context(|| format!("reading member kubeconfig {}", args.member_kubeconfig.display()))?;
         let what = format!("member kubeconfig {}", args.member_kubeconfig.display());
         let member = flotilla_controller::client::config_from_kubeconfig(&text, args.member_context.as_deref(), &what).await?;
-        let settings = flotilla_controller::Settings {
-            cluster_status_update_frequency: Duration::from_secs(args.cluster_status_update_frequency.max(1)),
-            cluster_success_threshold: Duration::from_secs(args.cluster_success_threshold),
-            cluster_failure_threshold: Duration::from_secs(args.cluster_failure_threshold),
+        let mut settings = flotilla_controller::Settings {
             cluster_monitor_grace_period: Duration::from_secs(args.cluster_lease_duration.max(1)),
             resync: args.resync_period,
             // The control plane's customizations are compiled with the same backends as there.
             rule_backends: flotilla_controller::controller::interpreters::RuleBackends(super::interpreters::rule_backends()),
             ..Default::default()
         };
+        args.cluster_status.apply(&mut settings);
         let agent = flotilla_controller::agent::Agent { control, member, cluster_name: args.cluster_name.clone(), settings };
         println!("agent for cluster {} (Pull) starting", args.cluster_name);
         tokio::select! {

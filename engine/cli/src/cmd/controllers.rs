@@ -45,17 +45,8 @@ pub struct Args {
     /// answers with an empty exposition.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// How often Push members are probed, their status reported and their Leases renewed, in
-    /// seconds (Karmada's `--cluster-status-update-frequency`).
-    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
-    pub cluster_status_update_frequency: u64,
-    /// How long a member must stay healthy before Ready turns True, in seconds.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-    pub cluster_success_threshold: u64,
-    /// How long a member must stay unhealthy before Ready turns False (and the Cluster is
-    /// tainted), in seconds.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-    pub cluster_failure_threshold: u64,
+    #[command(flatten)]
+    pub cluster_status: super::agent::ClusterStatusArgs,
     /// How long a simulated member takes to make a Deployment available, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub ready_delay_ms: u64,
@@ -114,13 +105,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             (s.path().to_path_buf(), Some(s))
         }
     };
-    let settings = flotilla_controller::Settings {
+    let mut settings = flotilla_controller::Settings {
         ready_delay: Duration::from_millis(args.ready_delay_ms),
-        cluster_status_update_frequency: Duration::from_secs(
-            args.cluster_status_update_frequency.max(1),
-        ),
-        cluster_success_threshold: Duration::from_secs(args.cluster_success_threshold),
-        cluster_failure_threshold: Duration::from_secs(args.cluster_failure_threshold),
         backends: super::profiles::backends(store, args.module_dir.clone()),
         rule_backends: flotilla_controller::controller::interpreters::RuleBackends(
             super::interpreters::rule_backends(),
@@ -131,6 +117,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         ..Default::default()
     };
+    args.cluster_status.apply(&mut settings);
     let metrics = match args.metrics_addr {
         Some(addr) => {
             let l = std::net::TcpListener::bind(addr)
