@@ -666,9 +666,18 @@ fn manifest_status(work: &DynamicObject) -> Option<(Value, String)> {
     ))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
-    let up = Up::start();
+/// Pull member `crafted` joined to `up` (its agent's scoped kubeconfig written, the agent not
+/// started), with the Widget CRD on the member only — the control plane sees Widgets inside
+/// Works. Returns the agent's kubeconfig, the member's kubeconfig, an admin client of the
+/// control plane and a client of the member.
+async fn crafted_pull_member_with_widgets(
+    up: &Up,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    kube::Client,
+    kube::Client,
+) {
     let creds = up.dir.path().join("agent.kubeconfig");
     let out = flotilla(
         &["join", "crafted", "--mode", "pull"],
@@ -682,12 +691,11 @@ async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
         "join --mode pull failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let admin = control(&up).await;
+    let admin = control(up).await;
     let member = up.member_kubeconfig("crafted");
     let member_client = client_for(&member, true).await;
-    let pp = kube::api::PostParams::default();
-    let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
-    // The Widget kind exists on the member only: the control plane sees it inside Works.
+    let crd: DynamicObject =
+        serde_json::from_value(interpreter_example("crd.yaml")).expect("object");
     api(
         &member_client,
         "apiextensions.k8s.io",
@@ -696,9 +704,18 @@ async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
         "customresourcedefinitions",
         None,
     )
-    .create(&pp, &obj(interpreter_example("crd.yaml")))
+    .create(&kube::api::PostParams::default(), &crd)
     .await
     .expect("Widget CRD on the member");
+    (creds, member, admin, member_client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
+    let up = Up::start();
+    let (creds, member, admin, member_client) = crafted_pull_member_with_widgets(&up).await;
+    let pp = kube::api::PostParams::default();
+    let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
 
     // Status and health of a Widget as only this customization tells them (Lua keeps the
     // member's `spec.size` when the Work is applied again).
@@ -893,35 +910,9 @@ fn unhealthy_interpreter() -> String {
 async fn a_pull_agent_reports_the_wasm_rules_it_does_not_run_once_and_applies_the_others() {
     use base64::Engine as _;
     let up = Up::start();
-    let creds = up.dir.path().join("agent.kubeconfig");
-    let out = flotilla(
-        &["join", "crafted", "--mode", "pull"],
-        &[
-            ("--kubeconfig", &up.kubeconfig()),
-            ("--agent-kubeconfig", &creds),
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "join --mode pull failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let admin = control(&up).await;
-    let member = up.member_kubeconfig("crafted");
-    let member_client = client_for(&member, true).await;
+    let (creds, member, admin, _) = crafted_pull_member_with_widgets(&up).await;
     let pp = kube::api::PostParams::default();
     let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
-    api(
-        &member_client,
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        None,
-    )
-    .create(&pp, &obj(interpreter_example("crd.yaml")))
-    .await
-    .expect("Widget CRD on the member");
 
     // The control plane serves the WasmPlugin; the customization routes health (member side) and
     // replicas (control plane side) to it, and reflects status with CEL.

@@ -251,6 +251,15 @@ mod tests {
         }
     }
 
+    fn customizations() -> &'static flotilla_apiserver::registry::Resource {
+        flotilla_apiserver::registry::lookup(
+            "config.karmada.io",
+            "v1alpha1",
+            "resourceinterpretercustomizations",
+        )
+        .expect("resource")
+    }
+
     fn ric(name: &str, kind: &str, rules: Value) -> Value {
         json!({"apiVersion": CONFIG_API_VERSION, "kind": CUSTOMIZATION_KIND, "metadata": {"name": name},
                "spec": {"target": {"apiVersion": "example.dev/v1", "kind": kind}, "customizations": rules}})
@@ -258,12 +267,7 @@ mod tests {
 
     #[test]
     fn a_second_customization_of_the_same_operation_and_target_is_denied_as_karmada_does() {
-        let res = flotilla_apiserver::registry::lookup(
-            "config.karmada.io",
-            "v1alpha1",
-            "resourceinterpretercustomizations",
-        )
-        .expect("resource");
+        let res = customizations();
         let health = json!({"healthInterpretation": {"cel": {"healthy": "true"}}});
         let deps = json!({"dependencyInterpretation": {"luaScript": "function GetDependencies(o) return {} end"}});
         let stored = Stored(vec![
@@ -306,12 +310,7 @@ mod tests {
 
     #[test]
     fn unreadable_stored_customizations_fail_the_request_with_500_as_karmadas_webhook() {
-        let res = flotilla_apiserver::registry::lookup(
-            "config.karmada.io",
-            "v1alpha1",
-            "resourceinterpretercustomizations",
-        )
-        .expect("resource");
+        let res = customizations();
         let health = json!({"healthInterpretation": {"cel": {"healthy": "true"}}});
         let e = admit_against_stored(&ric("b", "Widget", health), res, &Unreadable)
             .expect_err("not decided");
