@@ -276,7 +276,6 @@ fn binding_mapper() -> Mapper {
         // A customization change re-renders (ReviseReplica) and re-aggregates every binding.
         Topic::Override | Topic::Profiles | Topic::InterpreterChain => Targets::All,
         Topic::Cluster if clusters.changed(c) => Targets::All,
-        // Work status is aggregated: a burst of Work updates is one aggregation.
         // Work status is aggregated: a burst of Work updates is one aggregation. A Work gone is
         // handled at once (it may have to be put back).
         Topic::Work if works.changed(c) => {
