@@ -2,33 +2,45 @@
 //! `leaderelection` package, so that several replicas of the controllers can run against one API
 //! server and only one of them acts at a time.
 //!
-//! - A candidate reads the Lease every retry period, and again just when the Lease it waits for
-//!   would expire. It creates the Lease when there is none and takes it over when it is free (no
-//!   holder, e.g. after a release) or expired. Every write is a create or an update carrying the
-//!   `resourceVersion` it read, so two candidates racing for the same Lease cannot both win: the
-//!   loser gets `409 Conflict`.
+//! - A candidate watches the one Lease (`fieldSelector=metadata.name=<name>`, from the
+//!   `resourceVersion` of a list) and so sees every change of its record as it happens; a watch
+//!   that fails or ends with `410 Gone` is started again from a fresh list, after a bounded
+//!   backoff when it failed. While no watch is established the candidate reads the Lease every
+//!   retry period instead. Either way it decides again just when the Lease it waits for would
+//!   expire. It creates the Lease when there is none and takes it over when it is free (no holder,
+//!   e.g. after a release) or expired. Every write is a create or an update carrying the
+//!   `resourceVersion` of the record it decided on, so two candidates racing for the same Lease
+//!   cannot both win, and a decision made on a record that has changed since fails: the loser gets
+//!   `409 Conflict`, reads the Lease again and asks the watch to start again from a fresh list.
 //! - Expiry is judged on the local monotonic clock, not on the holder's `renewTime`: a Lease is
 //!   expired when its record has not changed for `leaseDurationSeconds` since this candidate first
-//!   saw it in its current form. Clock skew between replicas therefore does not matter.
-//! - The leader renews every retry period. When no renewal has succeeded for the renew deadline
-//!   (measured from when the last successful renewal was sent), or another holder is seen, it stops
-//!   leading. With the renew deadline shorter than the lease duration, the old leader has stopped
-//!   before any candidate can consider the Lease expired.
+//!   saw it in its current form. Clock skew between replicas therefore does not matter. With the
+//!   watch, "first saw" is when the renewal's event arrived, so a candidate takes over a crashed
+//!   leader's Lease one lease duration after the last renewal it was sent (15 s from a crash at
+//!   most with the defaults, plus the event's and the takeover write's latency), instead of up to a
+//!   retry period later as when it only reads the Lease every retry period.
+//! - The leader renews every retry period (a read and an update). When no renewal has succeeded
+//!   for the renew deadline (measured from when the last successful renewal was sent), or another
+//!   holder is seen, it stops leading. With the renew deadline shorter than the lease duration, the
+//!   old leader has stopped before any candidate can consider the Lease expired.
 //! - On shutdown the leader releases the Lease as client-go's `ReleaseOnCancel` does: empty
-//!   `holderIdentity`, `leaseDurationSeconds: 1`, so a candidate takes over at its next retry.
+//!   `holderIdentity`, `leaseDurationSeconds: 1`, so a candidate takes over as soon as it sees the
+//!   release.
 //!
 //! [`decide`] is the pure decision (Lease record + time + identity → create/acquire/renew/wait);
-//! [`Elector`] wraps it in requests; [`spawn`] runs an elector in a task and publishes whether this
-//! process leads.
+//! [`Observed::apply`] the pure effect of one watch event on what a candidate has seen, and
+//! [`wait_after`] how long a candidate waits before deciding again; [`Elector`] wraps them in
+//! requests; [`spawn`] runs an elector in a task and publishes whether this process leads.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
-use tokio::sync::{oneshot, watch};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use tokio::sync::{Notify, oneshot, watch};
 
 /// Default namespace of the Lease.
 pub const DEFAULT_NAMESPACE: &str = "flotilla-system";
@@ -244,20 +256,45 @@ pub fn released(current: &LeaseSpec, wall: Timestamp) -> LeaseSpec {
     }
 }
 
-/// The last Lease record seen and when it was first seen in that form.
+/// The Lease as this candidate last saw it, when it first saw its record in that form, and
+/// whether a watch keeps that up to date.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     record: Option<LeaseSpec>,
     at: Option<Instant>,
+    /// The object last seen: its `resourceVersion` guards a write decided on it.
+    lease: Option<Lease>,
+    watching: bool,
+}
+
+/// The record of `lease`: a Lease without a spec is one without a holder (free).
+fn record_of(lease: Option<&Lease>) -> Option<LeaseSpec> {
+    lease.map(|l| l.spec.clone().unwrap_or_default())
+}
+
+/// What a watch on the Lease does after an event (see [`Observed::apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchStep {
+    /// Go on watching from this `resourceVersion`.
+    Resume(String),
+    /// Start again from a fresh list: at once after `410 Gone` (the `resourceVersion` is too old),
+    /// after a backoff on any other failure.
+    Relist {
+        /// Whether to back off first.
+        backoff: bool,
+    },
 }
 
 impl Observed {
-    /// Note that `record` was read at `now`; returns when this record was first seen.
-    pub fn see(&mut self, record: Option<&LeaseSpec>, now: Instant) -> Instant {
+    /// Note that `lease` (`None`: no Lease) was seen at `now`; returns when its record was first
+    /// seen in this form. The object is kept whatever the record, for its `resourceVersion`.
+    pub fn see(&mut self, lease: Option<&Lease>, now: Instant) -> Instant {
+        let record = record_of(lease);
+        self.lease = lease.cloned();
         match self.at {
-            Some(at) if self.record.as_ref() == record => at,
+            Some(at) if self.record == record => at,
             _ => {
-                self.record = record.cloned();
+                self.record = record;
                 self.at = Some(now);
                 now
             }
@@ -271,6 +308,95 @@ impl Observed {
             .and_then(|r| r.holder_identity.as_deref())
             .filter(|h| !h.is_empty())
     }
+
+    /// The last record seen (`None`: no Lease, or nothing seen yet).
+    pub fn record(&self) -> Option<&LeaseSpec> {
+        self.record.as_ref()
+    }
+
+    /// When the last record was first seen in its present form (`None`: nothing seen yet).
+    pub fn since(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// Whether a watch is established, so that every change of the Lease is seen as it happens.
+    pub fn watching(&self) -> bool {
+        self.watching
+    }
+
+    /// Apply one event of a watch on the Lease `name`, received at `now`; returns whether what
+    /// was seen changed (another record, or a deletion) and what the watch does next. Events for
+    /// other objects (a server ignoring the field selector) change nothing.
+    pub fn apply(
+        &mut self,
+        event: WatchEvent<Lease>,
+        name: &str,
+        now: Instant,
+    ) -> (bool, WatchStep) {
+        let (lease, deleted) = match event {
+            WatchEvent::Added(l) | WatchEvent::Modified(l) => (l, false),
+            WatchEvent::Deleted(l) => (l, true),
+            WatchEvent::Bookmark(b) => {
+                let rv = b.metadata.resource_version;
+                let step = if rv.is_empty() {
+                    WatchStep::Relist { backoff: true }
+                } else {
+                    WatchStep::Resume(rv)
+                };
+                return (false, step);
+            }
+            WatchEvent::Error(status) => {
+                return (
+                    false,
+                    WatchStep::Relist {
+                        backoff: status.code != 410,
+                    },
+                );
+            }
+        };
+        let Some(rv) = lease
+            .metadata
+            .resource_version
+            .clone()
+            .filter(|v| !v.is_empty())
+        else {
+            return (false, WatchStep::Relist { backoff: true });
+        };
+        if lease.metadata.name.as_deref() != Some(name) {
+            return (false, WatchStep::Resume(rv));
+        }
+        let before = self.at;
+        let seen = self.see((!deleted).then_some(&lease), now);
+        (before != Some(seen), WatchStep::Resume(rv))
+    }
+}
+
+/// How long a candidate waits after `attempt` before deciding again: until the Lease it waits for
+/// would expire, and no longer than `retry` when no watch tells it of changes (it then reads the
+/// Lease again). After a write that lost a race it reads again at once when the write was decided
+/// on a watched record (which may have been stale), else after `retry`.
+pub fn wait_after(
+    attempt: &Attempt,
+    watching: bool,
+    from_watch: bool,
+    retry: Duration,
+) -> Duration {
+    match attempt {
+        Attempt::HeldBy { remaining, .. } => {
+            let expiry = *remaining + Duration::from_millis(1);
+            if watching { expiry } else { expiry.min(retry) }
+        }
+        Attempt::Conflict if from_watch => Duration::ZERO,
+        Attempt::Leading | Attempt::Conflict => retry,
+    }
+}
+
+/// The pause before the watch is started again after `failures` consecutive failures: 200 ms,
+/// doubling, at most `cap`.
+pub fn watch_backoff(failures: u32, cap: Duration) -> Duration {
+    Duration::from_millis(200)
+        .saturating_mul(1 << failures.min(16))
+        .min(cap)
 }
 
 /// The result of one acquire-or-renew attempt.
@@ -289,12 +415,34 @@ pub enum Attempt {
     Conflict,
 }
 
+/// The server-side timeout of one watch request; the watch is started again after it.
+const WATCH_TIMEOUT_SECS: u32 = 60;
+/// A watch that has delivered nothing (not even its end) for this long past its timeout is
+/// considered stalled and started again.
+const WATCH_STALL_MARGIN: Duration = Duration::from_secs(15);
+
+/// Aborts a task when dropped.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A candidate for one Lease.
 #[derive(Debug)]
 pub struct Elector {
     api: Api<Lease>,
     cfg: Config,
-    observed: Observed,
+    /// What was seen, written by the watch task (notifying) and by this elector's own reads and
+    /// writes (silently: they do not need to wake it).
+    shared: Arc<watch::Sender<Observed>>,
+    changes: watch::Receiver<Observed>,
+    /// Asks the watch to start again from a fresh list.
+    resync: Arc<Notify>,
+    watcher: Option<AbortOnDrop>,
 }
 
 fn status_code(e: &kube::Error) -> Option<u16> {
@@ -311,10 +459,14 @@ impl Elector {
     /// Fails when `cfg` does not [validate](Config::validate).
     pub fn new(client: Client, cfg: Config) -> Result<Self, Error> {
         cfg.validate()?;
+        let (tx, rx) = watch::channel(Observed::default());
         Ok(Elector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
-            observed: Observed::default(),
+            shared: Arc::new(tx),
+            changes: rx,
+            resync: Arc::new(Notify::new()),
+            watcher: None,
         })
     }
 
@@ -323,21 +475,30 @@ impl Elector {
         &self.cfg
     }
 
-    /// The holder of the Lease as last read.
-    pub fn observed_holder(&self) -> Option<&str> {
-        self.observed.holder()
+    /// The holder of the Lease as last seen.
+    pub fn observed_holder(&self) -> Option<String> {
+        self.shared.borrow().holder().map(str::to_owned)
     }
 
-    /// Read the Lease, decide, and write: one step of client-go's `tryAcquireOrRenew`.
-    ///
-    /// # Errors
-    /// Fails when a request fails other than by losing a race.
-    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, Error> {
-        let lease = self.api.get_opt(&self.cfg.name).await?;
+    /// Note `lease` as seen now, without waking the elector; returns the observation.
+    fn see(&self, lease: Option<&Lease>) -> Observed {
         let now = Instant::now();
-        let record = lease.as_ref().and_then(|l| l.spec.as_ref());
-        let seen = self.observed.see(record, now);
-        let (spec, create) = match decide(record, seen, now, Timestamp::now(), &self.cfg) {
+        let mut out = Observed::default();
+        self.shared.send_if_modified(|o| {
+            o.see(lease, now);
+            out = o.clone();
+            false
+        });
+        out
+    }
+
+    /// Decide on `observed` (as seen at its time) and write: create, or update with the
+    /// `resourceVersion` of the object decided on.
+    async fn decide_and_write(&self, observed: &Observed) -> Result<Attempt, Error> {
+        let now = Instant::now();
+        let seen = observed.since().unwrap_or(now);
+        let (spec, create) = match decide(observed.record(), seen, now, Timestamp::now(), &self.cfg)
+        {
             Decision::Wait { holder, remaining } => {
                 return Ok(Attempt::HeldBy { holder, remaining });
             }
@@ -356,7 +517,7 @@ impl Elector {
             self.api.create(&PostParams::default(), &obj).await
         } else {
             // Update with the resourceVersion read: optimistic concurrency, never a blind overwrite.
-            let mut obj = lease.unwrap_or_default();
+            let mut obj = observed.lease.clone().unwrap_or_default();
             obj.spec = Some(spec);
             self.api
                 .replace(&self.cfg.name, &PostParams::default(), &obj)
@@ -364,12 +525,22 @@ impl Elector {
         };
         match result {
             Ok(written) => {
-                self.observed.see(written.spec.as_ref(), Instant::now());
+                self.see(Some(&written));
                 Ok(Attempt::Leading)
             }
             Err(e) if status_code(&e) == Some(409) => Ok(Attempt::Conflict),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Read the Lease, decide, and write: one step of client-go's `tryAcquireOrRenew`.
+    ///
+    /// # Errors
+    /// Fails when a request fails other than by losing a race.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, Error> {
+        let lease = self.api.get_opt(&self.cfg.name).await?;
+        let observed = self.see(lease.as_ref());
+        self.decide_and_write(&observed).await
     }
 
     /// Release the Lease if we hold it. Returns whether it was released.
@@ -393,7 +564,7 @@ impl Elector {
             .await
         {
             Ok(written) => {
-                self.observed.see(written.spec.as_ref(), Instant::now());
+                self.see(Some(&written));
                 Ok(true)
             }
             Err(e) if status_code(&e) == Some(409) => Ok(false),
@@ -401,26 +572,88 @@ impl Elector {
         }
     }
 
-    /// Retry every retry period (or right when the held Lease would expire, if sooner) until we
-    /// hold the Lease; returns when the successful write was sent.
+    /// Start the watch on the Lease unless it runs.
+    fn start_watch(&mut self) {
+        if self.watcher.as_ref().is_some_and(|w| !w.0.is_finished()) {
+            return;
+        }
+        let task = tokio::spawn(watch_lease(
+            self.api.clone(),
+            self.cfg.clone(),
+            self.shared.clone(),
+            self.resync.clone(),
+        ));
+        self.watcher = Some(AbortOnDrop(task));
+    }
+
+    /// Until we hold the Lease: decide on every change the watch reports and when the Lease we wait
+    /// for would expire, reading the Lease every retry period while no watch is established.
+    /// Returns when the successful write was sent.
     pub async fn acquire(&mut self) -> Instant {
+        self.start_watch();
+        let mut read = true;
+        let mut waiting_for: Option<String> = None;
         loop {
-            let mut wait = self.cfg.retry_period;
+            let observed = self.changes.borrow_and_update().clone();
+            let from_watch = observed.watching() && !read;
             let sent = Instant::now();
-            match tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()).await {
+            let attempt = if from_watch {
+                tokio::time::timeout(self.cfg.renew_deadline, self.decide_and_write(&observed))
+                    .await
+            } else {
+                tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()).await
+            };
+            read = false;
+            let wait = match attempt {
                 Ok(Ok(Attempt::Leading)) => {
                     tracing::info!(lease = %self.cfg.name, identity = %self.cfg.identity, "acquired the lease");
                     return sent;
                 }
-                Ok(Ok(Attempt::HeldBy { holder, remaining })) => {
-                    tracing::debug!(%holder, ?remaining, "the lease is held");
-                    wait = wait.min(remaining + Duration::from_millis(1));
+                Ok(Ok(attempt)) => {
+                    match &attempt {
+                        Attempt::HeldBy { holder, remaining } => {
+                            if waiting_for.as_deref() != Some(holder) {
+                                tracing::info!(%holder, ?remaining, identity = %self.cfg.identity, "the lease is held; waiting");
+                                waiting_for = Some(holder.clone());
+                            }
+                            tracing::debug!(%holder, ?remaining, from_watch, "the lease is held");
+                        }
+                        Attempt::Conflict => {
+                            tracing::debug!(
+                                from_watch,
+                                "lost a race for the lease; reading it again"
+                            );
+                            read = true;
+                            if from_watch {
+                                // The watched record was stale: the watch may be stuck.
+                                self.resync.notify_one();
+                            }
+                        }
+                        Attempt::Leading => {}
+                    }
+                    let watching = self.changes.borrow().watching();
+                    wait_after(&attempt, watching, from_watch, self.cfg.retry_period)
                 }
-                Ok(Ok(Attempt::Conflict)) => tracing::debug!("lost a race for the lease"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "acquiring the lease failed; retrying"),
-                Err(_) => tracing::warn!("acquiring the lease timed out; retrying"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "acquiring the lease failed; retrying");
+                    read = true;
+                    self.cfg.retry_period
+                }
+                Err(_) => {
+                    tracing::warn!("acquiring the lease timed out; retrying");
+                    read = true;
+                    self.cfg.retry_period
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                changed = self.changes.changed() => {
+                    if changed.is_err() {
+                        // The sender lives in `self`; this cannot happen, but never spin.
+                        tokio::time::sleep(wait).await;
+                    }
+                }
             }
-            tokio::time::sleep(wait).await;
         }
     }
 
@@ -445,6 +678,108 @@ impl Elector {
                 Ok(Err(e)) => tracing::warn!(error = %e, "renewing the lease failed; retrying"),
                 Err(_) => return Lost::Deadline,
             }
+        }
+    }
+}
+
+/// Keep `shared` up to date with the Lease `cfg.name`: list it, watch it from the list's
+/// `resourceVersion`, and start again from a fresh list when the watch fails (after a bounded
+/// backoff), ends with `410 Gone`, stalls, or `resync` is notified. `watching` is set while a watch
+/// is established.
+async fn watch_lease(
+    api: Api<Lease>,
+    cfg: Config,
+    shared: Arc<watch::Sender<Observed>>,
+    resync: Arc<Notify>,
+) {
+    use futures::StreamExt as _;
+    let selector = format!("metadata.name={}", cfg.name);
+    let params = WatchParams::default()
+        .fields(&selector)
+        .timeout(WATCH_TIMEOUT_SECS);
+    let stall = Duration::from_secs(u64::from(WATCH_TIMEOUT_SECS)) + WATCH_STALL_MARGIN;
+    let set_watching =
+        |on: bool| shared.send_if_modified(|o| std::mem::replace(&mut o.watching, on) != on);
+    let mut failures: u32 = 0;
+    loop {
+        let backoff = 'session: {
+            let list = match api.list(&ListParams::default().fields(&selector)).await {
+                Ok(list) => list,
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = %cfg.name, "listing the lease failed; reading it every retry period meanwhile");
+                    break 'session true;
+                }
+            };
+            let now = Instant::now();
+            let lease = list
+                .items
+                .iter()
+                .find(|l| l.metadata.name.as_deref() == Some(cfg.name.as_str()));
+            shared.send_if_modified(|o| {
+                let before = o.since();
+                Some(o.see(lease, now)) != before
+            });
+            let Some(mut rv) = list.metadata.resource_version.filter(|v| !v.is_empty()) else {
+                tracing::warn!(lease = %cfg.name, "the lease list has no resourceVersion; not watching");
+                break 'session true;
+            };
+            loop {
+                let stream = match api.watch(&params, &rv).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, lease = %cfg.name, "watching the lease failed; reading it every retry period meanwhile");
+                        break 'session true;
+                    }
+                };
+                if set_watching(true) {
+                    tracing::info!(lease = %cfg.name, identity = %cfg.identity, "watching the lease");
+                }
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    let next = tokio::select! {
+                        next = tokio::time::timeout(stall, stream.next()) => next,
+                        () = resync.notified() => {
+                            tracing::debug!(lease = %cfg.name, "reading the lease again: a write decided on the watched record lost a race");
+                            break 'session false;
+                        }
+                    };
+                    let event = match next {
+                        Err(_) => {
+                            tracing::warn!(lease = %cfg.name, "the lease watch stalled; starting it again");
+                            break 'session false;
+                        }
+                        // The server ended the watch (its timeout): resume from where it was.
+                        Ok(None) => break,
+                        Ok(Some(Err(e))) => {
+                            tracing::warn!(error = %e, lease = %cfg.name, "the lease watch failed; starting it again");
+                            break 'session true;
+                        }
+                        Ok(Some(Ok(event))) => event,
+                    };
+                    let now = Instant::now();
+                    let mut step = WatchStep::Relist { backoff: true };
+                    shared.send_if_modified(|o| {
+                        let (changed, s) = o.apply(event, &cfg.name, now);
+                        step = s;
+                        changed
+                    });
+                    match step {
+                        WatchStep::Resume(v) => {
+                            rv = v;
+                            failures = 0;
+                        }
+                        WatchStep::Relist { backoff } => {
+                            tracing::debug!(lease = %cfg.name, backoff, "the lease watch ended with an error event; listing again");
+                            break 'session backoff;
+                        }
+                    }
+                }
+            }
+        };
+        set_watching(false);
+        if backoff {
+            tokio::time::sleep(watch_backoff(failures, cfg.lease_duration)).await;
+            failures = failures.saturating_add(1);
         }
     }
 }
@@ -733,20 +1068,45 @@ mod tests {
         ));
     }
 
+    fn object(name: &str, rv: &str, spec: LeaseSpec) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(DEFAULT_NAMESPACE.into()),
+                resource_version: Some(rv.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+        }
+    }
+
     #[test]
     fn observation_time_restarts_only_when_the_record_changes() {
         let t0 = Instant::now();
         let mut o = Observed::default();
         let a = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_000, 0));
-        assert_eq!(o.see(Some(&a), t0), t0);
+        assert_eq!(o.see(Some(&object(DEFAULT_NAME, "1", a.clone())), t0), t0);
         assert_eq!(
-            o.see(Some(&a), t0 + Duration::from_secs(5)),
+            o.see(
+                Some(&object(DEFAULT_NAME, "2", a)),
+                t0 + Duration::from_secs(5)
+            ),
             t0,
             "unchanged record keeps its first sighting"
         );
+        assert_eq!(
+            o.lease
+                .as_ref()
+                .and_then(|l| l.metadata.resource_version.as_deref()),
+            Some("2"),
+            "the latest object is kept for its resourceVersion"
+        );
         let renewed = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_002, 0));
         assert_eq!(
-            o.see(Some(&renewed), t0 + Duration::from_secs(6)),
+            o.see(
+                Some(&object(DEFAULT_NAME, "3", renewed)),
+                t0 + Duration::from_secs(6)
+            ),
             t0 + Duration::from_secs(6)
         );
         assert_eq!(o.holder(), Some("b"));
@@ -755,6 +1115,284 @@ mod tests {
             t0 + Duration::from_secs(7)
         );
         assert_eq!(o.holder(), None);
+        assert_eq!(o.record(), None);
+        // A Lease without a spec is a free one, not a missing one (which would be created).
+        let bare = Lease {
+            metadata: ObjectMeta {
+                name: Some(DEFAULT_NAME.into()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+        };
+        o.see(Some(&bare), t0 + Duration::from_secs(8));
+        assert!(matches!(
+            decide(
+                o.record(),
+                t0 + Duration::from_secs(8),
+                t0 + Duration::from_secs(8),
+                wall(1_780_000_010, 0),
+                &cfg("a")
+            ),
+            Decision::Acquire(_)
+        ));
+    }
+
+    #[test]
+    fn a_watched_renewal_restarts_the_countdown_when_its_event_arrives() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut o = Observed::default();
+        let first = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_000, 0));
+        let (changed, step) = o.apply(
+            WatchEvent::Added(object(DEFAULT_NAME, "10", first.clone())),
+            DEFAULT_NAME,
+            at(0),
+        );
+        assert!(changed);
+        assert_eq!(step, WatchStep::Resume("10".into()));
+        // The renewal's event at 2 s: the 15 s start from there, whatever its renewTime says
+        // (here one far in the past: the holder's clock is skewed).
+        let renewed = held("b", 0, wall(1_780_000_000, 0), wall(1_700_000_000, 0));
+        let (changed, step) = o.apply(
+            WatchEvent::Modified(object(DEFAULT_NAME, "11", renewed.clone())),
+            DEFAULT_NAME,
+            at(2_000),
+        );
+        assert!(changed);
+        assert_eq!(step, WatchStep::Resume("11".into()));
+        assert_eq!(o.since(), Some(at(2_000)));
+        // A change outside the record (metadata only) does not restart it, but its
+        // resourceVersion is the one a write must carry.
+        let (changed, step) = o.apply(
+            WatchEvent::Modified(object(DEFAULT_NAME, "12", renewed)),
+            DEFAULT_NAME,
+            at(3_000),
+        );
+        assert!(!changed);
+        assert_eq!(step, WatchStep::Resume("12".into()));
+        assert_eq!(o.since(), Some(at(2_000)));
+        let w = wall(1_780_000_100, 0);
+        assert_eq!(
+            decide(o.record(), at(2_000), at(16_999), w, &cfg("a")),
+            Decision::Wait {
+                holder: "b".into(),
+                remaining: Duration::from_millis(1)
+            }
+        );
+        let Decision::Acquire(spec) = decide(o.record(), at(2_000), at(17_000), w, &cfg("a"))
+        else {
+            panic!("expected Acquire 15 s after the renewal was seen")
+        };
+        assert_eq!(spec.lease_transitions, Some(1));
+        assert_eq!(
+            o.lease
+                .as_ref()
+                .and_then(|l| l.metadata.resource_version.as_deref()),
+            Some("12")
+        );
+    }
+
+    #[test]
+    fn watch_events_steer_the_watch() {
+        let t0 = Instant::now();
+        let mut o = Observed::default();
+        let spec = held("b", 0, wall(1_780_000_000, 0), wall(1_780_000_000, 0));
+        o.apply(
+            WatchEvent::Added(object(DEFAULT_NAME, "5", spec.clone())),
+            DEFAULT_NAME,
+            t0,
+        );
+        let later = t0 + Duration::from_secs(1);
+        let bookmark: kube::core::watch::Bookmark = serde_json::from_value(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"resourceVersion": "9"}
+        }))
+        .expect("a bookmark");
+        assert_eq!(
+            o.apply(WatchEvent::Bookmark(bookmark), DEFAULT_NAME, later),
+            (false, WatchStep::Resume("9".into()))
+        );
+        let status = |code: u16| {
+            let mut s = kube::core::Status::failure("watch failed", "Expired");
+            s.code = code;
+            WatchEvent::Error(Box::new(s))
+        };
+        assert_eq!(
+            o.apply(status(410), DEFAULT_NAME, later),
+            (false, WatchStep::Relist { backoff: false }),
+            "410 Gone: list again at once"
+        );
+        assert_eq!(
+            o.apply(status(500), DEFAULT_NAME, later),
+            (false, WatchStep::Relist { backoff: true })
+        );
+        // Another object (a server ignoring the field selector) changes nothing.
+        let other = held("z", 0, wall(1_780_000_000, 0), wall(1_780_000_001, 0));
+        assert_eq!(
+            o.apply(
+                WatchEvent::Modified(object("other", "11", other.clone())),
+                DEFAULT_NAME,
+                later
+            ),
+            (false, WatchStep::Resume("11".into()))
+        );
+        assert_eq!(o.holder(), Some("b"));
+        assert_eq!(o.since(), Some(t0));
+        // An object without a resourceVersion cannot be resumed from.
+        let mut bad = object(DEFAULT_NAME, "", other);
+        bad.metadata.resource_version = None;
+        assert_eq!(
+            o.apply(WatchEvent::Modified(bad), DEFAULT_NAME, later),
+            (false, WatchStep::Relist { backoff: true })
+        );
+        assert_eq!(o.since(), Some(t0));
+        // Deleted: nothing held, so the candidate creates the Lease.
+        assert_eq!(
+            o.apply(
+                WatchEvent::Deleted(object(DEFAULT_NAME, "12", spec)),
+                DEFAULT_NAME,
+                later
+            ),
+            (true, WatchStep::Resume("12".into()))
+        );
+        assert!(matches!(
+            decide(o.record(), later, later, wall(1_780_000_002, 0), &cfg("a")),
+            Decision::Create(_)
+        ));
+    }
+
+    #[test]
+    fn waits_follow_the_watch_and_fall_back_to_the_retry_period() {
+        let retry = DEFAULT_RETRY_PERIOD;
+        let held = |s: u64| Attempt::HeldBy {
+            holder: "b".into(),
+            remaining: Duration::from_secs(s),
+        };
+        // Watching: sleep until the expiry (a change wakes the candidate earlier).
+        assert_eq!(
+            wait_after(&held(14), true, true, retry),
+            Duration::from_millis(14_001)
+        );
+        // Not watching: read again every retry period, or at the expiry if sooner.
+        assert_eq!(wait_after(&held(14), false, false, retry), retry);
+        assert_eq!(
+            wait_after(&held(1), false, false, retry),
+            Duration::from_millis(1_001)
+        );
+        // A write decided on a watched record lost a race: read at once; after a read, back off.
+        assert_eq!(
+            wait_after(&Attempt::Conflict, true, true, retry),
+            Duration::ZERO
+        );
+        assert_eq!(wait_after(&Attempt::Conflict, true, false, retry), retry);
+        assert_eq!(
+            watch_backoff(0, Duration::from_secs(15)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            watch_backoff(3, Duration::from_secs(15)),
+            Duration::from_millis(1_600)
+        );
+        assert_eq!(
+            watch_backoff(7, Duration::from_secs(15)),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            watch_backoff(u32::MAX, Duration::from_secs(15)),
+            Duration::from_secs(15)
+        );
+    }
+
+    /// A leader renewing every `period` from `t0` is killed at `kill`; each renewal reaches the
+    /// candidate `lag` after it, through the watch, or, without one, only on the candidate's reads
+    /// (every retry period from `phase`, and at the expiry it waits for). Returns when the
+    /// candidate decides to take over, driving [`Observed`], [`decide`] and [`wait_after`] as
+    /// [`Elector::acquire`] does.
+    fn simulated_takeover(
+        kill: Duration,
+        period: Duration,
+        lag: Duration,
+        watching: bool,
+        phase: Duration,
+    ) -> Duration {
+        let t0 = Instant::now();
+        let c = cfg("a");
+        let renewals: Vec<Duration> = (0u32..)
+            .map(|k| period * k)
+            .take_while(|r| *r < kill)
+            .collect();
+        let record = |k: usize| {
+            let micros = i64::try_from(renewals[k].as_micros()).expect("small");
+            let stamp = Timestamp::from_microsecond(1_780_000_000_000_000 + micros).expect("valid");
+            object(
+                DEFAULT_NAME,
+                &(k + 1).to_string(),
+                held("b", 0, wall(1_780_000_000, 0), stamp),
+            )
+        };
+        let mut o = Observed::default();
+        let mut applied = 0;
+        let mut now = if watching { lag } else { phase };
+        loop {
+            if watching {
+                while applied < renewals.len() && renewals[applied] + lag <= now {
+                    o.apply(
+                        WatchEvent::Modified(record(applied)),
+                        DEFAULT_NAME,
+                        t0 + renewals[applied] + lag,
+                    );
+                    applied += 1;
+                }
+            } else if let Some(k) = renewals.iter().rposition(|r| *r <= now) {
+                o.see(Some(&record(k)), t0 + now);
+            }
+            let since = o.since().expect("seen");
+            let attempt = match decide(o.record(), since, t0 + now, wall(1_780_000_000, 0), &c) {
+                Decision::Acquire(_) => return now,
+                Decision::Wait { holder, remaining } => Attempt::HeldBy { holder, remaining },
+                other => panic!("unexpected {other:?}"),
+            };
+            let mut next = now + wait_after(&attempt, watching, watching, c.retry_period);
+            if watching && let Some(k) = renewals.get(applied) {
+                next = next.min(*k + lag);
+            }
+            now = next;
+        }
+    }
+
+    #[test]
+    fn with_the_watch_a_crashed_leader_is_replaced_within_the_lease_duration() {
+        let period = DEFAULT_RETRY_PERIOD;
+        let lag = Duration::from_millis(5);
+        let mut polled_max = Duration::ZERO;
+        // Kills at every 50 ms of a renewal period, after a few renewals.
+        for step in 0..40u32 {
+            let kill = Duration::from_secs(20) + Duration::from_millis(50) * step + lag;
+            let last_renewal =
+                period * u32::try_from(kill.as_millis() / period.as_millis()).expect("small");
+            let took = simulated_takeover(kill, period, lag, true, Duration::ZERO) - kill;
+            // One lease duration after the last renewal's event (+ the 1 ms past the expiry).
+            assert_eq!(
+                took + kill,
+                last_renewal + lag + DEFAULT_LEASE_DURATION + Duration::from_millis(1),
+                "kill at {kill:?}"
+            );
+            assert!(
+                took <= DEFAULT_LEASE_DURATION + Duration::from_millis(1),
+                "kill at {kill:?}: {took:?}"
+            );
+            for phase_ms in [0, 500, 1_000, 1_500, 1_990] {
+                let phase = Duration::from_millis(phase_ms);
+                let polled = simulated_takeover(kill, period, lag, false, phase) - kill;
+                polled_max = polled_max.max(polled);
+            }
+        }
+        // Reading every retry period instead sees renewals up to a period late: up to ~17 s.
+        assert!(
+            polled_max > DEFAULT_LEASE_DURATION + Duration::from_secs(1),
+            "polling's worst case: {polled_max:?}"
+        );
     }
 
     #[test]
