@@ -77,25 +77,45 @@ pub(crate) fn load_or_compile(
     digest: Digest,
     wasm: &[u8],
 ) -> wasmtime::Result<Module> {
+    match load(engine, dir, digest) {
+        Some(m) => Ok(m),
+        None => compile_and_store(engine, dir, digest, wasm),
+    }
+}
+
+/// The module of digest `digest` from `dir`, when a usable file is there.
+pub(crate) fn load(engine: &Engine, dir: &Path, digest: Digest) -> Option<Module> {
     let file = path(engine, dir, digest);
-    let private = private_dir(dir);
-    if private.is_ok() && trusted(dir, &file) {
-        // SAFETY: the file is a regular file of this user, unreadable and unwritable by others,
-        // in a directory this process keeps private; wasmtime checks that it was built by this
-        // version with this engine configuration.
-        #[allow(unsafe_code)]
-        match unsafe { Module::deserialize_file(engine, &file) } {
-            Ok(m) => {
-                touch(&file);
-                return Ok(m);
-            }
-            Err(e) => {
-                tracing::info!(file = %file.display(), error = %e, "compiled module unusable; compiling again");
-            }
+    if private_dir(dir).is_err() || !trusted(dir, &file) {
+        return None;
+    }
+    // SAFETY: the file is a regular file of this user, unreadable and unwritable by others,
+    // in a directory this process keeps private; wasmtime checks that it was built by this
+    // version with this engine configuration.
+    #[allow(unsafe_code)]
+    match unsafe { Module::deserialize_file(engine, &file) } {
+        Ok(m) => {
+            touch(&file);
+            Some(m)
+        }
+        Err(e) => {
+            tracing::info!(file = %file.display(), error = %e, "compiled module unusable; compiling again");
+            None
         }
     }
+}
+
+/// Compile `wasm` (digest `digest`) and store the machine code in `dir` (failing to store only
+/// costs the next start a compile).
+pub(crate) fn compile_and_store(
+    engine: &Engine,
+    dir: &Path,
+    digest: Digest,
+    wasm: &[u8],
+) -> wasmtime::Result<Module> {
+    let file = path(engine, dir, digest);
     let module = Module::new(engine, wasm)?;
-    match private.and_then(|()| store(&file, &module)) {
+    match private_dir(dir).and_then(|()| store(&file, &module)) {
         Ok(()) => {
             let removed = evict(dir, &file, MAX_FILES, MAX_BYTES);
             if removed > 0 {

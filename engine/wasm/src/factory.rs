@@ -14,21 +14,37 @@ use crate::plugin::{WasmPlugin, export_for};
 #[derive(Debug, Default, Clone)]
 pub struct WasmFactory {
     cache_dir: Option<PathBuf>,
+    tiered: bool,
 }
 
 impl WasmFactory {
-    /// A factory on the process-wide [`Host`], compiling every module it loads.
+    /// A factory on the process-wide [`Host`], compiling every module it loads (optimized,
+    /// before it serves).
     pub fn new() -> Self {
-        WasmFactory { cache_dir: None }
+        WasmFactory {
+            cache_dir: None,
+            tiered: false,
+        }
     }
 
     /// A factory that keeps compiled modules in `dir` (made private, 0700; files 0600), by module
     /// digest and engine configuration, so a restart loads them instead of compiling again (see
-    /// [`Host::compile_cached`]).
+    /// [`Host::compile_cached`]). Tiered: a module not in `dir` serves at once from the
+    /// baseline compiler's code until its optimized code is ready ([`Host::compile_tiered`]).
     pub fn with_cache_dir(dir: PathBuf) -> Self {
         WasmFactory {
             cache_dir: Some(dir),
+            tiered: true,
         }
+    }
+
+    /// Whether a module not in the cache directory serves from baseline code first (the default
+    /// of [`WasmFactory::with_cache_dir`]) or only once compiled optimized. Without a cache
+    /// directory modules are always compiled optimized.
+    #[must_use]
+    pub fn tiered(mut self, tiered: bool) -> Self {
+        self.tiered = tiered;
+        self
     }
 
     /// Load the plugin `spec` describes for `point`.
@@ -57,7 +73,10 @@ impl WasmFactory {
                 });
             }
         }
-        let module = host.compile_cached(&bytes, self.cache_dir.as_deref())?;
+        let module = match self.cache_dir.as_deref() {
+            Some(dir) if self.tiered => host.compile_tiered(&bytes, dir)?,
+            dir => host.compile_cached(&bytes, dir)?,
+        };
         let export = export_for(point);
         if !module.exports_point(export) {
             return Err(LoadError::MissingExport {

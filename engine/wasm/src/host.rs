@@ -1,18 +1,28 @@
 //! The process-wide host: one wasmtime `Engine` (Cranelift, pooling allocator, epoch interruption)
 //! with one ticker thread, the `Linker` with the host imports, the module cache keyed by sha256,
 //! and the serialized cluster snapshot shared by every plugin.
+//!
+//! Tiering ([`Host::compile_tiered`]): a second engine with wasmtime's baseline compiler (Winch),
+//! configured like the first (epoch interruption, the same host imports, its own bounded pool of
+//! instance slots), compiles a module that is not in the compiled cache several times faster
+//! than Cranelift; it serves until Cranelift, in the background, has compiled the module and
+//! written it to the cache, then plugins switch to the optimized code at their next call.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flotilla_api::cluster::Cluster;
 use flotilla_core::framework::ClusterSnapshot;
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig, Strategy,
+};
 
 use crate::instance::State;
-use crate::module::{Compiled, Digest, LoadError};
+use crate::module::{Compiled, Digest, LoadError, OptimizedSlot, Source, Tier};
 
 /// Epoch tick period: call deadlines are rounded up to it.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
@@ -23,12 +33,53 @@ pub const MAX_MEMORY_BYTES: usize = 1 << 30;
 /// Concurrent instances (warm and in use) across all plugins.
 const POOL_SLOTS: u32 = 512;
 
+/// Concurrent instances of baseline-compiled modules (a second pool of the baseline engine,
+/// bounded on its own: such modules serve only until their optimized code is ready).
+pub const BASELINE_POOL_SLOTS: u32 = 128;
+
+/// Modules whose optimized compile may be queued at once; beyond, a new module is compiled
+/// optimized right away (no baseline tier), so a burst of versions cannot queue unbounded work.
+const MAX_PENDING_OPTIMIZATIONS: usize = 4;
+
+static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
+
 /// The Wasm host. Get it with [`Host::global`].
 pub struct Host {
     engine: Engine,
     pub(crate) linker: Linker<State>,
+    /// The baseline (Winch) engine and its linker; `None` when it could not be created.
+    baseline: Option<(Engine, Linker<State>)>,
     modules: Mutex<HashMap<Digest, Weak<Compiled>>>,
     snapshots: Mutex<Vec<Arc<Snapshot>>>,
+    tiering: TieringCounters,
+    /// One optimized compile at a time (each is parallel already).
+    optimizer: Mutex<()>,
+}
+
+#[derive(Default)]
+struct TieringCounters {
+    baseline_compiles: AtomicU64,
+    baseline_unsupported: AtomicU64,
+    optimized: AtomicU64,
+    optimize_failures: AtomicU64,
+    pending: AtomicUsize,
+}
+
+/// What the tiered compiler did ([`Host::tiering`]), for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TieringStats {
+    /// Modules compiled with the baseline compiler to serve at once.
+    pub baseline_compiles: u64,
+    /// Modules the baseline compiler could not compile (compiled optimized only).
+    pub baseline_unsupported: u64,
+    /// Baseline modules whose optimized code became ready.
+    pub optimized: u64,
+    /// Baseline modules whose optimized compile failed (they keep the baseline code).
+    pub optimize_failures: u64,
+    /// Loaded modules served by baseline code now (their optimized code not ready yet).
+    pub serving_baseline: usize,
+    /// Optimized compiles queued or running.
+    pub pending: usize,
 }
 
 impl std::fmt::Debug for Host {
@@ -43,7 +94,6 @@ impl Host {
     /// # Errors
     /// The engine could not be created (e.g. the pooling allocator could not reserve memory).
     pub fn global() -> Result<&'static Host, LoadError> {
-        static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
         HOST.get_or_init(|| Host::create().map_err(|e| format!("{e:#}")))
             .as_ref()
             .map_err(|message| LoadError::Engine {
@@ -51,8 +101,58 @@ impl Host {
             })
     }
 
+    /// The process-wide host if it was created (no engine is created here).
+    pub fn existing() -> Option<&'static Host> {
+        HOST.get().and_then(|h| h.as_ref().ok())
+    }
+
     fn create() -> wasmtime::Result<Host> {
+        let engine = Self::new_engine(Strategy::Cranelift, POOL_SLOTS)?;
+        let mut linker = Linker::new(&engine);
+        crate::instance::define_host(&mut linker)?;
+        crate::wasi::define(&mut linker)?;
+        let baseline = match Self::new_engine(Strategy::Winch, BASELINE_POOL_SLOTS).and_then(|e| {
+            let mut linker = Linker::new(&e);
+            crate::instance::define_host(&mut linker)?;
+            crate::wasi::define(&mut linker)?;
+            Ok((e, linker))
+        }) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                tracing::info!(error = %format!("{e:#}"), "no baseline compiler; every module is compiled optimized before it serves");
+                None
+            }
+        };
+        let ticker = (engine.weak(), baseline.as_ref().map(|(e, _)| e.weak()));
+        std::thread::Builder::new()
+            .name("flotilla-wasm-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = ticker.0.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    if let Some(b) = ticker.1.as_ref().and_then(wasmtime::EngineWeak::upgrade) {
+                        b.increment_epoch();
+                    }
+                    std::thread::sleep(TICK);
+                }
+            })
+            .map_err(wasmtime::Error::new)?;
+        Ok(Host {
+            engine,
+            linker,
+            baseline,
+            modules: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(Vec::new()),
+            tiering: TieringCounters::default(),
+            optimizer: Mutex::new(()),
+        })
+    }
+
+    /// An engine compiling with `strategy`: epoch interruption, a pooling allocator of `slots`
+    /// instances (each memory at most [`MAX_MEMORY_BYTES`]).
+    fn new_engine(strategy: Strategy, slots: u32) -> wasmtime::Result<Engine> {
         let mut config = Config::new();
+        config.strategy(strategy);
         config.epoch_interruption(true);
         // Not `compiler_inlining(Inlining::Yes)`: about 10 % faster guests in the cycle bench, but
         // 2.5x the compile time (a 500 KB guest 0.4 -> 1.0 s), and the compile is what a hot swap
@@ -63,32 +163,12 @@ impl Host {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_core_instances(POOL_SLOTS)
-            .total_memories(POOL_SLOTS)
-            .total_tables(POOL_SLOTS)
+        pool.total_core_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots)
             .max_memory_size(MAX_MEMORY_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config)?;
-        let mut linker = Linker::new(&engine);
-        crate::instance::define_host(&mut linker)?;
-        crate::wasi::define(&mut linker)?;
-        let ticker = engine.weak();
-        std::thread::Builder::new()
-            .name("flotilla-wasm-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = ticker.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(TICK);
-                }
-            })
-            .map_err(wasmtime::Error::new)?;
-        Ok(Host {
-            engine,
-            linker,
-            modules: Mutex::new(HashMap::new()),
-            snapshots: Mutex::new(Vec::new()),
-        })
+        Engine::new(&config)
     }
 
     /// The engine.
@@ -120,20 +200,243 @@ impl Host {
         cache: Option<&std::path::Path>,
     ) -> Result<Arc<Compiled>, LoadError> {
         let digest = crate::module::sha256(bytes);
-        if let Some(m) = self
+        // A module loaded tiered is shared once its optimized code is ready; before, this
+        // compiles it optimized itself.
+        if let Some(m) = self.loaded(digest).filter(|m| m.tier() == Tier::Optimized) {
+            return Ok(m);
+        }
+        let compiled = Compiled::load(self, digest, bytes, cache)?;
+        Ok(self.remember(compiled))
+    }
+
+    /// [`Host::compile_cached`], tiered: a module whose optimized code is in `cache` is loaded
+    /// from there; one that is not is compiled with the baseline compiler (Winch) and served
+    /// at once ([`Tier::Baseline`]) while Cranelift compiles it in the background and writes it
+    /// to `cache`; plugins then switch to the optimized code at their next call
+    /// ([`Compiled::optimized`]) and the baseline code is dropped with its last instance. A
+    /// module the baseline compiler cannot compile (a Wasm feature it lacks), or any module
+    /// while [`MAX_PENDING_OPTIMIZATIONS`] are queued, is compiled optimized before it serves.
+    ///
+    /// # Errors
+    /// As [`Host::compile`].
+    pub fn compile_tiered(
+        &'static self,
+        bytes: &[u8],
+        cache: &Path,
+    ) -> Result<Arc<Compiled>, LoadError> {
+        let digest = crate::module::sha256(bytes);
+        if let Some(m) = self.loaded(digest) {
+            return Ok(m);
+        }
+        let source = Source::parse(bytes)?;
+        let compile_error = |_| LoadError::Compile { size: bytes.len() };
+        if let Some(module) = crate::cache::load(&self.engine, cache, digest) {
+            let compiled =
+                Compiled::link(&self.linker, digest, &source, module, Tier::Optimized, None)?;
+            return Ok(self.remember(compiled));
+        }
+        if let Some(compiled) = self.compile_baseline(digest, &source, cache)? {
+            return Ok(compiled);
+        }
+        let module = crate::cache::compile_and_store(&self.engine, cache, digest, &source.wasm)
+            .map_err(compile_error)?;
+        let compiled =
+            Compiled::link(&self.linker, digest, &source, module, Tier::Optimized, None)?;
+        Ok(self.remember(compiled))
+    }
+
+    /// `bytes` compiled by the compiler of `tier` only: a baseline module here never switches to
+    /// optimized code, and is not shared with other loads. For comparing the tiers (tests,
+    /// benchmarks); plugins get their modules from [`Host::compile_tiered`] or
+    /// [`Host::compile_cached`].
+    ///
+    /// # Errors
+    /// As [`Host::compile`]; [`LoadError::Engine`] when there is no baseline compiler.
+    pub fn compile_with(&self, bytes: &[u8], tier: Tier) -> Result<Arc<Compiled>, LoadError> {
+        let (engine, linker) = match tier {
+            Tier::Optimized => (&self.engine, &self.linker),
+            Tier::Baseline => match &self.baseline {
+                Some((e, l)) => (e, l),
+                None => {
+                    return Err(LoadError::Engine {
+                        message: "no baseline compiler".into(),
+                    });
+                }
+            },
+        };
+        let digest = crate::module::sha256(bytes);
+        let source = Source::parse(bytes)?;
+        let module = Module::new(engine, &source.wasm)
+            .map_err(|_| LoadError::Compile { size: bytes.len() })?;
+        Ok(Arc::new(Compiled::link(
+            linker, digest, &source, module, tier, None,
+        )?))
+    }
+
+    /// The loaded module of `digest`, if any plugin still holds it: its optimized build when
+    /// that is ready.
+    fn loaded(&self, digest: Digest) -> Option<Arc<Compiled>> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let m = modules.get(&digest).and_then(Weak::upgrade)?;
+        match m.optimized() {
+            Some(opt) => {
+                modules.insert(digest, Arc::downgrade(&opt));
+                Some(opt)
+            }
+            None => Some(m),
+        }
+    }
+
+    fn remember(&self, compiled: Compiled) -> Arc<Compiled> {
+        let compiled = Arc::new(compiled);
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        modules.retain(|_, w| w.strong_count() > 0);
+        modules.insert(compiled.digest, Arc::downgrade(&compiled));
+        compiled
+    }
+
+    /// Compile `source` with the baseline compiler and queue its optimized compile; `None` when
+    /// there is no baseline compiler, too many optimized compiles are queued, or the baseline
+    /// compiler cannot compile the module.
+    fn compile_baseline(
+        &'static self,
+        digest: Digest,
+        source: &Source<'_>,
+        cache: &Path,
+    ) -> Result<Option<Arc<Compiled>>, LoadError> {
+        let Some((engine, linker)) = &self.baseline else {
+            return Ok(None);
+        };
+        let pending = &self.tiering.pending;
+        if pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_PENDING_OPTIMIZATIONS).then_some(n + 1)
+            })
+            .is_err()
+        {
+            tracing::debug!(%digest, "optimized compiles queued at the bound; compiling optimized now");
+            return Ok(None);
+        }
+        // Released by the optimizer thread, or here when there is none.
+        struct Pending(&'static AtomicUsize);
+        impl Drop for Pending {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let pending = Pending(pending);
+        let started = Instant::now();
+        let module = match Module::new(engine, &source.wasm) {
+            Ok(m) => m,
+            Err(e) => {
+                self.tiering
+                    .baseline_unsupported
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%digest, error = %format!("{e:#}"), "the baseline compiler cannot compile this module; compiling optimized only");
+                return Ok(None);
+            }
+        };
+        let slot: Arc<OptimizedSlot> = Arc::new(OnceLock::new());
+        let compiled = Compiled::link(
+            linker,
+            digest,
+            source,
+            module,
+            Tier::Baseline,
+            Some(Arc::clone(&slot)),
+        )?;
+        let compiled = self.remember(compiled);
+        self.tiering
+            .baseline_compiles
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%digest, size = source.wasm.len(), elapsed = ?started.elapsed(), "module compiled by the baseline compiler; serving it while the optimized code is compiled");
+        let job = Optimize {
+            slot: Arc::downgrade(&slot),
+            digest,
+            source: Source {
+                wasm: std::borrow::Cow::Owned(source.wasm.to_vec()),
+                metadata: source.metadata.clone(),
+            },
+            cache: cache.to_path_buf(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("flotilla-wasm-optimize".into())
+            .spawn(move || {
+                let _pending = pending;
+                self.optimize(job);
+            });
+        if let Err(e) = spawned {
+            // The pending count was released with the closure. The baseline code keeps serving.
+            self.tiering
+                .optimize_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%digest, error = %e, "cannot start the optimized compile; the baseline code keeps serving");
+        }
+        Ok(Some(compiled))
+    }
+
+    /// Compile `job` with Cranelift into the cache and publish it to the baseline module's users.
+    fn optimize(&self, job: Optimize) {
+        let _lane = self.optimizer.lock().unwrap_or_else(|e| e.into_inner());
+        if job.slot.strong_count() == 0 {
+            tracing::debug!(digest = %job.digest, "baseline module dropped before its optimized compile; skipped");
+            return;
+        }
+        let started = Instant::now();
+        let result =
+            crate::cache::compile_and_store(&self.engine, &job.cache, job.digest, &job.source.wasm)
+                .map_err(|_| LoadError::Compile {
+                    size: job.source.wasm.len(),
+                })
+                .and_then(|module| {
+                    Compiled::link(
+                        &self.linker,
+                        job.digest,
+                        &job.source,
+                        module,
+                        Tier::Optimized,
+                        None,
+                    )
+                });
+        match result {
+            Ok(compiled) => {
+                let compiled = Arc::new(compiled);
+                self.tiering.optimized.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(digest = %job.digest, elapsed = ?started.elapsed(), "optimized code ready; plugins switch to it at their next call");
+                if let Some(slot) = job.slot.upgrade() {
+                    let _ = slot.set(Arc::clone(&compiled));
+                    let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+                    modules.insert(job.digest, Arc::downgrade(&compiled));
+                }
+            }
+            Err(e) => {
+                self.tiering
+                    .optimize_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(digest = %job.digest, error = %e, "optimized compile failed; the baseline code keeps serving");
+            }
+        }
+    }
+
+    /// What the tiered compiler did so far ([`Host::compile_tiered`]).
+    pub fn tiering(&self) -> TieringStats {
+        let serving_baseline = self
             .modules
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&digest)
-            .and_then(Weak::upgrade)
-        {
-            return Ok(m);
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter(|m| m.tier() == Tier::Baseline && m.optimized().is_none())
+            .count();
+        let c = &self.tiering;
+        TieringStats {
+            baseline_compiles: c.baseline_compiles.load(Ordering::Relaxed),
+            baseline_unsupported: c.baseline_unsupported.load(Ordering::Relaxed),
+            optimized: c.optimized.load(Ordering::Relaxed),
+            optimize_failures: c.optimize_failures.load(Ordering::Relaxed),
+            serving_baseline,
+            pending: c.pending.load(Ordering::Acquire),
         }
-        let compiled = Arc::new(Compiled::load(self, digest, bytes, cache)?);
-        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        modules.retain(|_, w| w.strong_count() > 0);
-        modules.insert(digest, Arc::downgrade(&compiled));
-        Ok(compiled)
     }
 
     /// The serialized cluster set for `snapshot`, built once per generation and shared.
@@ -147,6 +450,14 @@ impl Host {
         cache.truncate(2);
         s
     }
+}
+
+/// A queued optimized compile.
+struct Optimize {
+    slot: Weak<OptimizedSlot>,
+    digest: Digest,
+    source: Source<'static>,
+    cache: PathBuf,
 }
 
 /// Hashes pointers: they are already well distributed once the alignment bits are shifted out.

@@ -8,7 +8,7 @@ use flotilla_core::PluginError;
 use wasmtime::{AsContext, AsContextMut, Caller, Memory, ResourceLimiter, Store, Trap, TypedFunc};
 
 use crate::host::{Snapshot, TICK};
-use crate::module::Compiled;
+use crate::module::{Compiled, Tier};
 
 /// Per-call limits of a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,6 +380,8 @@ pub(crate) struct Warm {
     interpret: Option<PointFn>,
     scratch: Option<(i32, usize)>,
     generation: Option<u64>,
+    /// The tier of the module's code.
+    tier: Tier,
 }
 
 /// A guest's answer: status plus what it passed to `set_result` / `set_rows`.
@@ -481,6 +483,7 @@ impl Warm {
                     interpret,
                     scratch: None,
                     generation: None,
+                    tier: module.tier(),
                 },
                 init_fn,
             )),
@@ -489,6 +492,11 @@ impl Warm {
                 Err((f, hit))
             }
         }
+    }
+
+    /// The tier of the code this instance runs.
+    pub(crate) fn tier(&self) -> Tier {
+        self.tier
     }
 
     /// Did the memory limiter refuse a growth since the instance was created?

@@ -11,6 +11,10 @@
 //!   interruption driven by one ticker thread) and `Linker` with the host imports
 //!   (`flotilla:host/v1`: `log`, `set_result`, `set_rows`) and a deny-all `wasi_snapshot_preview1`
 //!   (clock and random only) for wasip1 reactors such as Go's `-buildmode=c-shared`.
+//! - **Tiers** ([`Tier`]): with a compiled cache (the control plane's), a module not in it is
+//!   compiled first by wasmtime's baseline compiler (Winch, a second engine with the same limits)
+//!   and served at once, while Cranelift compiles it in the background; plugins switch to the
+//!   optimized code at their next call once it is ready ([`Host::compile_tiered`]).
 //! - **[`Compiled`]**: a module compiled once per sha256, its imports checked (anything unknown is
 //!   rejected at load, with the import named), its exports checked, linked into an `InstancePre`.
 //! - **[`WasmPlugin`]**: a module + config + [`Limits`], with a pool of warm instances. The cluster
@@ -31,10 +35,10 @@ mod plugin;
 mod wasi;
 
 pub use factory::WasmFactory;
-pub use host::{Host, MAX_MEMORY_BYTES};
+pub use host::{BASELINE_POOL_SLOTS, Host, MAX_MEMORY_BYTES, TieringStats};
 pub use instance::{Limits, LimitsError, MAX_MESSAGE_BYTES, bound_message};
 pub use interpret::{PluginMap, PluginResolver, WasmRuleBackend, load_interpreter};
-pub use module::{Compiled, Digest, LoadError, custom_section, sha256};
+pub use module::{Compiled, Digest, LoadError, Tier, custom_section, sha256};
 pub use plugin::{
     FuzzDecoded, FuzzRequest, MAX_SCORE, MIN_SCORE, WasmPlugin, export_for, fuzz_decode,
 };

@@ -1,10 +1,11 @@
 //! Loading a module: digest, compile, check imports/exports/metadata, link (`InstancePre`).
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use flotilla_abi::{CUSTOM_SECTION, HOST_MODULE, Metadata, WASI_MODULE, export, import};
 use sha2::Digest as _;
-use wasmtime::{ExternType, InstancePre, Module};
+use wasmtime::{ExternType, InstancePre, Linker, Module};
 
 use crate::host::Host;
 use crate::instance::State;
@@ -151,6 +152,9 @@ pub struct Compiled {
     pub exports: Vec<String>,
     /// Size of the Wasm binary.
     pub size: usize,
+    tier: Tier,
+    /// For a baseline module: where its optimized build goes (shared by every user of it).
+    optimized: Option<Arc<OptimizedSlot>>,
 }
 
 impl fmt::Debug for Compiled {
@@ -158,6 +162,7 @@ impl fmt::Debug for Compiled {
         f.debug_struct("Compiled")
             .field("digest", &self.digest)
             .field("points", &self.points)
+            .field("tier", &self.tier)
             .finish_non_exhaustive()
     }
 }
@@ -171,38 +176,43 @@ impl Compiled {
             .is_some_and(|i| self.points[i])
     }
 
+    /// Which compiler produced the machine code.
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    /// For a [`Tier::Baseline`] module: the optimized build of the same module once it is ready
+    /// (compiled in the background, see [`Host::compile_tiered`]); `None` before, and always
+    /// for an optimized module.
+    pub fn optimized(&self) -> Option<Arc<Compiled>> {
+        self.optimized.as_ref().and_then(|slot| slot.get().cloned())
+    }
+
     pub(crate) fn load(
         host: &Host,
         digest: Digest,
         bytes: &[u8],
         cache: Option<&std::path::Path>,
     ) -> Result<Compiled, LoadError> {
-        let wasm = if bytes.starts_with(b"\0asm") {
-            std::borrow::Cow::Borrowed(bytes)
-        } else {
-            std::borrow::Cow::Owned(
-                wat::parse_bytes(bytes)
-                    .map_err(|_| LoadError::Compile { size: bytes.len() })?
-                    .into_owned(),
-            )
-        };
-        let metadata = match custom_section(&wasm, CUSTOM_SECTION) {
-            Some(raw) => {
-                let m: Metadata = serde_json::from_slice(raw).map_err(|e| LoadError::Metadata {
-                    message: crate::instance::bound_message(e.to_string()),
-                })?;
-                if m.abi != flotilla_abi::ABI_VERSION {
-                    return Err(LoadError::AbiVersion { found: m.abi });
-                }
-                Some(m)
-            }
-            None => None,
-        };
+        let source = Source::parse(bytes)?;
         let module = match cache {
-            Some(dir) => crate::cache::load_or_compile(host.engine(), dir, digest, &wasm),
-            None => Module::new(host.engine(), &wasm),
+            Some(dir) => crate::cache::load_or_compile(host.engine(), dir, digest, &source.wasm),
+            None => Module::new(host.engine(), &source.wasm),
         }
         .map_err(|_| LoadError::Compile { size: bytes.len() })?;
+        Compiled::link(&host.linker, digest, &source, module, Tier::Optimized, None)
+    }
+
+    /// Check `module` (compiled from `source`) against the host's imports and the ABI's
+    /// exports, and link it with `linker` (the linker of the engine that compiled it).
+    pub(crate) fn link(
+        linker: &Linker<State>,
+        digest: Digest,
+        source: &Source<'_>,
+        module: Module,
+        tier: Tier,
+        optimized: Option<Arc<OptimizedSlot>>,
+    ) -> Result<Compiled, LoadError> {
         let mut wasi = false;
         let mut imports = Vec::new();
         for imp in module.imports() {
@@ -256,8 +266,7 @@ impl Compiled {
         }
         let has_init = matches!(ty(export::INIT), Some(ExternType::Func(_)));
         let has_initialize = matches!(ty(export::WASI_INITIALIZE), Some(ExternType::Func(_)));
-        let pre = host
-            .linker
+        let pre = linker
             .instantiate_pre(&module)
             .map_err(|e| LoadError::Instantiate {
                 message: crate::instance::bound_message(format!("{e:#}")),
@@ -265,7 +274,7 @@ impl Compiled {
         Ok(Compiled {
             digest,
             pre,
-            metadata,
+            metadata: source.metadata.clone(),
             points,
             has_init,
             has_interpret,
@@ -273,8 +282,67 @@ impl Compiled {
             wasi,
             imports,
             exports,
-            size: wasm.len(),
+            size: source.wasm.len(),
+            tier,
+            optimized,
         })
+    }
+}
+
+/// Where the optimized build of a baseline module is put when ready.
+pub(crate) type OptimizedSlot = OnceLock<Arc<Compiled>>;
+
+/// Which compiler produced a module's machine code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Cranelift: optimized code; what a module is served with once compiled (and what the
+    /// on-disk cache holds).
+    Optimized,
+    /// Winch, the baseline compiler: several times faster to compile, slower code; serves a
+    /// module compiled anew until Cranelift's code is ready.
+    Baseline,
+}
+
+impl Tier {
+    /// `optimized` or `baseline`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Optimized => "optimized",
+            Tier::Baseline => "baseline",
+        }
+    }
+}
+
+/// A module's bytes as Wasm (WAT is converted) and its checked `flotilla.plugin` metadata.
+pub(crate) struct Source<'a> {
+    pub(crate) wasm: std::borrow::Cow<'a, [u8]>,
+    pub(crate) metadata: Option<Metadata>,
+}
+
+impl<'a> Source<'a> {
+    pub(crate) fn parse(bytes: &'a [u8]) -> Result<Source<'a>, LoadError> {
+        let wasm = if bytes.starts_with(b"\0asm") {
+            std::borrow::Cow::Borrowed(bytes)
+        } else {
+            std::borrow::Cow::Owned(
+                wat::parse_bytes(bytes)
+                    .map_err(|_| LoadError::Compile { size: bytes.len() })?
+                    .into_owned(),
+            )
+        };
+        let metadata = match custom_section(&wasm, CUSTOM_SECTION) {
+            Some(raw) => {
+                let m: Metadata = serde_json::from_slice(raw).map_err(|e| LoadError::Metadata {
+                    message: crate::instance::bound_message(e.to_string()),
+                })?;
+                if m.abi != flotilla_abi::ABI_VERSION {
+                    return Err(LoadError::AbiVersion { found: m.abi });
+                }
+                Some(m)
+            }
+            None => None,
+        };
+        Ok(Source { wasm, metadata })
     }
 }
 

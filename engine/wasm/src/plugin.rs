@@ -19,7 +19,7 @@ use flotilla_core::framework::{
 
 use crate::host::{Host, Snapshot};
 use crate::instance::{Fail, Limits, Reply, Warm, bound_message};
-use crate::module::{Compiled, LoadError};
+use crate::module::{Compiled, LoadError, Tier};
 
 const FILTER: usize = 0;
 const SCORE: usize = 1;
@@ -30,6 +30,28 @@ const OVERRIDE: usize = 4;
 /// Warm instances kept per plugin (more may exist while calls run concurrently).
 const MAX_IDLE: usize = 8;
 
+/// The module the plugin runs now and its idle instances of it. Starts with the module the
+/// plugin was loaded with; a baseline module is replaced by its optimized build once that is
+/// ready, and the baseline instances retire (idle ones at once, busy ones when their call ends).
+struct Pool {
+    module: Arc<Compiled>,
+    idle: Vec<Warm>,
+}
+
+impl Pool {
+    /// Switch to the optimized build of a baseline module when it is ready.
+    fn refresh(&mut self, plugin: &str) {
+        if self.module.tier() != Tier::Baseline {
+            return;
+        }
+        if let Some(optimized) = self.module.optimized() {
+            tracing::debug!(plugin, digest = %optimized.digest, retired = self.idle.len(), "plugin switched to the optimized code");
+            self.module = optimized;
+            self.idle.clear();
+        }
+    }
+}
+
 /// A Wasm plugin: one module, one config, one set of limits. Implements all five extension-point
 /// traits; a call to a point the module does not export is a plugin error (factories check first).
 pub struct WasmPlugin {
@@ -38,7 +60,7 @@ pub struct WasmPlugin {
     init: Vec<u8>,
     limits: Limits,
     host: &'static Host,
-    pool: Mutex<Vec<Warm>>,
+    pool: Mutex<Pool>,
     /// Log lines of the most recent call, when capturing (for `flotilla plugin test`).
     last_logs: Mutex<Option<Vec<(i32, String)>>>,
 }
@@ -79,18 +101,29 @@ impl WasmPlugin {
             })?;
         Ok(WasmPlugin {
             name,
-            module,
+            module: Arc::clone(&module),
             init,
             limits,
             host,
-            pool: Mutex::new(vec![warm]),
+            pool: Mutex::new(Pool {
+                module: Arc::clone(&module),
+                idle: vec![warm],
+            }),
             last_logs: Mutex::new(None),
         })
     }
 
-    /// The module.
+    /// The module the plugin was loaded with (digest, metadata, exports).
     pub fn module(&self) -> &Arc<Compiled> {
         &self.module
+    }
+
+    /// The tier of the code the plugin runs now (the next call switches a baseline module to
+    /// its optimized build if that became ready since).
+    pub fn tier(&self) -> Tier {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        pool.refresh(&self.name);
+        pool.module.tier()
     }
 
     /// Keep the log lines of each call for [`WasmPlugin::take_logs`].
@@ -113,12 +146,18 @@ impl WasmPlugin {
         &self,
         f: impl FnOnce(&mut Warm) -> Result<R, Fail>,
     ) -> Result<R, PluginError> {
-        let pooled = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut warm = match pooled {
-            Some(w) => w,
-            None => Warm::new(&self.module, &self.limits, &self.init)
+        // An idle instance, or else the module to instantiate.
+        let next = {
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            pool.refresh(&self.name);
+            pool.idle.pop().ok_or_else(|| Arc::clone(&pool.module))
+        };
+        let mut warm = match next {
+            Ok(w) => w,
+            Err(module) => Warm::new(&module, &self.limits, &self.init)
                 .map_err(|(f, hit)| f.into_plugin_error(&self.name, hit))?,
         };
+        let tier = warm.tier();
         let result = f(&mut warm);
         if let Some(logs) = self
             .last_logs
@@ -131,8 +170,9 @@ impl WasmPlugin {
         match result {
             Ok(r) => {
                 let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-                if pool.len() < MAX_IDLE {
-                    pool.push(warm);
+                // An instance of code the plugin no longer runs (baseline, now optimized) retires.
+                if pool.idle.len() < MAX_IDLE && pool.module.tier() == tier {
+                    pool.idle.push(warm);
                 }
                 Ok(r)
             }
