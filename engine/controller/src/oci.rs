@@ -285,17 +285,7 @@ async fn pull_inner(
     let client = client(reference, opts)?;
     let auth = auth(opts);
     let anonymous = opts.credentials.is_none();
-    let (raw, manifest_digest) = client
-        .pull_manifest_raw(
-            reference,
-            &auth,
-            &[
-                OCI_MANIFEST_MEDIA_TYPE,
-                "application/vnd.docker.distribution.manifest.v2+json",
-            ],
-        )
-        .await
-        .map_err(|e| classify(shown, &e, "ImagePullFailed", anonymous))?;
+    let (raw, manifest_digest) = fetch_manifest(&client, reference, shown, &auth, opts).await?;
     let computed = format!("sha256:{}", hex(&sha2::Sha256::digest(&raw)));
     if let Some(pinned) = reference.digest()
         && !pinned.eq_ignore_ascii_case(&computed)
@@ -309,6 +299,31 @@ async fn pull_inner(
         manifest_digest
     } else {
         computed
+    };
+    // An image index (multi-platform): its Wasm entry's manifest, fetched by digest.
+    let raw = match index_entry(shown, &raw)? {
+        None => raw,
+        Some((digest, size)) => {
+            let by_digest = Reference::with_digest(
+                reference.registry().to_owned(),
+                reference.repository().to_owned(),
+                digest.clone(),
+            );
+            let (entry, _) = fetch_manifest(&client, &by_digest, shown, &auth, opts).await?;
+            let got = format!("sha256:{}", hex(&sha2::Sha256::digest(&entry)));
+            if !got.eq_ignore_ascii_case(&digest) || entry.len() as u64 != size {
+                return Err(OciError::new(
+                    "DigestMismatch",
+                    format!(
+                        "{shown}: the index's Wasm manifest ({} bytes, {got}) does not match its descriptor ({size} bytes, {})",
+                        entry.len(),
+                        clip(&digest, 80)
+                    ),
+                ));
+            }
+            tracing::debug!(image = %shown, index = %manifest_digest, manifest = %digest, "image index resolved to its Wasm manifest");
+            entry
+        }
     };
     let manifest: OciImageManifest = serde_json::from_slice(&raw).map_err(|e| {
         OciError::new(
@@ -379,6 +394,351 @@ async fn pull_inner(
         layer_digest,
         pinned,
     })
+}
+
+/// Largest image manifest read, bytes (containerd's bound): a manifest is a few hundred bytes,
+/// and the registry is not trusted to keep it small.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+
+/// Media type of an OCI image index.
+pub const OCI_INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+
+/// Manifest media types a pull accepts: image manifests, and indexes holding one.
+const MANIFEST_MEDIA_TYPES: [&str; 4] = [
+    OCI_MANIFEST_MEDIA_TYPE,
+    "application/vnd.docker.distribution.manifest.v2+json",
+    OCI_INDEX_MEDIA_TYPE,
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+
+/// When `raw` is an image index: the digest and size of its Wasm entry, the first image
+/// manifest whose platform architecture is `wasm` or whose `artifactType` is the Wasm config
+/// media type. `None` for anything else (parsed as an image manifest next).
+///
+/// # Errors
+/// `ImageMediaType` for an index without a Wasm entry (its platforms listed) or a malformed
+/// one; `ImageTooLarge` for an entry declared past [`MAX_MANIFEST_BYTES`].
+fn index_entry(shown: &str, raw: &[u8]) -> Result<Option<(String, u64)>, OciError> {
+    let Ok(doc) = serde_json::from_slice::<Value>(raw) else {
+        return Ok(None);
+    };
+    let media_type = doc.get("mediaType").and_then(Value::as_str);
+    let is_index = matches!(
+        media_type,
+        Some(OCI_INDEX_MEDIA_TYPE | "application/vnd.docker.distribution.manifest.list.v2+json")
+    ) || (media_type.is_none()
+        && doc.get("manifests").is_some()
+        && doc.get("layers").is_none());
+    if !is_index {
+        return Ok(None);
+    }
+    let bad = |what: &str| OciError::new("ImageMediaType", format!("{shown}: image index: {what}"));
+    let entries = doc
+        .get("manifests")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no `manifests` list"))?;
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let wasm = entries.iter().find(|e| {
+        let image = matches!(
+            e.get("mediaType").and_then(Value::as_str),
+            Some(OCI_MANIFEST_MEDIA_TYPE | "application/vnd.docker.distribution.manifest.v2+json")
+        );
+        image
+            && (text(e, "/platform/architecture") == "wasm"
+                || text(e, "/artifactType") == WASM_CONFIG_MEDIA_TYPE)
+    });
+    let Some(entry) = wasm else {
+        let platforms: Vec<String> = entries
+            .iter()
+            .take(8)
+            .map(|e| {
+                clip(
+                    &format!(
+                        "{}/{}",
+                        text(e, "/platform/os"),
+                        text(e, "/platform/architecture")
+                    ),
+                    60,
+                )
+            })
+            .collect();
+        return Err(bad(&format!(
+            "no Wasm entry (an image manifest for architecture `wasm`, or of artifactType {WASM_CONFIG_MEDIA_TYPE}); entries: {}",
+            if platforms.is_empty() {
+                "none".to_owned()
+            } else {
+                platforms.join(", ")
+            }
+        )));
+    };
+    let digest = text(entry, "/digest");
+    if !digest.starts_with("sha256:")
+        || digest.len() != 71
+        || !digest[7..].bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Err(bad(&format!(
+            "the Wasm entry's digest {:?} is not sha256:<64 hex>",
+            clip(&digest, 80)
+        )));
+    }
+    let size = entry
+        .get("size")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("the Wasm entry has no size"))?;
+    if size > MAX_MANIFEST_BYTES as u64 {
+        return Err(manifest_too_large(shown, size));
+    }
+    Ok(Some((digest, size)))
+}
+
+/// The manifest `reference` names, at most [`MAX_MANIFEST_BYTES`] (refused by `Content-Length`
+/// before the body is read, and cut off past the bound whatever the registry sends), with the
+/// registry's `Docker-Content-Digest` (or the body's sha256). `oci-client` reads a manifest
+/// whole, so the request is made here, with the token `oci-client` obtained for the pull. Behind
+/// a proxy (`HTTPS_PROXY`, ...), which `oci-client` honours and this request would not, the
+/// manifest is read by `oci-client`, bounded only by the pull's time budget.
+async fn fetch_manifest(
+    client: &Client,
+    reference: &Reference,
+    shown: &str,
+    auth: &RegistryAuth,
+    opts: &Options,
+) -> Result<(Vec<u8>, String), OciError> {
+    let anonymous = opts.credentials.is_none();
+    let registry = reference.resolve_registry().to_owned();
+    let https = !(opts.insecure || is_loopback(&registry));
+    if proxied(&registry, https) {
+        tracing::debug!(image = %shown, "a proxy is configured: the OCI client reads the manifest");
+        let (raw, digest) = client
+            .pull_manifest_raw(reference, auth, &MANIFEST_MEDIA_TYPES)
+            .await
+            .map_err(|e| classify(shown, &e, "ImagePullFailed", anonymous))?;
+        if raw.len() > MAX_MANIFEST_BYTES {
+            return Err(manifest_too_large(shown, raw.len() as u64));
+        }
+        return Ok((raw.to_vec(), digest));
+    }
+    let token = client
+        .auth(reference, auth, oci_client::RegistryOperation::Pull)
+        .await
+        .map_err(|e| classify(shown, &e, "ImagePullFailed", anonymous))?;
+    let authorization = match (token, &opts.credentials) {
+        (Some(token), _) => Some(format!("Bearer {token}")),
+        (None, Some(c)) => Some(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD
+                .encode(format!("{}:{}", c.username, c.password))
+        )),
+        (None, None) => None,
+    };
+    let path = format!(
+        "/v2/{}/manifests/{}",
+        reference.repository(),
+        reference
+            .digest()
+            .unwrap_or_else(|| reference.tag().unwrap_or("latest"))
+    );
+    let failed = |what: String| OciError::new("ImagePullFailed", format!("{shown}: {what}"));
+    let (host, port) =
+        split_host_port(&registry, if https { 443 } else { 80 }).ok_or_else(|| {
+            failed(format!(
+                "registry {:?} is not host[:port]",
+                clip(&registry, 100)
+            ))
+        })?;
+    let mut request = http::Request::get(path.as_str())
+        .header(http::header::HOST, registry.as_str())
+        .header(http::header::ACCEPT, MANIFEST_MEDIA_TYPES.join(", "))
+        .header(http::header::USER_AGENT, "flotilla")
+        .header(http::header::CONNECTION, "close");
+    if let Some(a) = &authorization {
+        request = request.header(http::header::AUTHORIZATION, a);
+    }
+    let request = request
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .map_err(|e| failed(format!("building the manifest request: {e}")))?;
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| failed(format!("connecting to {registry}: {e}")))?;
+    let reply = if https {
+        let roots = {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            roots
+        };
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| failed(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = rustls_pki_types::ServerName::try_from(host.clone())
+            .map_err(|e| failed(format!("invalid server name {host:?}: {e}")))?;
+        let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| failed(format!("TLS handshake with {registry}: {e}")))?;
+        manifest_exchange(hyper_util::rt::TokioIo::new(stream), request, shown).await
+    } else {
+        manifest_exchange(hyper_util::rt::TokioIo::new(tcp), request, shown).await
+    }?;
+    let (status, digest, body) = reply;
+    match status.as_u16() {
+        200..=299 => {}
+        401 | 403 => {
+            let hint = if anonymous {
+                " (anonymous; it wants credentials)"
+            } else {
+                " (wrong credentials, or no access to this repository)"
+            };
+            return Err(OciError::new(
+                "ImageUnauthorized",
+                format!("{shown}: the registry refused access{hint}"),
+            ));
+        }
+        404 => {
+            return Err(OciError::new(
+                "ImageNotFound",
+                format!("{shown}: no such image"),
+            ));
+        }
+        _ => {
+            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            return Err(failed(format!(
+                "the registry answered {status} for the manifest: {}",
+                clip(&text, 200)
+            )));
+        }
+    }
+    let computed = format!("sha256:{}", hex(&sha2::Sha256::digest(&body)));
+    Ok((body, digest.unwrap_or(computed)))
+}
+
+/// One manifest GET on `io`: status, `Docker-Content-Digest`, and the body (bounded).
+async fn manifest_exchange<I>(
+    io: I,
+    request: http::Request<http_body_util::Empty<hyper::body::Bytes>>,
+    shown: &str,
+) -> Result<(http::StatusCode, Option<String>, Vec<u8>), OciError>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    use http_body_util::BodyExt as _;
+    let failed = |what: String| OciError::new("ImagePullFailed", format!("{shown}: {what}"));
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| failed(format!("HTTP handshake: {e}")))?;
+    let reply = async {
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| failed(format!("requesting the manifest: {e}")))?;
+        let status = response.status();
+        let digest = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| d.len() <= 200)
+            .map(str::to_owned);
+        let declared = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(len) = declared.filter(|len| *len > MAX_MANIFEST_BYTES as u64) {
+            return Err(manifest_too_large(shown, len));
+        }
+        let body = http_body_util::Limited::new(response.into_body(), MAX_MANIFEST_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    OciError::new(
+                        "ImageTooLarge",
+                        format!(
+                            "{shown}: the registry sent a manifest of more than {MAX_MANIFEST_BYTES} bytes"
+                        ),
+                    )
+                } else {
+                    failed(format!("reading the manifest: {e}"))
+                }
+            })?
+            .to_bytes();
+        Ok((status, digest, body.to_vec()))
+    };
+    let mut reply = std::pin::pin!(reply);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = &mut reply => r,
+        c = &mut conn => match c {
+            Ok(()) => reply.await,
+            Err(e) => Err(failed(format!("connection: {e}"))),
+        },
+    }
+}
+
+fn manifest_too_large(shown: &str, len: u64) -> OciError {
+    OciError::new(
+        "ImageTooLarge",
+        format!(
+            "{shown}: the image manifest is {len} bytes, more than the {MAX_MANIFEST_BYTES} allowed"
+        ),
+    )
+}
+
+/// `host[:port]` (`[v6]:port` too) as host and port, `default` without one.
+fn split_host_port(registry: &str, default: u16) -> Option<(String, u16)> {
+    if let Some(rest) = registry.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => default,
+            None => return None,
+        };
+        return Some((host.to_owned(), port));
+    }
+    match registry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => Some((host.to_owned(), port.parse().ok()?)),
+        Some(_) => None,
+        None => Some((registry.to_owned(), default)),
+    }
+}
+
+/// Whether the environment configures a proxy that `oci-client` (reqwest) would use for
+/// `registry`, and `NO_PROXY` does not exempt it.
+fn proxied(registry: &str, https: bool) -> bool {
+    let var = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()))
+    };
+    let proxy = if https {
+        var(&["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
+    } else {
+        var(&["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"])
+    };
+    if proxy.is_none() {
+        return false;
+    }
+    let host = split_host_port(registry, 0).map_or_else(|| registry.to_owned(), |(h, _)| h);
+    let exempt = var(&["NO_PROXY", "no_proxy"]).is_some_and(|list| {
+        list.split(',').map(str::trim).any(|entry| {
+            let entry = entry.trim_start_matches('.');
+            entry == "*"
+                || (!entry.is_empty()
+                    && (host.eq_ignore_ascii_case(entry)
+                        || host
+                            .to_ascii_lowercase()
+                            .ends_with(&format!(".{}", entry.to_ascii_lowercase()))))
+        })
+    });
+    !exempt
 }
 
 /// The module layer of a Wasm artifact: the one layer of media type `application/wasm`.
@@ -620,6 +980,239 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A registry on loopback that answers `/v2/` with 200 and any manifest request with
+    /// `head` then `body_len` bytes of `{` (chunked when `head` says so); returns its address and
+    /// how many body bytes it managed to send.
+    async fn lying_registry(
+        head: &'static str,
+        body_len: usize,
+    ) -> (String, tokio::task::JoinHandle<usize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let task = tokio::spawn(async move {
+            let mut sent = 0;
+            for _ in 0..4 {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    break;
+                };
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&req)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                if !line.contains("/manifests/") {
+                    let _ = sock
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+                        )
+                        .await;
+                    continue;
+                }
+                if sock.write_all(head.as_bytes()).await.is_err() {
+                    break;
+                }
+                let chunked = head.contains("chunked");
+                let block = vec![b'{'; 64 << 10];
+                while sent < body_len {
+                    let r = if chunked {
+                        let mut frame = format!("{:x}\r\n", block.len()).into_bytes();
+                        frame.extend_from_slice(&block);
+                        frame.extend_from_slice(b"\r\n");
+                        sock.write_all(&frame).await
+                    } else {
+                        sock.write_all(&block).await
+                    };
+                    if r.is_err() {
+                        break;
+                    }
+                    sent += block.len();
+                }
+                break;
+            }
+            sent
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn a_manifest_declared_larger_than_the_bound_is_refused_before_its_body_is_read() {
+        let (addr, server) = lying_registry(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ncontent-length: 5000000\r\n\r\n",
+            5_000_000,
+        )
+        .await;
+        let mut opts = Options::new(64 << 20);
+        opts.timeout = Duration::from_secs(20);
+        let e = pull(&format!("{addr}/big:v1"), &opts)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.reason, "ImageTooLarge", "{e}");
+        assert!(
+            e.message
+                .contains("manifest is 5000000 bytes, more than the 4194304 allowed"),
+            "{e}"
+        );
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_manifest_streamed_past_the_bound_is_cut_off() {
+        let (addr, server) = lying_registry(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ntransfer-encoding: chunked\r\n\r\n",
+            64 << 20,
+        )
+        .await;
+        let mut opts = Options::new(64 << 20);
+        opts.timeout = Duration::from_secs(20);
+        let e = pull(&format!("{addr}/endless:v1"), &opts)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.reason, "ImageTooLarge", "{e}");
+        assert!(e.message.contains("more than 4194304 bytes"), "{e}");
+        // The client hung up soon after the bound: the registry could not send its 64 MiB.
+        let sent = server.await.expect("server");
+        assert!(sent < 32 << 20, "the registry sent {sent} bytes");
+    }
+
+    /// A registry on loopback serving `routes` (path -> body) with 200, `/v2/` with 200, and
+    /// anything else with 404.
+    async fn static_registry(routes: Vec<(String, Vec<u8>)>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let routes = routes.clone();
+                tokio::spawn(async move {
+                    let mut req = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&req)
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let (status, body) = match routes.iter().find(|(p, _)| *p == path) {
+                        Some((_, b)) => ("200 OK", b.clone()),
+                        None if path == "/v2/" => ("200 OK", b"{}".to_vec()),
+                        None => ("404 Not Found", b"{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\",\"message\":\"unknown\"}]}".to_vec()),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\ncontent-length: {}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(&body).await;
+                });
+            }
+        });
+        addr
+    }
+
+    fn sha(bytes: &[u8]) -> String {
+        format!("sha256:{}", hex(&sha2::Sha256::digest(bytes)))
+    }
+
+    /// An index of a Linux image and (when `with_wasm`) a Wasm artifact, with the routes serving
+    /// it under `repo:v1`; returns the routes, the index digest and the module.
+    fn index_routes(with_wasm: bool) -> (Vec<(String, Vec<u8>)>, String, Vec<u8>) {
+        let module = b"\0asm\x01\0\0\0 a module".to_vec();
+        let config = b"{}".to_vec();
+        let manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": WASM_CONFIG_MEDIA_TYPE, "digest": sha(&config), "size": config.len()},
+            "layers": [{"mediaType": WASM_LAYER_MEDIA_TYPE, "digest": sha(&module), "size": module.len()}],
+        }))
+        .expect("json");
+        let mut entries = vec![
+            json!({"mediaType": OCI_MANIFEST_MEDIA_TYPE, "digest": sha(b"linux"), "size": 5,
+            "platform": {"os": "linux", "architecture": "amd64"}}),
+        ];
+        if with_wasm {
+            entries.push(json!({"mediaType": OCI_MANIFEST_MEDIA_TYPE, "digest": sha(&manifest), "size": manifest.len(),
+                "platform": {"os": "wasip1", "architecture": "wasm"}}));
+        }
+        let index = serde_json::to_vec(&json!({
+            "schemaVersion": 2, "mediaType": OCI_INDEX_MEDIA_TYPE, "manifests": entries,
+        }))
+        .expect("json");
+        let routes = vec![
+            ("/v2/repo/manifests/v1".to_owned(), index.clone()),
+            (format!("/v2/repo/manifests/{}", sha(&index)), index.clone()),
+            (format!("/v2/repo/manifests/{}", sha(&manifest)), manifest),
+            (format!("/v2/repo/blobs/{}", sha(&module)), module.clone()),
+        ];
+        (routes, sha(&index), module)
+    }
+
+    #[tokio::test]
+    async fn an_image_index_resolves_to_its_wasm_artifact() {
+        let (routes, index_digest, module) = index_routes(true);
+        let addr = static_registry(routes).await;
+        let mut opts = Options::new(64 << 20);
+        opts.timeout = Duration::from_secs(20);
+        let pulled = pull(&format!("{addr}/repo:v1"), &opts).await.expect("pull");
+        assert_eq!(pulled.bytes, module);
+        assert_eq!(pulled.manifest_digest, index_digest);
+        assert_eq!(pulled.pinned, format!("{addr}/repo@{index_digest}"));
+        // Pinned to the index: the same artifact.
+        let again = pull(&pulled.pinned, &opts).await.expect("pull pinned");
+        assert_eq!(again.bytes, module);
+    }
+
+    #[tokio::test]
+    async fn an_image_index_without_a_wasm_entry_is_refused_naming_its_platforms() {
+        let (routes, _, _) = index_routes(false);
+        let addr = static_registry(routes).await;
+        let mut opts = Options::new(64 << 20);
+        opts.timeout = Duration::from_secs(20);
+        let e = pull(&format!("{addr}/repo:v1"), &opts)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.reason, "ImageMediaType", "{e}");
+        assert!(
+            e.message.contains("no Wasm entry") && e.message.contains("linux/amd64"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn registry_hosts_and_ports_are_split() {
+        assert_eq!(
+            split_host_port("r.example", 443),
+            Some(("r.example".into(), 443))
+        );
+        assert_eq!(
+            split_host_port("r.example:5000", 443),
+            Some(("r.example".into(), 5000))
+        );
+        assert_eq!(
+            split_host_port("[::1]:5000", 443),
+            Some(("::1".into(), 5000))
+        );
+        assert_eq!(split_host_port("[::1]", 80), Some(("::1".into(), 80)));
+        assert_eq!(split_host_port("r.example:x", 443), None);
+        assert_eq!(split_host_port("[::1]x", 443), None);
+    }
 
     #[test]
     fn loopback_registries_are_recognised() {
