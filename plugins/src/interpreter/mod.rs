@@ -15,7 +15,14 @@
 //! | InterpretHealth | Deployment, StatefulSet, ReplicaSet, DaemonSet, Service, Ingress, PersistentVolumeClaim, Pod, PodDisruptionBudget |
 //! | InterpretDependency | Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, Pod, Ingress, ServiceImport |
 //!
-//! InterpretComponent has no native implementation (as in Karmada).
+//! InterpretComponent has no native implementation (as in Karmada). The [`thirdparty`]
+//! interpreters (Karmada's third-party customizations, answered natively) sit between the webhooks
+//! and these defaults:
+//!
+//! | operation | kinds |
+//! |---|---|
+//! | InterpretComponent | FlinkDeployment, SparkApplication, Volcano Job, MPIJob, TFJob, PyTorchJob, RayCluster, RayJob |
+//! | InterpretReplica | FlinkDeployment |
 
 mod aggregate;
 mod dependencies;
@@ -25,6 +32,7 @@ mod replica;
 mod retain;
 #[cfg(test)]
 mod tests;
+pub mod thirdparty;
 
 use std::sync::Arc;
 
@@ -128,7 +136,8 @@ pub fn native() -> Arc<dyn ResourceInterpreter> {
 }
 
 /// The default chain, in Karmada's order: `customizations` (already sorted by name), then
-/// `webhooks` (interpreter webhooks, in their configuration order), then the native defaults.
+/// `webhooks` (interpreter webhooks, in their configuration order), then the third-party
+/// interpreters, then the native defaults.
 pub fn chain(
     customizations: impl IntoIterator<Item = Arc<dyn ResourceInterpreter>>,
     webhooks: impl IntoIterator<Item = Arc<dyn ResourceInterpreter>>,
@@ -137,7 +146,7 @@ pub fn chain(
         customizations
             .into_iter()
             .chain(webhooks)
-            .chain([native()])
+            .chain([thirdparty::thirdparty(), native()])
             .collect(),
     )
 }
