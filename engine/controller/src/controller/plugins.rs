@@ -1132,18 +1132,6 @@ impl PluginMetrics {
             self.image_pulls.load(Ordering::Relaxed),
             self.image_pull_failures.load(Ordering::Relaxed)
         );
-        if let Some(host) = flotilla_wasm::Host::existing() {
-            let t = host.tiering();
-            let _ = writeln!(
-                out,
-                "# HELP flotilla_wasm_modules_serving_baseline Loaded Wasm modules served by baseline (Winch) code while their optimized (Cranelift) code compiles.\n# TYPE flotilla_wasm_modules_serving_baseline gauge\nflotilla_wasm_modules_serving_baseline {}\n# HELP flotilla_wasm_tier_compiles_total Wasm modules compiled anew, by tier outcome: baseline (served at once), optimized (baseline replaced), baseline_unsupported (compiled optimized only), optimize_failed (baseline kept).\n# TYPE flotilla_wasm_tier_compiles_total counter\nflotilla_wasm_tier_compiles_total{{outcome=\"baseline\"}} {}\nflotilla_wasm_tier_compiles_total{{outcome=\"optimized\"}} {}\nflotilla_wasm_tier_compiles_total{{outcome=\"baseline_unsupported\"}} {}\nflotilla_wasm_tier_compiles_total{{outcome=\"optimize_failed\"}} {}",
-                t.serving_baseline,
-                t.baseline_compiles,
-                t.optimized,
-                t.baseline_unsupported,
-                t.optimize_failures
-            );
-        }
         out.push_str("# HELP flotilla_plugin_failures_total Plugin calls that faulted (before the failure policy).\n# TYPE flotilla_plugin_failures_total counter\n");
         for ((point, name), s) in m.iter() {
             let _ = writeln!(
