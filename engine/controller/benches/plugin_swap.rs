@@ -15,7 +15,11 @@
 //! are created every 20 ms. A sample is the time from the `WasmPlugin` update request returning
 //! to the bench seeing the first binding whose `flotilla.dev/placed-by` annotation names the new
 //! digest; the time until the plugin's `status.servingDigest` names it is printed beside it
-//! (compile done, profile swapped). Knobs: `FLOTILLA_BENCH_SAMPLES` (5).
+//! (compile done, profile swapped). A module compiled anew serves first from the baseline
+//! compiler's code (Winch) while Cranelift compiles it in the background; each sample also
+//! reports when the optimized code took over, and the next swap starts only then. Last, the
+//! per-call time of the module's score export under each tier. Knobs: `FLOTILLA_BENCH_SAMPLES`
+//! (5), `FLOTILLA_BENCH_CALLS` (2000).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -170,6 +174,24 @@ async fn placed_by(c: &Client) -> Vec<String> {
         .collect()
 }
 
+/// Wait (at most 5 minutes) until no loaded module runs baseline code and no optimized
+/// compile is queued; how long that took.
+async fn wait_optimized() -> Duration {
+    let t = Instant::now();
+    let host = flotilla_wasm::Host::global().expect("host");
+    loop {
+        let s = host.tiering();
+        if s.serving_baseline == 0 && s.pending == 0 {
+            return t.elapsed();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "the optimized code never came: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn wait_loaded(c: &Client, digest: &str) {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -211,7 +233,83 @@ fn main() {
     // the compile it means to time.
     drop(rt);
     restart(&module, &source, &store);
+    guest_speed(&module);
     println!("done; load average {}", loadavg());
+}
+
+/// Per-call time of the module's score export under each tier (one warm instance, three
+/// clusters, the same binding each call).
+fn guest_speed(module: &[u8]) {
+    use flotilla_core::framework::{BindingContext, ScoreInput, ScorePlugin};
+    let calls: u32 = knob("FLOTILLA_BENCH_CALLS", 2000);
+    let host = flotilla_wasm::Host::global().expect("host");
+    let clusters: Vec<flotilla_api::cluster::Cluster> = ["member1", "member2", "member3"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            serde_json::from_value(json!({
+                "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": n, "labels": {"flotilla.dev/gpu-count": (2 * i + 1).to_string()}},
+                "spec": {"syncMode": "Push"},
+            }))
+            .expect("cluster")
+        })
+        .collect();
+    let refs: Vec<_> = clusters.iter().collect();
+    let spec: flotilla_api::work::ResourceBindingSpec = serde_json::from_value(json!({
+        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web", "uid": "u1"},
+        "replicas": 2,
+        "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}},
+    }))
+    .expect("binding");
+    let placement = spec.placement.clone().unwrap_or_default();
+    let config = plugin("x")["spec"]["config"].clone();
+    let mut per_call = Vec::new();
+    for tier in [
+        flotilla_wasm::Tier::Optimized,
+        flotilla_wasm::Tier::Baseline,
+    ] {
+        let t = Instant::now();
+        let compiled = host.compile_with(module, tier).expect("compile");
+        let compile = t.elapsed();
+        let t = Instant::now();
+        let plugin = flotilla_wasm::WasmPlugin::load(
+            host,
+            "gpu",
+            compiled,
+            Some(&config),
+            flotilla_wasm::Limits::default(),
+        )
+        .expect("load");
+        let instantiate = t.elapsed();
+        let ctx = BindingContext::new(&spec, &placement, None);
+        let mut out = Vec::new();
+        let mut times = Vec::with_capacity(calls as usize);
+        for _ in 0..calls.max(10) {
+            out.clear();
+            let t = Instant::now();
+            plugin
+                .score(&ScoreInput::new(&ctx, &refs), &mut out)
+                .expect("score");
+            times.push(t.elapsed());
+        }
+        times.sort();
+        let median = times[times.len() / 2];
+        println!(
+            "guest score call, {}: median {:.1} µs, p90 {:.1} µs over {} calls (compile {:.0} ms, first instance with the Go runtime started {:.0} ms); scores {out:?}",
+            tier.as_str(),
+            median.as_secs_f64() * 1e6,
+            times[times.len() * 9 / 10].as_secs_f64() * 1e6,
+            times.len(),
+            compile.as_secs_f64() * 1e3,
+            instantiate.as_secs_f64() * 1e3
+        );
+        per_call.push(median);
+    }
+    println!(
+        "baseline / optimized per call: {:.2}x",
+        per_call[1].as_secs_f64() / per_call[0].as_secs_f64()
+    );
 }
 
 async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: u32) {
@@ -259,8 +357,9 @@ async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: 
     .await;
     wait_loaded(&c, &sha(&v0)).await;
     println!(
-        "  first load (compile, nothing cached): {:.0} ms",
-        t.elapsed().as_secs_f64() * 1e3
+        "  first load (compile, nothing cached): {:.0} ms; optimized code serving {:.0} ms later",
+        t.elapsed().as_secs_f64() * 1e3,
+        wait_optimized().await.as_secs_f64() * 1e3
     );
 
     let deployments = api(&c, "apps/v1", "Deployment");
@@ -309,10 +408,14 @@ async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: 
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
+        wait_optimized().await;
+        let optimized = changed.elapsed() - changed_at;
         println!(
-            "  swap {s}: status servingDigest new after {:.0} ms, first placement by the new version {:.0} ms after the update",
+            "  swap {s}: status servingDigest new after {:.0} ms, first placement by the new version {:.0} ms after the update; optimized code serving after {:.0} ms (load average {})",
             loaded.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3),
-            latency.as_secs_f64() * 1e3
+            latency.as_secs_f64() * 1e3,
+            optimized.as_secs_f64() * 1e3,
+            loadavg()
         );
         latencies.push(latency);
     }
@@ -364,16 +467,34 @@ fn restart(module: &[u8], source: &Path, store: &Path) {
     };
     let compiled_dir: PathBuf = store.join("compiled");
     std::fs::remove_dir_all(&compiled_dir).expect("empty the cache");
-    let cold = {
+    let host = flotilla_wasm::Host::global().expect("host");
+    let baseline_compiles = host.tiering().baseline_compiles;
+    let (cold, optimized) = {
         let registry = Registry::new(backends(store, source));
         let t = Instant::now();
         let r = registry.sync(&wp, &profiles);
         assert!(r.profiles["gpu"].error.is_none(), "{r:?}");
-        t.elapsed()
+        let cold = t.elapsed();
+        // Served by baseline code until Cranelift is done (keep the registry until then).
+        loop {
+            let s = host.tiering();
+            if s.serving_baseline == 0 && s.pending == 0 {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(300), "{s:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (cold, t.elapsed())
     };
     println!(
-        "restart (registry sync of the last version): {:.0} ms from the compiled cache, {:.0} ms compiling",
+        "restart (registry sync of the last version): {:.0} ms from the compiled cache, {:.0} ms compiling ({}; optimized code serving after {:.0} ms)",
         cached.as_secs_f64() * 1e3,
-        cold.as_secs_f64() * 1e3
+        cold.as_secs_f64() * 1e3,
+        if host.tiering().baseline_compiles > baseline_compiles {
+            "baseline tier"
+        } else {
+            "optimized only"
+        },
+        optimized.as_secs_f64() * 1e3
     );
 }

@@ -154,10 +154,11 @@ impl Host {
         let mut config = Config::new();
         config.strategy(strategy);
         config.epoch_interruption(true);
-        // Not `compiler_inlining(Inlining::Yes)`: about 10 % faster guests in the cycle bench, but
-        // 2.5x the compile time (a 500 KB guest 0.4 -> 1.0 s), and the compile is what a hot swap
-        // waits for (target: in use within 1 s of the change; a 5.7 MB Go module takes 4-6 s on
-        // 2 cores today, BENCHMARKS.md "Hot swap of a 5.7 MB Go plugin").
+        // Not `compiler_inlining(Inlining::Yes)` (Cranelift only): about 10 % faster guests in the
+        // cycle bench, but 2.5x the compile time (a 500 KB guest 0.4 -> 1.0 s). A hot swap waits
+        // for the baseline compile, not this one, but this one decides how long a new module runs
+        // the slower baseline code and takes the CPU meanwhile (a 5.7 MB Go module: 4-6 s on 2
+        // busy cores, BENCHMARKS.md "Hot swap of a 5.7 MB Go plugin").
         // `FLOTILLA_WASM_PERFMAP=1`: write /tmp/perf-<pid>.map so `perf report` names guest functions.
         if std::env::var_os("FLOTILLA_WASM_PERFMAP").is_some() {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
