@@ -14,6 +14,42 @@
 //! budget with [`PluginError::ResourceExhausted`], a script error with [`PluginError::Failed`]
 //! carrying Lua's message and line, a result of the wrong shape with
 //! [`PluginError::InvalidOutput`].
+//!
+//! # Lua compatibility
+//!
+//! Karmada runs these scripts on gopher-lua (v1.1.1, a Lua 5.1 written in Go); Flotilla runs them
+//! on the reference Lua 5.1. Where the two differ in what a script can see, Flotilla follows
+//! gopher-lua: the library set and its restrictions, `tostring` of numbers ([`sandbox`]), how
+//! values cross the boundary ([`convert`]), the `kube` module.
+//!
+//! One difference is left: **the order in which `pairs` and `next` visit a table's keys.**
+//! gopher-lua visits the positive integer keys below 2^26 in ascending order, then every other key
+//! in the order it was first stored (a key set to nil and stored again keeps its place). Lua 5.1
+//! visits its array part, then its hash part in slot order, which follows the keys' hashes. A
+//! script whose result depends on that order gets another result here: for example one that
+//! fills a table keyed by names it computes and then appends its values to a list while walking
+//! it (Karmada's own MPIJob status aggregation builds `status.conditions` this way, so its
+//! condition order differs when several members report conditions of different types).
+//!
+//! It is not emulated, because it cannot be faithfully without changing Lua's C code:
+//!
+//! - Tables Flotilla makes (the arguments, the `kube` results) have no order to match: Karmada
+//!   builds argument tables by ranging over Go maps, whose order Go randomises on every call, so
+//!   a script that depends on `pairs` order over its arguments is not deterministic in Karmada
+//!   either. Tracking their insertion order in [`convert`] would reproduce one random order.
+//! - Tables the script makes are where gopher-lua's order is deterministic, and Lua 5.1 gives no
+//!   way to observe their stores. A replacement `pairs`/`next` in the sandbox would need each
+//!   table's insertion order; `{}` makes a table without a metatable (Lua 5.1 has no default
+//!   metatable for tables), stores into it (assignments, constructors, `table.insert`) call no
+//!   hook, and debug hooks see lines and instruction counts, not stores. Recording the order
+//!   would take a patched VM (the table's `next` in `ltable.c`) or rewriting the script's source
+//!   so that every constructor attaches a `__newindex` recorder, which still loses the order of
+//!   the keys written inside the constructor itself, turns each first store of a key into a Lua
+//!   call, and runs a program other than the one the user wrote.
+//!
+//! Results are unaffected where order cannot show: objects come out with sorted keys, arrays in
+//! index order, and Karmada sorts components and dependencies itself. A script that builds a
+//! list from `pairs` should sort it to give the same answer everywhere.
 
 mod convert;
 mod kube;
