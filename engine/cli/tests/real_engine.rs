@@ -1108,8 +1108,9 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
             copies_at(&members, (target * 3 / 4, target / 4))
         })
         .await;
-        // A new standby; the next kill counts from when it watches the Lease (from then on it
-        // sees every renewal as it happens).
+        // A new standby. Once it watches the Lease it sees every renewal as it happens; a kill
+        // before it has seen one would count from its first sight of the Lease instead (15 s
+        // after that, whenever the last renewal was), so wait for more than a retry period.
         let id = format!("r{}", i + 1);
         replicas.push((id.clone(), replica(&dir, &control_kc, &id)));
         eventually(
@@ -1118,6 +1119,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
             || async { log(&dir, &id).contains("watching the lease").then_some(()) },
         )
         .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
     }
     eprintln!(
         "takeover after SIGKILL, kill to the new leader's \"leading\" log line ({KILLS} kills): {}",
