@@ -496,7 +496,8 @@ async fn custom_resource_definitions_become_established_and_serve_their_kind() {
         )),
     );
     let obj: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerPlugin", "metadata": {"name": "spread"}, "spec": {"weight": 3}
+        "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerPlugin", "metadata": {"name": "spread"}, "spec": {"weight": 3},
+        "status": {"phase": "created"}
     }))
     .expect("object");
     api.create(&PostParams::default(), &obj)
@@ -504,6 +505,55 @@ async fn custom_resource_definitions_become_established_and_serve_their_kind() {
         .expect("create custom object");
     let got = api.get("spread").await.expect("get custom object");
     assert_eq!(got.data["spec"]["weight"], 3);
+    // With the status subresource, as kube-apiserver: the main resource drops `.status` (create,
+    // merge patch, server-side apply) and `/status` changes nothing but `.status`.
+    assert_eq!(got.data.get("status"), None, "status dropped on create");
+    let patched = api
+        .patch(
+            "spread",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"weight": 4}, "status": {"phase": "main"}})),
+        )
+        .await
+        .expect("merge patch");
+    assert_eq!(patched.data["spec"]["weight"], 4);
+    assert_eq!(patched.data.get("status"), None, "status dropped on patch");
+    let applied = api
+        .patch(
+            "spread",
+            &PatchParams::apply("conformance").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerPlugin",
+                "metadata": {"name": "spread"}, "spec": {"weight": 4}, "status": {"phase": "applied"}
+            })),
+        )
+        .await
+        .expect("apply");
+    assert_eq!(applied.data.get("status"), None, "status dropped on apply");
+    let status = api
+        .patch_status(
+            "spread",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"weight": 9}, "status": {"phase": "reported"}}),
+            ),
+        )
+        .await
+        .expect("status patch");
+    assert_eq!(status.data["status"]["phase"], "reported");
+    assert_eq!(status.data["spec"]["weight"], 4, "spec kept on /status");
+    let again = api
+        .patch(
+            "spread",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"phase": "main"}})),
+        )
+        .await
+        .expect("merge patch");
+    assert_eq!(
+        again.data["status"]["phase"], "reported",
+        "status kept on patch"
+    );
     assert_eq!(
         api.list(&Default::default())
             .await

@@ -158,8 +158,9 @@ async fn a_customized_crd_is_divided_aggregated_and_failed_over() {
     apply(&control, &example("crd.yaml")).await;
     let mut settings = Settings {
         ready_delay: Duration::from_millis(100),
-        // Member Widgets are not watched: their status is collected on resync.
-        resync: Duration::from_millis(500),
+        // No resync within the test: member Widgets are watched from their first apply on, so
+        // their status reaches the template through the watch alone.
+        resync: Duration::from_secs(3600),
         rule_backends: RuleBackends(vec![Arc::new(flotilla_cel::CelRuleBackend::default())]),
         ..Settings::default()
     };

@@ -385,8 +385,8 @@ async fn widget_replicas(c: &Client) -> Option<i64> {
 
 /// A custom workload on the real control plane: the Widget CRD with its
 /// ResourceInterpreterCustomization (CEL), whose target the controllers watch without being told,
-/// divided Weighted 1:3 across the Push and the Pull member, and the copies removed with the
-/// template.
+/// divided Weighted 1:3 across the Push and the Pull member, the members' status reflected,
+/// judged and aggregated back, and the copies removed with the template.
 async fn widgets(
     kubectl: &Path,
     control_kc: &Path,
@@ -443,10 +443,75 @@ async fn widgets(
         rb.data
     );
 
-    // Not yet checked here: status aggregation. A status written to the members' copies (no
-    // Widget controller runs in them) is not reflected back within a minute on this control
-    // plane, while the nginx Deployment's is.
+    // The members report their copies' status through the status subresource (the CRD declares
+    // one), as a Widget controller there would; no Widget controller runs in them and no resync
+    // is due within the test, so only the execution controller's (Push) and the agent's (Pull)
+    // watches of the applied kind bring it back. Each copy's status is reflected
+    // (InterpretStatus) and judged (InterpretHealth: member2's says `ready: false`) into the
+    // binding's aggregatedStatus, and the template gets the customization's AggregateStatus.
+    let reported = Instant::now();
+    for (c, status) in members.iter().zip([
+        json!({"ready": true, "readyReplicas": 1}),
+        json!({"ready": false, "readyReplicas": 2}),
+    ]) {
+        dynamic(c, "example.dev/v1", "Widget", Some("default"))
+            .patch_status(
+                "gadget",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("a member copy's status");
+    }
+    let want = [
+        (
+            "member1",
+            json!({"ready": true, "readyReplicas": 1}),
+            "Healthy",
+        ),
+        (
+            "member2",
+            json!({"ready": false, "readyReplicas": 2}),
+            "Unhealthy",
+        ),
+    ];
+    let bindings = dynamic(
+        control,
+        "work.karmada.io/v1alpha2",
+        "ResourceBinding",
+        Some("default"),
+    );
     let templates = dynamic(control, "example.dev/v1", "Widget", Some("default"));
+    let took = loop {
+        let rb = bindings.get_opt("gadget-widget").await.ok().flatten();
+        let aggregated = rb
+            .as_ref()
+            .and_then(|rb| rb.data.pointer("/status/aggregatedStatus").cloned());
+        let reflected = want.iter().all(|(cluster, status, health)| {
+            aggregated
+                .as_ref()
+                .and_then(Value::as_array)
+                .and_then(|items| items.iter().find(|i| i["clusterName"] == *cluster))
+                .is_some_and(|i| i["status"] == *status && i["health"] == *health)
+        });
+        let template = templates
+            .get_opt("gadget")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|t| t.data.get("status").cloned());
+        if reflected && template == Some(json!({"readyReplicas": 3, "clusters": 2})) {
+            break reported.elapsed();
+        }
+        assert!(
+            reported.elapsed() < Duration::from_secs(60),
+            "the members' Widget status not aggregated in 60 s: binding aggregatedStatus \
+             {aggregated:?}, template status {template:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("Widget member status reflected, judged and aggregated on the template in {took:?}");
+
     templates
         .delete("gadget", &Default::default())
         .await

@@ -41,7 +41,7 @@ use crate::controller::execution::{self, Executor};
 use crate::controller::interpreters::Slot;
 use crate::controller::status::{self, CLUSTER_NAMESPACE, Thresholds};
 use crate::controller::{CONCURRENCY, mapped_triggers, work_of_member};
-use crate::{Bus, Error, Members, Settings, Topic, api_resource, publish_changes};
+use crate::{Bus, Error, Members, Settings, Topic, api_resource};
 
 /// The field manager (and Lease holder) of the agent's writes.
 pub const MANAGER: &str = "flotilla-agent";
@@ -139,8 +139,8 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
     // Dropping the set (when this future is dropped or aborted) stops every task.
     let mut tasks = tokio::task::JoinSet::new();
     let events = Bus::default();
-    // A member Deployment's change re-checks the Work that applied it; a new interpreter chain
-    // re-checks every Work.
+    // A member object's change (of any kind a Work applied, watched from its first apply on)
+    // re-checks the Work that applied it; a new interpreter chain re-checks every Work.
     let member_changes = events.subscribe(Box::new(|c: &crate::Change| {
         if c.topic == Topic::InterpreterChain {
             crate::controller::Targets::All
@@ -172,13 +172,6 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
         events.clone(),
         reported,
     ));
-    publish_changes(
-        &member,
-        &api_resource("apps/v1", "Deployment"),
-        Topic::Member,
-        &events,
-        &mut tasks,
-    );
 
     let works = api_resource("work.karmada.io/v1alpha1", "Work");
     let executor = Arc::new(Executor {
@@ -189,6 +182,8 @@ pub async fn run(agent: Agent) -> Result<(), Error> {
         retry: agent.settings.cluster_status_update_frequency,
         interpreters: flotilla_plugins::interpreter::chain(Vec::new(), Vec::new()),
         recorder: crate::recorder::Recorder::new(agent.control.clone(), MANAGER),
+        // The kinds applied are watched in the member as they are applied.
+        events: events.clone(),
     });
     let es = flotilla_core::render::execution_namespace(&name);
     let api: Api<DynamicObject> = Api::namespaced_with(agent.control.clone(), &es, &works);

@@ -5,8 +5,8 @@
 //! reached over the network, added, rebuilt and removed as their `Cluster` objects and Secrets
 //! change (see [`crate::controller::status`]).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use flotilla_api::cluster::Cluster;
@@ -397,12 +397,26 @@ impl Remote {
     }
 }
 
+/// The most kinds watched in one member (each a list + watch on the member's API server);
+/// beyond it a kind's changes are only seen on resync.
+pub const MAX_WATCHED_KINDS: usize = 256;
+
+/// The watches of one member's objects: the kinds watched and their tasks (aborted on drop).
+#[derive(Default)]
+struct Watched {
+    kinds: BTreeSet<(String, String)>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
 /// The member clusters the controllers can reach, by cluster name: the fixed (simulated)
 /// members given at construction, and remote members that come and go at run time.
 #[derive(Clone, Default)]
 pub struct Members {
     fixed: Arc<BTreeMap<String, Client>>,
     remote: Arc<RwLock<BTreeMap<String, Remote>>>,
+    /// Watches of member objects by member, started by [`Members::watch`] with the member's
+    /// client of the time and dropped when that client is replaced or removed.
+    watched: Arc<Mutex<BTreeMap<String, Watched>>>,
 }
 
 impl std::fmt::Debug for Members {
@@ -417,6 +431,7 @@ impl Members {
         Members {
             fixed: Arc::new(clients.into_iter().collect()),
             remote: Arc::default(),
+            watched: Arc::default(),
         }
     }
 
@@ -460,19 +475,75 @@ impl Members {
             .unwrap_or_default()
     }
 
-    /// Add or replace remote member `name`.
+    /// Add or replace remote member `name`. Its object watches (made with the client replaced)
+    /// stop; the execution controller starts them again with the new client.
     pub fn insert_remote(&self, name: &str, remote: Remote) {
         if let Ok(mut m) = self.remote.write() {
             m.insert(name.to_owned(), remote);
         }
+        self.unwatch(name);
     }
 
-    /// Remove remote member `name`; whether it was there.
+    /// Remove remote member `name` and stop its object watches; whether it was there.
     pub fn remove_remote(&self, name: &str) -> bool {
-        self.remote
+        let removed = self
+            .remote
             .write()
             .map(|mut m| m.remove(name).is_some())
-            .unwrap_or(false)
+            .unwrap_or(false);
+        self.unwatch(name);
+        removed
+    }
+
+    /// Watch the objects of `resource` in member `name` (once per member and kind), publishing
+    /// their changes as [`crate::Topic::Member`] on `events` — the objects of the first list
+    /// too, since the execution controller starts a kind's watch after it applied the first
+    /// object of it. This is how a member copy's status reaches its Work without waiting for a
+    /// resync, whatever its kind (Karmada's work status controller registers an informer per
+    /// member and resource the same way). Returns whether the kind is watched.
+    pub fn watch(
+        &self,
+        name: &str,
+        resource: &kube::api::ApiResource,
+        events: &crate::Bus,
+    ) -> bool {
+        let Ok(mut watched) = self.watched.lock() else {
+            return false;
+        };
+        let key = (resource.api_version.clone(), resource.kind.clone());
+        let count = match watched.get(name) {
+            Some(e) if e.kinds.contains(&key) => return true,
+            Some(e) => e.kinds.len(),
+            None => 0,
+        };
+        if count >= MAX_WATCHED_KINDS {
+            tracing::warn!(cluster = %name, api_version = %key.0, kind = %key.1, "too many kinds watched in the member ({MAX_WATCHED_KINDS}); this kind's status is collected on resync only");
+            return false;
+        }
+        let Some(client) = self.get(name) else {
+            return false;
+        };
+        let entry = watched.entry(name.to_owned()).or_default();
+        crate::publish_member_changes(&client, resource, events, &mut entry.tasks);
+        tracing::debug!(cluster = %name, api_version = %key.0, kind = %key.1, "watching the member's objects of a kind");
+        entry.kinds.insert(key);
+        true
+    }
+
+    /// The kinds watched in member `name`, as `(apiVersion, kind)`.
+    pub fn watched(&self, name: &str) -> Vec<(String, String)> {
+        self.watched
+            .lock()
+            .ok()
+            .and_then(|w| w.get(name).map(|e| e.kinds.iter().cloned().collect()))
+            .unwrap_or_default()
+    }
+
+    /// Stop the object watches of member `name`.
+    fn unwatch(&self, name: &str) {
+        let stopped = self.watched.lock().ok().and_then(|mut w| w.remove(name));
+        // Dropped outside the lock: dropping the task set aborts its tasks.
+        drop(stopped);
     }
 
     /// Every member's name, fixed then remote.
@@ -509,6 +580,60 @@ pub fn validate_cluster_name(name: &str) -> Result<(), MemberError> {
 mod tests {
     use super::*;
     use k8s_openapi::ByteString;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_watched_kind_reports_member_objects_from_its_first_list_until_the_member_goes() {
+        use crate::controller::{Targets, work_of_member};
+        use flotilla_api::labels;
+        use kube::api::{Api, DynamicObject, Patch, PatchParams};
+        use serde_json::json;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = flotilla_apiserver::ApiServer::new(
+            flotilla_apiserver::Store::open(dir.path()).expect("store opens"),
+            flotilla_apiserver::ServerOptions::default(),
+        );
+        let members = Members::simulated(&server.router(), &["m1".to_owned()], None);
+        let resource = crate::api_resource("v1", "ConfigMap");
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(members.get("m1").expect("m1"), "default", &resource);
+        let pp = PatchParams::apply("test");
+        let cm = |data: &str| {
+            Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "copy", "annotations": {
+                    labels::WORK_NAMESPACE: "karmada-es-m1", labels::WORK_NAME: "w1"}},
+                "data": {"k": data}}))
+        };
+        let events = crate::Bus::default();
+        let changes = events.subscribe(Box::new(work_of_member));
+        let work = Targets::Objects(vec![("karmada-es-m1".into(), "w1".into())]);
+        let next = || tokio::time::timeout(Duration::from_secs(10), changes.next());
+
+        // Applied before the watch starts: the first list reports it.
+        cms.patch("copy", &pp, &cm("1")).await.expect("apply");
+        assert!(members.watch("m1", &resource, &events));
+        assert!(members.watch("m1", &resource, &events), "watched once");
+        assert_eq!(
+            members.watched("m1"),
+            vec![("v1".to_owned(), "ConfigMap".to_owned())]
+        );
+        assert_eq!(next().await.expect("the listed copy"), work);
+        cms.patch("copy", &pp, &cm("2")).await.expect("apply");
+        assert_eq!(next().await.expect("the changed copy"), work);
+        // An unknown member has nothing to watch with.
+        assert!(!members.watch("m2", &resource, &events));
+
+        // The member's client goes: so does the watch.
+        members.remove_remote("m1");
+        assert!(members.watched("m1").is_empty());
+        cms.patch("copy", &pp, &cm("3")).await.expect("apply");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), changes.next())
+                .await
+                .is_err(),
+            "no change reported once unwatched"
+        );
+    }
 
     #[test]
     fn base64_matches_the_standard_alphabet_and_padding() {

@@ -3,7 +3,7 @@
 //! The offline pipeline of `flotilla_core::plan::plan` split into level-triggered controllers,
 //! each a kube-rs `Controller` over one shared reflector cache per kind. The caches publish every
 //! change on a [`Bus`]; each controller maps a change to the objects it concerns (a member
-//! Deployment to its Work, a Work to its binding, a template to its binding; a relevant Cluster
+//! object to its Work, a Work to its binding, a template to its binding; a relevant Cluster
 //! change to every binding) and re-checks only those:
 //!
 //! - [`controller::detector`]: resource templates + (Cluster)PropagationPolicies → ResourceBindings;
@@ -756,7 +756,7 @@ pub fn cache_indexed(
     );
     let (v, idx, reader) = (Arc::clone(&version), index.clone(), store.clone());
     // The reflector has already applied each event to the store when the hook sees it.
-    tasks.spawn(publish(stream, topic, events, move |ev| {
+    tasks.spawn(publish(stream, topic, events, false, move |ev| {
         match ev {
             watcher::Event::InitDone => {
                 if let Some(i) = &idx {
@@ -785,12 +785,12 @@ pub fn cache_indexed(
     }
 }
 
-/// Publish every change of `resource` on `client` as `topic`, keeping no copy of the objects
-/// (members' Deployments: only their changes matter to the control plane).
-pub fn publish_changes(
+/// Publish every change of a member's objects of `resource` as [`Topic::Member`], keeping no copy
+/// of the objects (only their changes matter to the control plane), the objects of the first
+/// list too (see [`Members::watch`]).
+pub(crate) fn publish_member_changes(
     client: &Client,
     resource: &ApiResource,
-    topic: Topic,
     events: &Bus,
     tasks: &mut tokio::task::JoinSet<()>,
 ) {
@@ -798,7 +798,7 @@ pub fn publish_changes(
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(cached_as(resource));
-    tasks.spawn(publish(stream, topic, events.clone(), |_| {}));
+    tasks.spawn(publish(stream, Topic::Member, events.clone(), true, |_| {}));
 }
 
 /// What the caches keep of an object listed or watched as `resource`: typed by that resource,
@@ -819,11 +819,13 @@ pub fn cached_as(resource: &ApiResource) -> impl FnMut(&mut DynamicObject) + Sen
 /// Drive `stream`, calling `hook` on each event, then publishing it as `topic`: applied and
 /// deleted objects as themselves; a relist (every list after the first, which is every
 /// controller's starting point) as a change to anything of the topic, since changes may have
-/// been missed.
+/// been missed. With `announce_first_list`, the first list's objects are published one by one
+/// (for a watch started after the objects it reports on).
 async fn publish<S>(
     stream: S,
     topic: Topic,
     events: Bus,
+    announce_first_list: bool,
     mut hook: impl FnMut(&watcher::Event<DynamicObject>),
 ) where
     S: futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
@@ -846,6 +848,13 @@ async fn publish<S>(
         };
         hook(&ev);
         match ev {
+            watcher::Event::InitApply(o) if announce_first_list && !listed => {
+                events.send(Change {
+                    topic,
+                    object: Some(Arc::new(o)),
+                    deleted: false,
+                });
+            }
             watcher::Event::Init | watcher::Event::InitApply(_) => {}
             watcher::Event::InitDone => {
                 if listed {

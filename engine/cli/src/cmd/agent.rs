@@ -29,9 +29,9 @@ pub struct Args {
     /// Lease duration written into the cluster Lease, in seconds.
     #[arg(long, default_value_t = 40, value_name = "SECONDS")]
     pub cluster_lease_duration: u64,
-    /// How often applied Works are re-checked even without a change (their members' objects
-    /// other than Deployments are not watched: their status is collected then), as a duration
-    /// (`90s`, `1m30s`, `500ms`, `1h`).
+    /// How often applied Works are re-checked even without a change (a safety net: the member's
+    /// objects of every kind applied are watched, and their changes re-check their Works), as a
+    /// duration (`90s`, `1m30s`, `500ms`, `1h`).
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = parse_duration)]
     pub resync_period: Duration,
 }

@@ -59,6 +59,9 @@ pub struct Executor {
     /// Where interpreter faults are reported, as Events on the Work (Karmada's work status
     /// controller's `ReflectStatusFailed` and `InterpretHealthFailed`).
     pub recorder: crate::recorder::Recorder,
+    /// Where the watches of applied kinds in the members ([`Members::watch`]) publish their
+    /// objects' changes, which re-check the Works that applied them.
+    pub events: crate::Bus,
 }
 
 impl std::fmt::Debug for Executor {
@@ -95,6 +98,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             .min(ctx.settings.resync),
         interpreters: ctx.interpreters.get(),
         recorder: ctx.recorder.clone(),
+        events: ctx.events.clone(),
     };
     reconcile_work(&obj, &executor).await
 }
@@ -218,6 +222,12 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
         };
         match api.patch(&n, &pp, &Patch::Apply(&desired)).await {
             Ok(applied) => {
+                // The copy's later changes (its status) re-check this Work, whatever its kind.
+                ex.members.watch(
+                    cluster,
+                    &api_resource(&text_at(m, "/apiVersion"), &text_at(m, "/kind")),
+                    &ex.events,
+                );
                 manifest_statuses.push(manifest_status(ordinal, m, &applied, obj, ex));
             }
             Err(e) => {

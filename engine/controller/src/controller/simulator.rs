@@ -15,7 +15,7 @@ use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 
-use crate::{Context, Error, Topic, api_resource, publish_changes};
+use crate::{Context, Error};
 
 pub mod pods;
 
@@ -28,17 +28,10 @@ struct Member {
     pods: pods::Simulated,
 }
 
-/// Start, for every member, the simulator and a watch that tells the execution controller about
-/// member status changes.
+/// Start the simulator of every member (the execution controller watches the members' objects
+/// of the kinds it applies, see [`crate::Members::watch`]).
 pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
     for (_, client) in ctx.members.iter() {
-        publish_changes(
-            client,
-            &api_resource("apps/v1", "Deployment"),
-            Topic::Member,
-            &ctx.events,
-            tasks,
-        );
         let api: Api<Deployment> = Api::all(client.clone());
         let member = Arc::new(Member {
             client: client.clone(),

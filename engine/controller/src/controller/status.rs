@@ -542,10 +542,10 @@ pub fn is_pull(cluster: &Cluster) -> bool {
     cluster.spec.sync_mode == "Pull"
 }
 
-/// A remote member plus the watch telling the execution controller about its objects.
+/// A remote member registered in [`crate::Members`] (which also holds the watches telling the
+/// execution controller about its objects, see [`crate::Members::watch`]).
 struct Registered {
     fingerprint: Option<String>,
-    _watch: tokio::task::JoinSet<()>,
     last_probe: Option<Instant>,
 }
 
@@ -638,20 +638,13 @@ async fn round(
                 if entry.and_then(|e| e.fingerprint.as_deref()) != Some(fingerprint.as_str()) {
                     match Remote::new(config, fingerprint.clone()) {
                         Ok(remote) => {
-                            let mut watch = tokio::task::JoinSet::new();
-                            crate::publish_changes(
-                                &remote.client,
-                                &api_resource("apps/v1", "Deployment"),
-                                Topic::Member,
-                                &ctx.events,
-                                &mut watch,
-                            );
+                            // Replacing the client stops the watches made with the old one; the
+                            // re-checked Works watch what they apply again.
                             ctx.members.insert_remote(&name, remote);
                             registered.insert(
                                 name.clone(),
                                 Registered {
                                     fingerprint: Some(fingerprint),
-                                    _watch: watch,
                                     last_probe: None,
                                 },
                             );
@@ -734,7 +727,6 @@ async fn fail_collection(
         name.to_owned(),
         Registered {
             fingerprint: None,
-            _watch: tokio::task::JoinSet::new(),
             last_probe: None,
         },
     );
