@@ -1086,9 +1086,12 @@ mod tests {
         assert!(sent < 32 << 20, "the registry sent {sent} bytes");
     }
 
+    /// Paths and the bodies served for them.
+    type Routes = Vec<(String, Vec<u8>)>;
+
     /// A registry on loopback serving `routes` (path -> body) with 200, `/v2/` with 200, and
     /// anything else with 404.
-    async fn static_registry(routes: Vec<(String, Vec<u8>)>) -> String {
+    async fn static_registry(routes: Routes) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -1134,7 +1137,7 @@ mod tests {
 
     /// An index of a Linux image and (when `with_wasm`) a Wasm artifact, with the routes serving
     /// it under `repo:v1`; returns the routes, the index digest and the module.
-    fn index_routes(with_wasm: bool) -> (Vec<(String, Vec<u8>)>, String, Vec<u8>) {
+    fn index_routes(with_wasm: bool) -> (Routes, String, Vec<u8>) {
         let module = b"\0asm\x01\0\0\0 a module".to_vec();
         let config = b"{}".to_vec();
         let manifest = serde_json::to_vec(&json!({
