@@ -3,7 +3,6 @@
 //! are Karmada's `GenerateReplicaRequirements` of its template.
 
 use flotilla_api::interpreter::Component;
-use flotilla_api::work::ReplicaRequirements;
 use flotilla_core::error::PluginError;
 use serde_json::Value;
 
@@ -119,8 +118,8 @@ pub(super) fn mpi(object: &Value) -> Result<Vec<Component>, PluginError> {
 }
 
 /// TFJob and PyTorchJob: the replica specs under `pointer` present among `types` (key, component
-/// name), in that order, with `replicas` (default 1). A spec without a template still counts, with
-/// empty requirements.
+/// name), in that order, with `replicas` (default 1). A spec without a template still counts,
+/// without requirements (Karmada's empty table decodes to none).
 pub(super) fn replica_specs(
     object: &Value,
     pointer: &str,
@@ -134,14 +133,10 @@ pub(super) fn replica_specs(
         };
         let at = super::field(&p);
         let replicas = count_at(object, &format!("{p}/replicas"), 1)?;
-        let requires = match template(spec, &at)? {
-            Some(t) => template_requirements(t),
-            None => Some(ReplicaRequirements::default()),
-        };
         out.push(Component {
             name: (*name).to_owned(),
             replicas,
-            replica_requirements: requires,
+            replica_requirements: template(spec, &at)?.and_then(template_requirements),
         });
     }
     Ok(out)

@@ -47,10 +47,7 @@ fn pytorchjob_components_are_master_then_worker_with_their_template_requests() {
     );
     // A spec without a template still counts; replicas that are no count are a fault.
     job["spec"]["pytorchReplicaSpecs"] = json!({"Worker": {"replicas": 2}});
-    assert_eq!(
-        components(&job),
-        json!([{"name": "worker", "replicas": 2, "replicaRequirements": {}}])
-    );
+    assert_eq!(components(&job), json!([{"name": "worker", "replicas": 2}]));
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(2.5);
     assert!(error(&job).contains("spec.pytorchReplicaSpecs.Worker.replicas"));
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(-1);
