@@ -184,3 +184,120 @@ fn components_land_whole_in_the_one_cluster_that_fits_and_fail_over_whole() {
     names.sort_unstable();
     assert_eq!(names, ["member1", "member2", "member3"]);
 }
+
+/// A cluster of our own for the PyTorchJob test, serving kubeflow.org/v1 PyTorchJobs, with
+/// `allocatable` and `allocated` resource summaries.
+fn pytorch_cluster(name: &str, allocatable: Value, allocated: Value) -> Value {
+    json!({
+        "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"syncMode": "Push", "apiEndpoint": format!("https://{name}.example:6443")},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "ready",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "apiEnablements": [{"groupVersion": "kubeflow.org/v1", "resources": [{"name": "pytorchjobs", "kind": "PyTorchJob"}]}],
+            "resourceSummary": {"allocatable": allocatable, "allocated": allocated}
+        }
+    })
+}
+
+#[test]
+fn a_pytorchjob_without_customization_gets_built_in_components_and_lands_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pytorchjobs.kubeflow.org"},
+        "spec": {"group": "kubeflow.org", "scope": "Namespaced",
+            "names": {"kind": "PyTorchJob", "listKind": "PyTorchJobList", "plural": "pytorchjobs", "singular": "pytorchjob"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let container = |cpu: &str, memory: &str, gpus: Option<u32>| {
+        let mut limits = json!({"cpu": cpu, "memory": memory});
+        if let Some(g) = gpus {
+            limits["nvidia.com/gpu"] = json!(g);
+        }
+        json!({"spec": {"containers": [{"name": "pytorch", "image": "trainer:1", "resources": {"limits": limits}}]}})
+    };
+    // One set: 1 × (2 CPU, 8Gi) + 3 × (8 CPU, 32Gi, 1 GPU) = 26 CPU, 104Gi, 3 GPUs.
+    let job = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "bert", "namespace": "default"},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": container("2", "8Gi", None)},
+            "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": container("8", "32Gi", Some(1))}
+        }}
+    });
+    let pp = json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "training", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+            "placement": {"spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}],
+                "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}}
+    });
+    // big: no GPUs; busy: GPUs but only 2 free; fits: room for the whole set.
+    let clusters = [
+        pytorch_cluster(
+            "big",
+            json!({"cpu": "256", "memory": "1Ti", "pods": "220"}),
+            json!({}),
+        ),
+        pytorch_cluster(
+            "busy",
+            json!({"cpu": "128", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}),
+            json!({"cpu": "8", "memory": "16Gi", "pods": "6", "nvidia.com/gpu": "6"}),
+        ),
+        pytorch_cluster(
+            "fits",
+            json!({"cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "4"}),
+            json!({"cpu": "30", "memory": "100Gi", "pods": "20"}),
+        ),
+    ];
+    let file = dir.path().join("training.yaml");
+    let mut all = vec![crd, pp, job];
+    all.extend(clusters);
+    write_docs(&file, &all);
+
+    let list = plan(&[&file]);
+    let b = binding(&list, "bert-pytorchjob");
+    assert_eq!(
+        b["spec"]["components"],
+        json!([
+            {"name": "master", "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": "2", "memory": "8Gi"}}},
+            {"name": "worker", "replicas": 3, "replicaRequirements": {"resourceRequest": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}}}
+        ]),
+        "{b}"
+    );
+    assert_eq!(
+        b["spec"]["clusters"],
+        json!([{"name": "fits", "components": [{"name": "master", "replicas": 1}, {"name": "worker", "replicas": 3}]}]),
+        "{b}"
+    );
+    assert_eq!(work_clusters(&list, "bert"), ["karmada-es-fits"]);
+
+    // A user's customization for the kind wins over the built-in: one component of 4 replicas of
+    // 8 CPUs and a GPU, which only `fits` (4 GPUs free) can hold.
+    let ric = json!({
+        "apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+        "metadata": {"name": "pytorchjobs"},
+        "spec": {"target": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"},
+            "customizations": {"componentResource": {"luaScript":
+                "function GetComponents(obj)\n  return {{name = 'all', replicas = 4, replicaRequirements = {resourceRequest = {cpu = '8', ['nvidia.com/gpu'] = '1'}}}}\nend\n"}}}
+    });
+    let ric_file = dir.path().join("ric.yaml");
+    write_docs(&ric_file, &[ric]);
+    let list = plan(&[&file, &ric_file]);
+    let b = binding(&list, "bert-pytorchjob");
+    assert_eq!(
+        b["spec"]["components"],
+        json!([{"name": "all", "replicas": 4, "replicaRequirements": {"resourceRequest": {"cpu": "8", "nvidia.com/gpu": "1"}}}]),
+        "{b}"
+    );
+    let placed: Vec<&Value> = b["spec"]["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .map(|c| &c["name"])
+        .collect();
+    assert_eq!(placed, [&json!("fits")], "{b}");
+}
