@@ -210,6 +210,16 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             flotilla_controller::controller::serve_metrics(listener, controllers.context.clone());
             println!("metrics: http://{bound}/metrics");
         }
+        // The stop signals are handled before readiness is announced: a script that stops the
+        // server as soon as it reads "ready in" gets the graceful shutdown, not the default
+        // action of SIGTERM; the log event comes first for the same reason.
+        let stop = shutdown_signal();
+        tracing::info!(
+            url = %running.url,
+            members,
+            ready_ms = started.elapsed().as_millis() as u64,
+            "control plane ready"
+        );
         println!("kubeconfig: {}", kubeconfig_path.display());
         println!("data dir: {}", data_dir.display());
         println!(
@@ -217,13 +227,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             started.elapsed().as_millis(),
             kubeconfig_path.display()
         );
-        tracing::info!(
-            url = %running.url,
-            members,
-            ready_ms = started.elapsed().as_millis() as u64,
-            "control plane ready"
-        );
-        wait_for_signal().await;
+        stop.await;
         tracing::info!("signal received: stopping the controllers and the API server");
         drop(controllers);
         let _ = stop_tx.send(());
@@ -245,17 +249,25 @@ fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> 
     f.write_all(contents.as_bytes())
 }
 
-async fn wait_for_signal() {
+/// SIGINT or SIGTERM. The handlers are installed when this is called (not when the future is
+/// first polled), so a signal sent any time after the call is seen.
+fn shutdown_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
+        if let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            return Box::pin(async move {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            });
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    Box::pin(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
