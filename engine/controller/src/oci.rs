@@ -982,6 +982,29 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+    /// Read a request's head from `sock`; its first line, and whether the head was complete
+    /// (false: the peer closed or failed first, the line is what came).
+    async fn request_line(sock: &mut tokio::net::TcpStream) -> (String, bool) {
+        let mut req = Vec::new();
+        let mut buf = [0u8; 1024];
+        let mut complete = true;
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => {
+                    complete = false;
+                    break;
+                }
+                Ok(n) => req.extend_from_slice(&buf[..n]),
+            }
+        }
+        let line = String::from_utf8_lossy(&req)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        (line, complete)
+    }
+
     /// A registry on loopback that answers `/v2/` with 200 and any manifest request with
     /// `head` then `body_len` bytes of `{` (chunked when `head` says so); returns its address and
     /// how many body bytes it managed to send.
@@ -999,19 +1022,7 @@ mod tests {
                 let Ok((mut sock, _)) = listener.accept().await else {
                     break;
                 };
-                let mut req = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => req.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let line = String::from_utf8_lossy(&req)
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
+                let (line, _) = request_line(&mut sock).await;
                 if !line.contains("/manifests/") {
                     let _ = sock
                         .write_all(
@@ -1100,19 +1111,10 @@ mod tests {
             while let Ok((mut sock, _)) = listener.accept().await {
                 let routes = routes.clone();
                 tokio::spawn(async move {
-                    let mut req = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match sock.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => req.extend_from_slice(&buf[..n]),
-                        }
+                    let (line, complete) = request_line(&mut sock).await;
+                    if !complete {
+                        return;
                     }
-                    let line = String::from_utf8_lossy(&req)
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
                     let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
                     let (status, body) = match routes.iter().find(|(p, _)| *p == path) {
                         Some((_, b)) => ("200 OK", b.clone()),
