@@ -45,6 +45,7 @@ pub fn default_profile() -> Profile {
         expressions: None,
         versions: Vec::new(),
         preemption: flotilla_core::preemption::VictimRules::default(),
+        victims: None,
     }
 }
 

@@ -304,6 +304,7 @@ fn cel_victim_rules_veto_and_rank() {
             "object.victim.metadata.name != 'keep' && !(object.victim.metadata.name == 'b' && cluster.metadata.name == 'm1')".into(),
         ),
         victim_score: None,
+        ..VictimRules::default()
     };
     let p = run(
         &snapshot(full(), rules.clone(), true),
@@ -328,6 +329,7 @@ fn cel_victim_rules_veto_and_rank() {
     let mine = VictimRules {
         victim_filter: Some("object.preemptor.spec.replicas > 5".into()),
         victim_score: None,
+        ..VictimRules::default()
     };
     assert!(
         run(&snapshot(full(), mine, true), &preemptor(100, 2), &others)
@@ -339,6 +341,7 @@ fn cel_victim_rules_veto_and_rank() {
     let broken = VictimRules {
         victim_filter: Some("object.victim.metadata.nope == 'x'".into()),
         victim_score: None,
+        ..VictimRules::default()
     };
     let err = run(&snapshot(full(), broken, true), &preemptor(100, 2), &others)
         .1
@@ -348,6 +351,7 @@ fn cel_victim_rules_veto_and_rank() {
     let bad = VictimRules {
         victim_filter: Some("1 +".into()),
         victim_score: None,
+        ..VictimRules::default()
     };
     let engine = flotilla_cel::Engine::default();
     assert!(

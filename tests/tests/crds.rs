@@ -329,9 +329,10 @@ fn profile_spec() -> Value {
         "selects": list("Select plugins."),
         "assigners": list("Assign plugins, asked in order until one does not skip (added ones are asked before the built-ins)."),
         "overriders": list("Override plugins, in order."),
-        "preemption": {"type": "object", "description": "Binding preemption's victim rules (feature gate BindingPreemption), CEL evaluated with object = {victim, preemptor} (the bindings) and cluster (the cluster preempted on).", "properties": {
+        "preemption": {"type": "object", "description": "Binding preemption's victim rules (feature gate BindingPreemption): CEL evaluated with object = {victim, preemptor} (the bindings) and cluster (the cluster preempted on), or a Wasm plugin choosing the victims; one or the other.", "properties": {
             "victimFilter": {"type": "string", "description": "A bool expression; false keeps the candidate from being evicted."},
             "victimScore": {"type": "string", "description": "A number expression; among candidates of the same priority the higher is evicted first."},
+            "plugin": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": "A Wasm module exporting flotilla_victims_v1, as a profile entry ({name, failurePolicy, wasm, config, limits}): gets a cluster's candidates and replies which may be evicted, in which order within a priority."},
         }},
     }})
 }

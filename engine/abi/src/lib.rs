@@ -54,6 +54,10 @@ pub mod export {
     /// ([`crate::InterpretRequest`], `rows_count` is 0). Not a profile extension point: a
     /// `ResourceInterpreterCustomization` rule names the module with `wasm: {plugin: NAME}`.
     pub const INTERPRET: &str = "flotilla_interpret_v1";
+    /// `(json_ptr, json_len, rows_ptr, rows_count) -> i32`: binding preemption's victim choice
+    /// ([`crate::VictimsRequest`], one [`crate::VictimRow`] per candidate). Not a profile
+    /// extension point list: a profile names the module in `spec.preemption.plugin`.
+    pub const VICTIMS: &str = "flotilla_victims_v1";
     /// wasip1 reactors' initializer, called once right after instantiation when exported.
     pub const WASI_INITIALIZE: &str = "_initialize";
     /// The guest's linear memory. Required.
@@ -108,6 +112,49 @@ pub const SCORE_ROW_SIZE: usize = 8;
 /// Size of an assign reply row (the binary form of [`AssignReply::Assigned`]): a little-endian
 /// `u32` row position, then the replicas as a little-endian `i32`.
 pub const ASSIGN_ROW_SIZE: usize = 8;
+
+/// Size of a victims reply row (the binary form of [`VictimsReply::victims`]): a candidate's
+/// position as a little-endian `u32`.
+pub const VICTIM_POSITION_SIZE: usize = 4;
+
+/// A victims request row: one candidate, in the order of [`VictimsRequest::candidates`]. 16
+/// bytes, little-endian, in this field order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VictimRow {
+    /// The candidate's `spec.schedulePriority.priority`.
+    pub priority: i32,
+    /// Its replicas on the cluster being freed.
+    pub replicas: i32,
+    /// Its `creationTimestamp`, epoch seconds (`i64::MIN` when it has none).
+    pub created: i64,
+}
+
+impl VictimRow {
+    /// Encoded size.
+    pub const SIZE: usize = 16;
+
+    /// Encode.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        b[0..4].copy_from_slice(&self.priority.to_le_bytes());
+        b[4..8].copy_from_slice(&self.replicas.to_le_bytes());
+        b[8..16].copy_from_slice(&self.created.to_le_bytes());
+        b
+    }
+
+    /// Decode.
+    #[inline]
+    pub fn from_bytes(b: &[u8; Self::SIZE]) -> Self {
+        let mut created = [0u8; 8];
+        created.copy_from_slice(&b[8..16]);
+        VictimRow {
+            priority: i32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            replicas: i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            created: i64::from_le_bytes(created),
+        }
+    }
+}
 
 /// A select/assign request row: a feasible cluster with what the scheduler computed for it
 /// (Karmada's `ClusterDetailInfo`). 32 bytes, little-endian, in this field order.
@@ -369,6 +416,34 @@ pub struct InterpretReply {
     pub dependencies: Option<Vec<Value>>,
 }
 
+/// `flotilla_victims_v1` input: binding preemption found no room for `preemptor` and asks which
+/// of the bindings on `cluster` may be evicted for it. Candidates come in the built-in order
+/// (lowest priority, then most replicas there, then newest, then name), each with a lower
+/// priority than the preemptor; rows repeat what the host already computed for each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", schemars(rename = "VictimsRequest"))]
+pub struct VictimsRequest<B = Value, C = Value> {
+    /// The Karmada `ResourceBinding` (or `ClusterResourceBinding`) that fits nowhere.
+    pub preemptor: B,
+    /// The Karmada `Cluster` being freed.
+    pub cluster: C,
+    /// The bindings that could lose the cluster, whole.
+    pub candidates: Vec<B>,
+}
+
+/// `flotilla_victims_v1` reply (`set_result`), or its binary form (`set_rows`: one
+/// little-endian `u32` position per victim), never both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VictimsReply {
+    /// Positions in `candidates` that may be evicted, each at most once, in the order to take
+    /// them within a priority (lower priorities still go first); the others are spared.
+    pub victims: Vec<u32>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +458,12 @@ mod tests {
             available_replicas: 5,
         };
         assert_eq!(DetailRow::from_bytes(&r.to_bytes()), r);
+        let v = VictimRow {
+            priority: -5,
+            replicas: 3,
+            created: i64::MIN,
+        };
+        assert_eq!(VictimRow::from_bytes(&v.to_bytes()), v);
     }
 
     #[test]

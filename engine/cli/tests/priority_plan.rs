@@ -264,3 +264,97 @@ fn binding_preemption_evicts_the_expected_victim_and_never_for_never() {
         ("False".into(), "Unschedulable".into())
     );
 }
+
+#[test]
+fn a_wasm_victim_plugin_changes_which_binding_is_evicted() {
+    // The same batch as above through a default-scheduler profile whose victim plugin takes
+    // the candidates in reverse order: on member1 batch-a (older) goes before batch-b, so
+    // batch-a is evicted instead; member2 still loses on the victims' priority (ledger, 500).
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-wasm-victims");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let module = root().join("engine/wasm/testdata/victims_reverse.wat");
+    let profile = dir.join("profile.yaml");
+    let write = |policy: &str, file: &Path| {
+        std::fs::write(
+            &profile,
+            format!(
+                "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata: {{name: default-scheduler}}\nspec:\n  preemption:\n    plugin: {{name: oldest-first, failurePolicy: {policy}, wasm: {{path: {}}}}}\n",
+                file.display()
+            ),
+        )
+        .expect("write profile");
+    };
+    write("Fail", &module);
+    let p = profile.to_str().expect("utf-8 path");
+    let files = ["examples/priority/preemption"];
+    let args = ["--feature-gates", "BindingPreemption=true", "--profile", p];
+    let list = plan(&args, &files);
+    assert_eq!(
+        list["bindingPreemptions"],
+        serde_json::json!([{
+            "preemptor": "default/payments-deployment",
+            "priority": 1000,
+            "cluster": "member1",
+            "victims": [{"kind": "ResourceBinding", "namespace": "default",
+                         "name": "batch-a-deployment", "priority": 10, "replicas": 2}],
+        }])
+    );
+    assert_eq!(
+        binding(&list, "payments-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+    assert_eq!(
+        binding(&list, "batch-a-deployment")["spec"].get("clusters"),
+        None
+    );
+    assert_eq!(
+        binding(&list, "batch-b-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+
+    // A hostile plugin (it names a candidate that does not exist) under Fail: the preemption
+    // is abandoned with the fault, nobody is evicted and payments waits.
+    write(
+        "Fail",
+        &root().join("engine/wasm/testdata/victims_out_of_range.wat"),
+    );
+    let mut all = vec![
+        "plan",
+        "-o",
+        "json",
+        "--now",
+        "2026-06-01T00:00:00Z",
+        "-f",
+        files[0],
+    ];
+    all.extend_from_slice(&args);
+    let o = run(&all);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let warnings = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        warnings.contains("warning: ResourceBinding default/payments-deployment: preemption: victim plugin: plugin oldest-first returned invalid output: chose candidate 4096 of 2"),
+        "{warnings}"
+    );
+    let list: Value = serde_json::from_slice(&o.stdout).expect("plan prints JSON");
+    assert_eq!(list["bindingPreemptions"], serde_json::json!([]));
+    assert_eq!(
+        scheduled(binding(&list, "payments-deployment")),
+        ("False".into(), "Unschedulable".into())
+    );
+    // Under Ignore the built-in choice stands (batch-b, the newest) and the fault is kept.
+    write(
+        "Ignore",
+        &root().join("engine/wasm/testdata/victims_out_of_range.wat"),
+    );
+    let list = plan(&args, &files);
+    let p = &list["bindingPreemptions"][0];
+    assert_eq!(p["victims"][0]["name"], "batch-b-deployment");
+    assert!(
+        p["ignoredFaults"][0]
+            .as_str()
+            .is_some_and(|f| f.contains("chose candidate 4096 of")),
+        "{p}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

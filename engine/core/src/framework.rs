@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{ClusterAffinityTerm, Placement};
-use flotilla_api::work::{ResourceBindingSpec, TargetCluster};
+use flotilla_api::work::{ResourceBinding, ResourceBindingSpec, TargetCluster};
 use serde_json::Value;
 
 use crate::error::PluginError;
@@ -514,6 +514,74 @@ pub trait OverridePlugin: Plugin {
     fn override_manifest(&self, input: &OverrideInput<'_>) -> Result<OverridePatch, PluginError>;
 }
 
+/// One candidate victim of binding preemption on one cluster (see [`crate::preemption`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct VictimCandidate<'a> {
+    /// The binding that would lose the cluster.
+    pub binding: &'a ResourceBinding,
+    /// Its `spec.schedulePriority.priority` (always below the preemptor's).
+    pub priority: i32,
+    /// Its replicas on the cluster.
+    pub replicas: i32,
+    /// Its `creationTimestamp`, epoch seconds (`i64::MIN` when absent or unreadable).
+    pub created: i64,
+}
+
+impl<'a> VictimCandidate<'a> {
+    /// Build a candidate (the preemption search does this; tests and other hosts may too).
+    pub fn new(binding: &'a ResourceBinding, priority: i32, replicas: i32, created: i64) -> Self {
+        VictimCandidate {
+            binding,
+            priority,
+            replicas,
+            created,
+        }
+    }
+}
+
+/// Input of a victim-choice call: the preemptor, the cluster it would be freed on, and the
+/// bindings that could be evicted there, in the built-in order (lowest priority, then most
+/// replicas, then newest, then name).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct VictimInput<'a> {
+    /// The binding that fits nowhere and would preempt.
+    pub preemptor: &'a ResourceBinding,
+    /// The cluster being freed.
+    pub cluster: &'a Cluster,
+    /// The candidates, all of lower priority than the preemptor.
+    pub candidates: &'a [VictimCandidate<'a>],
+}
+
+impl<'a> VictimInput<'a> {
+    /// Build the input (the preemption search does this; tests and other hosts may too).
+    pub fn new(
+        preemptor: &'a ResourceBinding,
+        cluster: &'a Cluster,
+        candidates: &'a [VictimCandidate<'a>],
+    ) -> Self {
+        VictimInput {
+            preemptor,
+            cluster,
+            candidates,
+        }
+    }
+}
+
+/// Binding preemption's victim choice (a profile's `spec.preemption.plugin`): which candidates on
+/// one cluster may be evicted, and in which order they are taken. Not one of Karmada's extension
+/// points: binding preemption is Flotilla's (see [`crate::preemption`]).
+pub trait VictimPlugin: Plugin {
+    /// Positions in `input.candidates` that may be evicted, in the order to take them (within a
+    /// priority: the search still takes lower priorities first); the others are spared. Each
+    /// position at most once.
+    ///
+    /// # Errors
+    /// A plugin fault; the preemption search applies the plugin's failure policy.
+    fn choose(&self, input: &VictimInput<'_>) -> Result<Vec<usize>, PluginError>;
+}
+
 /// What to do when a plugin faults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FailurePolicy {
@@ -589,6 +657,8 @@ pub struct Profile {
     pub versions: Vec<(String, String)>,
     /// How binding preemption chooses victims (`spec.preemption` of the profile document).
     pub preemption: crate::preemption::VictimRules,
+    /// The plugin built from `spec.preemption.plugin` (a Wasm module), with its failure policy.
+    pub victims: Option<Slot<dyn VictimPlugin>>,
 }
 
 impl Profile {
@@ -621,6 +691,10 @@ impl std::fmt::Debug for Profile {
                 &self.expressions.as_ref().map(|e| e.language()),
             )
             .field("versions", &self.versions)
+            .field(
+                "victims",
+                &self.victims.as_ref().map(|s| s.plugin.name().to_owned()),
+            )
             .finish()
     }
 }

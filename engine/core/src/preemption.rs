@@ -8,10 +8,11 @@
 //! `spec.schedulePriority.priority` frees enough capacity for it:
 //!
 //! * candidates on a cluster are the other bindings with replicas there and a lower priority,
-//!   that the profile's victim rules ([`VictimRules`], CEL) do not veto;
+//!   that the profile's victim rules ([`VictimRules`]: CEL, or a Wasm victim plugin) do not veto;
 //! * they are taken lowest priority first, then highest victim score (the rules' `score`, 0
 //!   without one), then most replicas there (fewest victims), then newest `creationTimestamp`,
-//!   then name — the shortest such prefix that lets the binding schedule, after which every
+//!   then name — or, with a victim plugin, lowest priority first, then in the plugin's order —
+//!   the shortest such prefix that lets the binding schedule, after which every
 //!   victim that is not needed is spared again (last taken first), so no victim is superfluous;
 //! * the cluster needing the fewest victims wins (tie: the lowest highest-victim priority, then
 //!   the cluster name).
@@ -35,10 +36,11 @@ use flotilla_api::work::ResourceBinding;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::error::PluginError;
 use crate::estimator::nano;
 use crate::expression::{ExpressionEngine, ExpressionKind};
 use crate::failover::{self, Purge, purge_mode};
-use crate::framework::Profile;
+use crate::framework::{FailurePolicy, Profile, Slot, VictimCandidate, VictimInput, VictimPlugin};
 use crate::pipeline::Snapshot;
 use crate::priority::{PreemptionPolicy, preemption_policy_of};
 use crate::quantity::{NANO_PER_UNIT, nano_to_value};
@@ -53,17 +55,23 @@ pub const PRODUCER: &str = "flotilla-scheduler-preemption";
 /// Most candidate victims considered on one cluster (the lowest-priority ones).
 pub const MAX_CANDIDATES_PER_CLUSTER: usize = 10_000;
 
-/// A profile's rules for choosing victims (`spec.preemption` of a `SchedulerProfile`), CEL
+/// A profile's rules for choosing victims (`spec.preemption` of a `SchedulerProfile`): CEL
 /// expressions evaluated by the profile's expression engine with `object` bound to
-/// `{"victim": <binding>, "preemptor": <binding>}` and `cluster` to the cluster preempted on.
+/// `{"victim": <binding>, "preemptor": <binding>}` and `cluster` to the cluster preempted on,
+/// or a Wasm plugin (`plugin`, `flotilla_victims_v1` in sdk/ABI.md) that gets the candidates of
+/// one cluster and replies which may go, in which order. One or the other, not both.
 ///
 /// ```yaml
 /// spec:
 ///   preemption:
 ///     victimFilter: "!has(object.victim.metadata.labels) || object.victim.metadata.labels['tier'] != 'gold'"
 ///     victimScore: "object.victim.spec.replicas"   # higher: evicted earlier within a priority
+/// ---
+/// spec:
+///   preemption:
+///     plugin: {name: keep-gold, wasm: {path: keep-gold.wasm}, failurePolicy: Fail}
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VictimRules {
     /// A `bool`: `false` vetoes the candidate (it is never evicted for this preemptor there).
@@ -72,19 +80,36 @@ pub struct VictimRules {
     /// A number: among candidates of the same priority, the higher is evicted first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub victim_score: Option<String>,
+    /// A Wasm plugin choosing the victims (`name`, `wasm`, `config`, `failurePolicy`,
+    /// `limits`, as a profile entry). A fault under `failurePolicy: Fail` (the default)
+    /// abandons the preemption as a failing CEL rule does; under `Ignore` the built-in choice
+    /// stands and the fault is recorded ([`Preemption::ignored_faults`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<crate::profile::PluginSpec>,
 }
 
 impl VictimRules {
-    /// Whether there is any rule.
+    /// Whether there is any rule (CEL or plugin).
     pub fn is_empty(&self) -> bool {
-        self.victim_filter.is_none() && self.victim_score.is_none()
+        !self.has_expressions() && self.plugin.is_none()
+    }
+
+    /// Whether there is a CEL rule.
+    pub fn has_expressions(&self) -> bool {
+        self.victim_filter.is_some() || self.victim_score.is_some()
     }
 
     /// Compile each rule with `engine`; errors name the field (`victimFilter`, `victimScore`).
     ///
     /// # Errors
-    /// The first rule that does not compile, or any rule without an engine.
+    /// The first rule that does not compile, any rule without an engine, or CEL rules beside a
+    /// plugin.
     pub fn check(&self, engine: Option<&dyn ExpressionEngine>) -> Result<(), String> {
+        if self.plugin.is_some() && self.has_expressions() {
+            return Err(
+                "preemption: set victimFilter/victimScore (CEL) or plugin (Wasm), not both".into(),
+            );
+        }
         for (field, kind, src) in self.sites() {
             let Some(engine) = engine else {
                 return Err(format!(
@@ -149,6 +174,9 @@ pub struct Preemption {
     pub cluster: String,
     /// The victims.
     pub victims: Vec<Victim>,
+    /// Faults of the victim plugin under `failurePolicy: Ignore` (the built-in choice stood).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_faults: Vec<String>,
 }
 
 impl Preemption {
@@ -216,6 +244,7 @@ pub fn find(
     let preemptor_json = serde_json::to_value(before).unwrap_or(Value::Null);
     let engine = profile.expressions.as_deref();
     let rules = &profile.preemption;
+    let mut ignored_faults: Vec<String> = Vec::new();
     let status = before.status.clone().unwrap_or_default();
     let fits = |snap: &Snapshot| {
         scheduler::schedule(
@@ -261,7 +290,7 @@ pub fn find(
         if cands.is_empty() {
             continue;
         }
-        if !rules.is_empty() {
+        if rules.has_expressions() {
             cands = apply_rules(rules, engine, &preemptor_json, cluster, cands)?;
         }
         cands.sort_by(|a, b| {
@@ -273,6 +302,21 @@ pub fn find(
                 .then(a.key.cmp(&b.key))
         });
         cands.truncate(MAX_CANDIDATES_PER_CLUSTER);
+        if let Some(slot) = &profile.victims {
+            match choose(slot, before, cluster, cands) {
+                Ok(chosen) => cands = chosen,
+                Err((e, built_in)) => match slot.failure_policy {
+                    FailurePolicy::Fail => return Err(format!("victim plugin: {e}")),
+                    FailurePolicy::Ignore => {
+                        ignored_faults.push(e.to_string());
+                        cands = built_in;
+                    }
+                },
+            }
+            if cands.is_empty() {
+                continue;
+            }
+        }
         let freed = |set: &[&Candidate<'_>]| -> Snapshot {
             let bindings: Vec<&ResourceBinding> = set.iter().map(|c| c.binding).collect();
             snapshot.with_cluster(release(cluster, &bindings, 1))
@@ -317,6 +361,7 @@ pub fn find(
                     replicas: c.replicas,
                 })
                 .collect(),
+            ignored_faults: Vec::new(),
         };
         // Clusters come in name order: a later cluster wins only when strictly better.
         let better = match &best {
@@ -327,7 +372,61 @@ pub fn find(
             best = Some((p.victims.len(), max_p, p));
         }
     }
-    Ok(best.map(|(_, _, p)| p))
+    Ok(best.map(|(_, _, mut p)| {
+        p.ignored_faults = ignored_faults;
+        p
+    }))
+}
+
+/// Ask the victim plugin of `slot` which of `cands` (built-in order) may go on `cluster`, and in
+/// which order: its order within each priority, lower priorities still first. The reply is
+/// checked again here (positions in range, each once) whatever the backend checked. On a fault,
+/// the error and `cands` unchanged (for `failurePolicy: Ignore`).
+#[allow(clippy::type_complexity)]
+fn choose<'a>(
+    slot: &Slot<dyn VictimPlugin>,
+    preemptor: &ResourceBinding,
+    cluster: &Cluster,
+    cands: Vec<Candidate<'a>>,
+) -> Result<Vec<Candidate<'a>>, (PluginError, Vec<Candidate<'a>>)> {
+    let views: Vec<VictimCandidate<'_>> = cands
+        .iter()
+        .map(|c| VictimCandidate::new(c.binding, c.priority, c.replicas, c.created))
+        .collect();
+    let reply = slot
+        .plugin
+        .choose(&VictimInput::new(preemptor, cluster, &views));
+    let order = match reply {
+        Ok(order) => order,
+        Err(e) => return Err((e, cands)),
+    };
+    let n = cands.len();
+    let mut seen = vec![false; n];
+    for &i in &order {
+        let invalid = match seen.get_mut(i) {
+            None => Some(format!("chose candidate {i} of {n}")),
+            Some(true) => Some(format!("chose candidate {i} twice")),
+            Some(s) => {
+                *s = true;
+                None
+            }
+        };
+        if let Some(message) = invalid {
+            let e = PluginError::InvalidOutput {
+                plugin: slot.plugin.name().to_owned(),
+                message,
+            };
+            return Err((e, cands));
+        }
+    }
+    let mut slots: Vec<Option<Candidate<'a>>> = cands.into_iter().map(Some).collect();
+    let mut out: Vec<Candidate<'a>> = order
+        .iter()
+        .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+        .collect();
+    // Stable: the plugin's order stands within a priority.
+    out.sort_by_key(|c| c.priority);
+    Ok(out)
 }
 
 fn apply_rules<'a>(

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::framework::{
     AssignPlugin, FailurePolicy, FilterPlugin, OverridePlugin, Profile, ScorePlugin, SelectPlugin,
-    Slot,
+    Slot, VictimPlugin,
 };
 
 /// API version of [`ProfileDocument`].
@@ -53,9 +53,22 @@ pub struct ProfileDocument {
 }
 
 impl ProfileDocument {
-    /// Every plugin spec of the document, mutably, in extension-point order.
+    /// Every plugin spec of the document, mutably, in extension-point order, then the victim
+    /// plugin of `spec.preemption`.
     pub fn plugins_mut(&mut self) -> impl Iterator<Item = &mut PluginSpec> {
-        self.spec.lists_mut().flat_map(|(_, l)| l.iter_mut())
+        let ProfileSpec {
+            filters,
+            scores,
+            selects,
+            assigners,
+            overriders,
+            preemption,
+        } = &mut self.spec;
+        [filters, scores, selects, assigners, overriders]
+            .into_iter()
+            .flatten()
+            .flat_map(|l| l.plugins_mut().iter_mut())
+            .chain(preemption.as_mut().and_then(|p| p.plugin.as_mut()))
     }
 
     /// Resolve relative `wasm.path`s against `dir` (the profile file's directory); returns every
@@ -134,9 +147,9 @@ pub struct ProfileSpec {
     /// Override plugins, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overriders: Option<PointList>,
-    /// Binding preemption's victim rules (CEL, evaluated by the profile's expression engine):
-    /// `victimFilter` vetoes, `victimScore` ranks ([`crate::preemption::VictimRules`]). Absent:
-    /// the default profile's (none).
+    /// Binding preemption's victim rules: CEL evaluated by the profile's expression engine
+    /// (`victimFilter` vetoes, `victimScore` ranks) or a Wasm plugin (`plugin`) that chooses
+    /// ([`crate::preemption::VictimRules`]). Absent: the default profile's (none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<crate::preemption::VictimRules>,
 }
@@ -535,6 +548,16 @@ pub trait PluginFactory: Send + Sync {
         point: ExtensionPoint,
         spec: &PluginSpec,
     ) -> Result<Option<BuiltPlugin>, String>;
+
+    /// Build binding preemption's victim plugin (`spec.preemption.plugin`) from an entry of this
+    /// factory's backend; `Ok(None)` when the backend has no such plugins (the default: only the
+    /// Wasm backend has them; CEL rules are `victimFilter`/`victimScore`).
+    ///
+    /// # Errors
+    /// The spec is invalid (message without the profile/field prefix).
+    fn build_victims(&self, _spec: &PluginSpec) -> Result<Option<Arc<dyn VictimPlugin>>, String> {
+        Ok(None)
+    }
 }
 
 /// The plugin backends by [`Backend`]: the one map from a profile entry to the code that builds
@@ -589,6 +612,22 @@ impl Factories {
         let factory = self.get(backend).ok_or(BuildError::NoBackend(backend))?;
         factory
             .build(point, spec)
+            .map_err(BuildError::Invalid)?
+            .ok_or(BuildError::Unknown)
+    }
+}
+
+impl Factories {
+    /// Build `spec` as binding preemption's victim plugin with the factory of the backend it
+    /// names.
+    ///
+    /// # Errors
+    /// See [`BuildError`]; `Unknown` when the backend has no victim plugins.
+    pub fn build_victims(&self, spec: &PluginSpec) -> Result<Arc<dyn VictimPlugin>, BuildError> {
+        let backend = spec.backend().map_err(BuildError::Invalid)?;
+        let factory = self.get(backend).ok_or(BuildError::NoBackend(backend))?;
+        factory
+            .build_victims(spec)
             .map_err(BuildError::Invalid)?
             .ok_or(BuildError::Unknown)
     }
@@ -689,6 +728,30 @@ pub fn build_profile(
         rules
             .check(out.expressions.as_deref())
             .map_err(|m| ProfileError::Document(format!("SchedulerProfile {profile}: spec.{m}")))?;
+        out.victims = None;
+        if let Some(spec) = &rules.plugin {
+            let at = format!(
+                "SchedulerProfile {profile}: spec.preemption.plugin ({})",
+                spec.name
+            );
+            let plugin = match factories.build_victims(spec) {
+                Ok(p) => p,
+                Err(BuildError::Invalid(m)) => {
+                    return Err(ProfileError::Document(format!("{at}: {m}")));
+                }
+                Err(BuildError::NoBackend(b)) => {
+                    return Err(ProfileError::Document(format!(
+                        "{at}: this build has no {b} plugin backend"
+                    )));
+                }
+                Err(BuildError::Unknown) => {
+                    return Err(ProfileError::Document(format!(
+                        "{at}: a victim plugin needs a wasm source (CEL victim rules are victimFilter and victimScore)"
+                    )));
+                }
+            };
+            out.victims = Some(Slot::new(plugin).with_failure_policy(spec.failure_policy));
+        }
         out.preemption = rules.clone();
     }
     Ok(out)

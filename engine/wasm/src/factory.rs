@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use flotilla_core::framework::VictimPlugin;
 use flotilla_core::profile::{Backend, BuiltPlugin, ExtensionPoint, PluginFactory, PluginSpec};
 
 use crate::host::Host;
@@ -86,6 +87,42 @@ impl WasmFactory {
         }
         WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)
     }
+
+    /// Load the victim plugin `spec` describes (binding preemption's `spec.preemption.plugin`):
+    /// the same steps as [`WasmFactory::load`], for a module exporting `flotilla_victims_v1`.
+    ///
+    /// # Errors
+    /// Reading, digest, compile, link, a missing `flotilla_victims_v1`, or the first
+    /// instantiation.
+    pub fn load_victims(&self, spec: &PluginSpec, path: &Path) -> Result<WasmPlugin, LoadError> {
+        let limits = Limits::from_spec(spec.limits.as_ref())?;
+        let host = Host::global()?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let digest = sha256(&bytes);
+        if let Some(expected) = spec.wasm.as_ref().and_then(|w| w.sha256.as_deref()) {
+            let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
+            if expected != digest.to_string() {
+                return Err(LoadError::DigestMismatch {
+                    expected,
+                    actual: digest.to_string(),
+                });
+            }
+        }
+        let module = match self.cache_dir.as_deref() {
+            Some(dir) if self.tiered => host.compile_tiered(&bytes, dir)?,
+            dir => host.compile_cached(&bytes, dir)?,
+        };
+        if !module.has_victims {
+            return Err(LoadError::MissingExport {
+                name: flotilla_abi::export::VICTIMS.into(),
+                what: "binding preemption's victim choice, which the profile uses it for",
+            });
+        }
+        WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)
+    }
 }
 
 impl PluginFactory for WasmFactory {
@@ -98,29 +135,48 @@ impl PluginFactory for WasmFactory {
         point: ExtensionPoint,
         spec: &PluginSpec,
     ) -> Result<Option<BuiltPlugin>, String> {
-        let Some(source) = &spec.wasm else {
+        let Some(path) = module_path(spec)? else {
             return Ok(None);
         };
-        match (source.path.is_empty(), &source.plugin) {
-            (false, Some(_)) => return Err("wasm: set one of `path` and `plugin`, not both".into()),
-            (true, Some(name)) => {
-                return Err(format!(
-                    "wasm.plugin {name:?} names a WasmPlugin object, which only the control plane resolves (offline, use wasm.path)"
-                ));
-            }
-            (true, None) => {
-                return Err(
-                    "wasm: `path` (a .wasm file) or `plugin` (a WasmPlugin object) is required"
-                        .into(),
-                );
-            }
-            (false, None) => {}
-        }
-        let path = PathBuf::from(&source.path);
         let plugin = Arc::new(
             self.load(point, spec, &path)
                 .map_err(|e| format!("{}: {e}", path.display()))?,
         );
         Ok(Some(BuiltPlugin::for_point(point, plugin)))
     }
+
+    fn build_victims(&self, spec: &PluginSpec) -> Result<Option<Arc<dyn VictimPlugin>>, String> {
+        let Some(path) = module_path(spec)? else {
+            return Ok(None);
+        };
+        let plugin = self
+            .load_victims(spec, &path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Some(Arc::new(plugin)))
+    }
+}
+
+/// The module file a `wasm:` entry names (`None` without `wasm`).
+///
+/// # Errors
+/// Neither or both of `path` and `plugin`, or a `plugin` (only the control plane resolves those).
+fn module_path(spec: &PluginSpec) -> Result<Option<PathBuf>, String> {
+    let Some(source) = &spec.wasm else {
+        return Ok(None);
+    };
+    match (source.path.is_empty(), &source.plugin) {
+        (false, Some(_)) => return Err("wasm: set one of `path` and `plugin`, not both".into()),
+        (true, Some(name)) => {
+            return Err(format!(
+                "wasm.plugin {name:?} names a WasmPlugin object, which only the control plane resolves (offline, use wasm.path)"
+            ));
+        }
+        (true, None) => {
+            return Err(
+                "wasm: `path` (a .wasm file) or `plugin` (a WasmPlugin object) is required".into(),
+            );
+        }
+        (false, None) => {}
+    }
+    Ok(Some(PathBuf::from(&source.path)))
 }

@@ -378,6 +378,8 @@ pub(crate) struct Warm {
     points: [Option<PointFn>; 5],
     /// `flotilla_interpret_v1`, when exported.
     interpret: Option<PointFn>,
+    /// `flotilla_victims_v1`, when exported.
+    victims: Option<PointFn>,
     scratch: Option<(i32, usize)>,
     generation: Option<u64>,
     /// The tier of the module's code.
@@ -456,6 +458,11 @@ impl Warm {
             } else {
                 None
             };
+            let victims = if module.has_victims {
+                Some(instance.get_typed_func(&mut store, export::VICTIMS)?)
+            } else {
+                None
+            };
             let init_fn = if module.has_init {
                 Some(instance.get_typed_func(&mut store, export::INIT)?)
             } else {
@@ -468,11 +475,12 @@ impl Warm {
                 instance.get_typed_func(&mut store, export::CLUSTERS)?,
                 points,
                 interpret,
+                victims,
                 init_fn,
             ))
         })();
         match r {
-            Ok((memory, alloc, dealloc, clusters, points, interpret, init_fn)) => Ok((
+            Ok((memory, alloc, dealloc, clusters, points, interpret, victims, init_fn)) => Ok((
                 Warm {
                     store,
                     memory,
@@ -481,6 +489,7 @@ impl Warm {
                     clusters,
                     points,
                     interpret,
+                    victims,
                     scratch: None,
                     generation: None,
                     tier: module.tier(),
@@ -587,6 +596,22 @@ impl Warm {
             Fail::Invalid(format!("module does not export {}", export::INTERPRET))
         })?;
         self.call_fn(&func, json, &[], 0, limits)
+    }
+
+    /// A victim-choice call (`flotilla_victims_v1`): a `VictimsRequest` and one `VictimRow` per
+    /// candidate; no cluster push (the cluster is in the JSON).
+    pub(crate) fn call_victims(
+        &mut self,
+        json: &[u8],
+        rows: &[u8],
+        count: usize,
+        limits: &Limits,
+    ) -> Result<Reply, Fail> {
+        let func = self
+            .victims
+            .clone()
+            .ok_or_else(|| Fail::Invalid(format!("module does not export {}", export::VICTIMS)))?;
+        self.call_fn(&func, json, rows, count, limits)
     }
 
     fn call_fn(

@@ -143,6 +143,8 @@ pub struct Compiled {
     pub has_init: bool,
     /// Exports `flotilla_interpret_v1` (a resource interpreter).
     pub has_interpret: bool,
+    /// Exports `flotilla_victims_v1` (binding preemption's victim choice).
+    pub has_victims: bool,
     pub(crate) has_initialize: bool,
     /// Imports `wasi_snapshot_preview1` (runs with the deny-all context).
     pub wasi: bool,
@@ -258,9 +260,10 @@ impl Compiled {
             *slot = matches!(ty(name), Some(ExternType::Func(_)));
         }
         let has_interpret = matches!(ty(export::INTERPRET), Some(ExternType::Func(_)));
-        if !points.iter().any(|p| *p) && !has_interpret {
+        let has_victims = matches!(ty(export::VICTIMS), Some(ExternType::Func(_)));
+        if !points.iter().any(|p| *p) && !has_interpret && !has_victims {
             return Err(LoadError::MissingExport {
-                name: "flotilla_{filter,score,select,assign,override,interpret}_v1".into(),
+                name: "flotilla_{filter,score,select,assign,override,interpret,victims}_v1".into(),
                 what: "at least one extension point",
             });
         }
@@ -278,6 +281,7 @@ impl Compiled {
             points,
             has_init,
             has_interpret,
+            has_victims,
             has_initialize,
             wasi,
             imports,

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use flotilla_abi::{
-    AssignReply, BindingRequest, DetailRow, FilterReply, OverrideReply, SelectReply, export,
+    AssignReply, BindingRequest, DetailRow, FilterReply, OverrideReply, SelectReply, VictimRow,
+    VictimsReply, VictimsRequest, export,
 };
 use flotilla_api::cluster::Cluster;
 use flotilla_api::work::TargetCluster;
@@ -14,7 +15,7 @@ use flotilla_core::PluginError;
 use flotilla_core::framework::{
     AssignInput, AssignMode, AssignPlugin, Assignment, BindingContext, ClusterDetail, FilterInput,
     FilterPlugin, OverrideInput, OverridePatch, OverridePlugin, Plugin, Reason, ScoreInput,
-    ScorePlugin, SelectInput, SelectPlugin, Selection, Verdict,
+    ScorePlugin, SelectInput, SelectPlugin, Selection, Verdict, VictimInput, VictimPlugin,
 };
 
 use crate::host::{Host, Snapshot};
@@ -417,6 +418,30 @@ impl OverridePlugin for WasmPlugin {
     }
 }
 
+impl VictimPlugin for WasmPlugin {
+    fn choose(&self, input: &VictimInput<'_>) -> Result<Vec<usize>, PluginError> {
+        let n = input.candidates.len();
+        let req = VictimsRequest {
+            preemptor: input.preemptor,
+            cluster: input.cluster,
+            candidates: input.candidates.iter().map(|c| c.binding).collect(),
+        };
+        let json =
+            serde_json::to_vec(&req).map_err(|e| PluginError::failed(&self.name, e.to_string()))?;
+        let mut rows = Vec::with_capacity(n * VictimRow::SIZE);
+        for c in input.candidates {
+            let row = VictimRow {
+                priority: c.priority,
+                replicas: c.replicas,
+                created: c.created,
+            };
+            rows.extend_from_slice(&row.to_bytes());
+        }
+        let reply = self.with_instance(|w| w.call_victims(&json, &rows, n, &self.limits))?;
+        decode::victims(n, &reply).map_err(|m| self.invalid(m))
+    }
+}
+
 /// Reply decoding: pure functions over what the guest passed (the ABI boundary's host side; fuzzed
 /// by `tests/fuzz.rs`). Errors are invalid-output messages.
 pub(crate) mod decode {
@@ -489,6 +514,54 @@ pub(crate) mod decode {
             out.push(score);
         }
         Ok(())
+    }
+
+    /// A victims reply, JSON or binary (exactly one): candidate positions in range, each at most
+    /// once (so never more than `n` of them).
+    pub(crate) fn victims(n: usize, reply: &Reply) -> Result<Vec<usize>, String> {
+        let positions: Vec<u32> = match (reply.result.as_deref(), reply.rows.as_deref()) {
+            (Some(_), Some(_)) => {
+                return Err("victims reply passed both set_result and set_rows".into());
+            }
+            (None, None) => {
+                return Err("no victims reply (neither set_result nor set_rows was called)".into());
+            }
+            (Some(json), None) => {
+                serde_json::from_slice::<VictimsReply>(json)
+                    .map_err(|e| format!("victims reply: {e}"))?
+                    .victims
+            }
+            (None, Some(bin)) => {
+                if bin.len() % flotilla_abi::VICTIM_POSITION_SIZE != 0 {
+                    return Err(format!(
+                        "victims reply of {} bytes is not a whole number of {}-byte positions",
+                        bin.len(),
+                        flotilla_abi::VICTIM_POSITION_SIZE
+                    ));
+                }
+                bin.chunks_exact(flotilla_abi::VICTIM_POSITION_SIZE)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            }
+        };
+        if positions.len() > n {
+            return Err(format!(
+                "chose {} victims among {n} candidates",
+                positions.len()
+            ));
+        }
+        let mut seen = vec![false; n];
+        let mut out = Vec::with_capacity(positions.len());
+        for p in positions {
+            let i = p as usize;
+            match seen.get_mut(i) {
+                None => return Err(format!("chose candidate {p} of {n}")),
+                Some(true) => return Err(format!("chose candidate {p} twice")),
+                Some(s) => *s = true,
+            }
+            out.push(i);
+        }
+        Ok(out)
     }
 
     /// A select reply: row positions in range, each at most once.
@@ -869,6 +942,35 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn victim_choices_out_of_range_repeated_or_in_both_forms_are_invalid_output() {
+        let json = |t: &str| decode::victims(3, &reply(Some(t), None));
+        assert_eq!(json(r#"{"victims":[2,0]}"#), Ok(vec![2, 0]));
+        assert_eq!(json(r#"{"victims":[]}"#), Ok(vec![]));
+        let bin: Vec<u8> = [1u32, 2].iter().flat_map(|p| p.to_le_bytes()).collect();
+        assert_eq!(decode::victims(3, &reply(None, Some(&bin))), Ok(vec![1, 2]));
+        for (bad, why) in [
+            (json(r#"{"victims":[3]}"#), "chose candidate 3 of 3"),
+            (json(r#"{"victims":[1,1]}"#), "chose candidate 1 twice"),
+            (json(r#"{"victims":[0,1,2,0]}"#), "chose 4 victims among 3"),
+            (json(r#"{"victims":[-1]}"#), "victims reply:"),
+            (json(r#"{"victims":[0],"also":1}"#), "unknown field"),
+            (json("not json"), "victims reply:"),
+            (
+                decode::victims(3, &reply(None, Some(&[0, 0, 0]))),
+                "not a whole number",
+            ),
+            (
+                decode::victims(3, &reply(Some(r#"{"victims":[]}"#), Some(&[]))),
+                "both",
+            ),
+            (decode::victims(3, &reply(None, None)), "no victims reply"),
+        ] {
+            let e = bad.expect_err(why);
+            assert!(e.contains(why), "{e} should say {why}");
+        }
     }
 
     #[test]

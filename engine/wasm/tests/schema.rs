@@ -5,7 +5,8 @@ use std::path::Path;
 
 use flotilla_abi::{
     AssignReply, BindingRequest, ClustersRequest, FilterReply, InitRequest, InterpretReply,
-    InterpretRequest, Metadata, OverrideReply, OverrideRequest, SelectReply,
+    InterpretRequest, Metadata, OverrideReply, OverrideRequest, SelectReply, VictimsReply,
+    VictimsRequest,
 };
 
 #[test]
@@ -23,6 +24,8 @@ fn sdk_schemas_are_generated_from_the_abi_types() {
         ("OverrideReply", schemars::schema_for!(OverrideReply)),
         ("InterpretRequest", schemars::schema_for!(InterpretRequest)),
         ("InterpretReply", schemars::schema_for!(InterpretReply)),
+        ("VictimsRequest", schemars::schema_for!(VictimsRequest)),
+        ("VictimsReply", schemars::schema_for!(VictimsReply)),
     ];
     let bless = std::env::var_os("FLOTILLA_BLESS").is_some();
     let mut stale = Vec::new();

@@ -261,6 +261,9 @@ impl Policies {
                 check_plugin(point, spec, &field, &factories, &mut causes);
             }
         }
+        if let Some(rules) = &doc.spec.preemption {
+            check_victim_rules(rules, &mut causes);
+        }
         result(causes)
     }
 }
@@ -315,6 +318,32 @@ fn check_plugin(
                 spec.name,
                 flotilla_plugins::registry::names(point).join(", ")
             ),
+        )),
+    }
+}
+
+/// Binding preemption's `spec.preemption`: CEL rules or a Wasm victim plugin, whose entry is
+/// checked for shape as Wasm profile entries are (its module loads in the controllers).
+fn check_victim_rules(rules: &flotilla_core::preemption::VictimRules, out: &mut Vec<FieldError>) {
+    let Some(spec) = &rules.plugin else { return };
+    let field = "spec.preemption.plugin";
+    if rules.has_expressions() {
+        out.push(fe(
+            "spec.preemption",
+            "set victimFilter/victimScore (CEL) or plugin (Wasm), not both",
+        ));
+    }
+    if spec.name.is_empty() {
+        out.push(fe(format!("{field}.name"), "Required value"));
+    }
+    if let Some(l) = &spec.limits {
+        out.extend(from_core(l.validate(&format!("{field}.limits"))));
+    }
+    match (&spec.wasm, &spec.cel) {
+        (Some(w), None) => check_wasm_source(w, &format!("{field}.wasm"), out),
+        _ => out.push(fe(
+            format!("{field}.wasm"),
+            "a victim plugin is a Wasm module: set wasm (and not cel)",
         )),
     }
 }

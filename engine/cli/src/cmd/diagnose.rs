@@ -133,11 +133,12 @@ pub fn problems(shape: &Shape) -> Vec<String> {
             flotilla_abi::ABI_VERSION
         ));
     }
-    if !export::POINTS.iter().any(|p| has(p)) && !has(export::INTERPRET) {
+    if !export::POINTS.iter().any(|p| has(p)) && !has(export::INTERPRET) && !has(export::VICTIMS) {
         out.push(format!(
-            "exports no extension point (any of {}, {}); fix: Rust: list the points in export_plugin!(..., points = [...]); Go: import the point's package (flotilla.dev/sdk/go/score, ...) and call its Handle; AssemblyScript: re-export flotilla_<point>_v1 from the SDK; C: define FLOTILLA_<POINT>(...)",
+            "exports no extension point (any of {}, {}, {}); fix: Rust: list the points in export_plugin!(..., points = [...]); Go: import the point's package (flotilla.dev/sdk/go/score, ...) and call its Handle; AssemblyScript: re-export flotilla_<point>_v1 from the SDK; C: define FLOTILLA_<POINT>(...)",
             export::POINTS.join(", "),
-            export::INTERPRET
+            export::INTERPRET,
+            export::VICTIMS
         ));
     }
     if let Some(abi) = shape

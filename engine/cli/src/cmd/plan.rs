@@ -229,6 +229,9 @@ fn table(plan: &Plan) -> String {
                 v.replicas
             );
         }
+        for f in &p.ignored_faults {
+            let _ = writeln!(s, "  ignored fault: {f}");
+        }
     }
     if plan.schedule_order.len() > 1 {
         let _ = writeln!(

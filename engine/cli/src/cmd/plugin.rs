@@ -311,6 +311,9 @@ fn inspect(path: &Path) -> anyhow::Result<()> {
     if module.has_interpret {
         points.push("interpret");
     }
+    if module.has_victims {
+        points.push("victims");
+    }
     println!("points:    {}", points.join(", "));
     println!("init:      {}", if module.has_init { "yes" } else { "no" });
     println!(

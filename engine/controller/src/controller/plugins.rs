@@ -555,12 +555,13 @@ impl Registry {
         };
         let mut spec: ProfileSpec = serde_path_to_error::deserialize(spec)
             .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?;
-        for (point, list) in spec.lists_mut() {
-            for (index, entry) in list.iter_mut().enumerate() {
+        // An entry naming a WasmPlugin becomes one loading that object's module; `at` is the
+        // entry's field path for errors.
+        let mut resolve =
+            |entry: &mut flotilla_core::profile::PluginSpec, at: String| -> Result<(), String> {
                 let Some(name) = entry.wasm.as_ref().and_then(|w| w.plugin.clone()) else {
-                    continue;
+                    return Ok(());
                 };
-                let at = format!("spec.{point}[{index}] ({})", entry.name);
                 let m = match resolved.get(name.as_str()) {
                     None => return Err(format!("{at}: WasmPlugin {name:?} not found")),
                     Some(Err(e)) => {
@@ -579,7 +580,18 @@ impl Registry {
                     .spec
                     .resolve(entry, &m.path, &m.digest)
                     .map_err(|e| format!("{at}: {e}"))?;
+                Ok(())
+            };
+        for (point, list) in spec.lists_mut() {
+            for (index, entry) in list.iter_mut().enumerate() {
+                let at = format!("spec.{point}[{index}] ({})", entry.name);
+                resolve(entry, at)?;
             }
+        }
+        // Binding preemption's victim plugin names its WasmPlugin the same way.
+        if let Some(entry) = spec.preemption.as_mut().and_then(|p| p.plugin.as_mut()) {
+            let at = format!("spec.preemption.plugin ({})", entry.name);
+            resolve(entry, at)?;
         }
         let doc = ProfileDocument {
             api_version: profile::API_VERSION.to_owned(),

@@ -328,6 +328,9 @@ async fn preempt(
             return Ok((decided, decision, memory));
         }
     };
+    for fault in &p.preemption.ignored_faults {
+        tracing::warn!(binding = %key, error = %fault, "victim plugin fault ignored; built-in victim choice used");
+    }
     let now_secs = clock.secs();
     let mut evicted_count = 0;
     for v in &p.preemption.victims {

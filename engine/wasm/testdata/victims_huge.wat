@@ -1,0 +1,26 @@
+;; Adversarial victim choice: a 2 MiB reply, over the default 1 MiB maxOutputBytes. Expect
+;; ResourceExhausted.
+(module
+  (import "flotilla:host/v1" "set_result" (func $set_result (param i32 i32)))
+  (import "flotilla:host/v1" "set_rows" (func $set_rows (param i32 i32)))
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 65536))
+  (func (export "flotilla_abi_version") (result i32) (i32.const 1))
+  ;; bump allocator; grows memory on demand, never frees
+  (func $alloc (export "flotilla_alloc") (param $n i32) (result i32)
+    (local $p i32) (local $end i32) (local $have i32)
+    (local.set $p (global.get $heap))
+    (local.set $end (i32.add (local.get $p) (local.get $n)))
+    (local.set $have (i32.mul (memory.size) (i32.const 65536)))
+    (if (i32.gt_u (local.get $end) (local.get $have))
+      (then (if (i32.lt_s (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (local.get $have)) (i32.const 16)) (i32.const 1))) (i32.const 0))
+        (then (unreachable)))))
+    (global.set $heap (i32.and (i32.add (local.get $end) (i32.const 7)) (i32.const -8)))
+    (local.get $p))
+  (func (export "flotilla_dealloc") (param i32 i32))
+  (func (export "flotilla_clusters_v1") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "flotilla_victims_v1") (param i32 i32 i32 i32) (result i32)
+    (drop (memory.grow (i32.const 40)))
+    (call $set_rows (i32.const 0) (i32.const 2097152))
+    (i32.const 0))
+)
