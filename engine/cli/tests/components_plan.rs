@@ -300,4 +300,9 @@ fn a_pytorchjob_without_customization_gets_built_in_components_and_lands_whole()
         .map(|c| &c["name"])
         .collect();
     assert_eq!(placed, [&json!("fits")], "{b}");
+    // One component: the target stays bare, as in Karmada, whose AssignReplicas records a
+    // target's components only for more than one (`len(spec.Components) > 1`,
+    // pkg/scheduler/core/common.go); without replicas or replica requirements (the
+    // customization has no replicaResource) nothing divides replicas either.
+    assert_eq!(b["spec"]["clusters"], json!([{"name": "fits"}]), "{b}");
 }
