@@ -241,4 +241,19 @@ fn flotilla_up_refuses_invalid_policies_and_defaults_valid_ones() {
     assert!(err.contains(r#"The SchedulerProfile "p" is invalid: spec.scores[0].name: unknown plugin "NoSuchScore""#), "{err}");
     let profile = "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata:\n  name: p\nspec:\n  scores:\n  - name: ClusterLocality\n  - name: gpu\n    wasm: {plugin: gpu}\n";
     up.apply(k, "profile-ok", profile);
+    // Binding preemption's victim plugin: a Wasm entry, never beside the CEL rules.
+    let profile = "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata:\n  name: v\nspec:\n  preemption:\n    victimScore: '1'\n    plugin: {name: oldest-first, cel: {}}\n";
+    let err = up.refused(k, "victims", profile, &[]);
+    assert!(
+        err.contains(
+            "spec.preemption: set victimFilter/victimScore (CEL) or plugin (Wasm), not both"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.preemption.plugin.wasm: a victim plugin is a Wasm module"),
+        "{err}"
+    );
+    let profile = "apiVersion: flotilla.dev/v1alpha1\nkind: SchedulerProfile\nmetadata:\n  name: v\nspec:\n  preemption:\n    plugin: {name: oldest-first, wasm: {plugin: gpu}}\n";
+    up.apply(k, "victims-ok", profile);
 }
