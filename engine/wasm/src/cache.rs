@@ -34,7 +34,7 @@ pub(crate) fn path(engine: &Engine, dir: &Path, digest: Digest) -> PathBuf {
 
 /// Make `dir` private (0700), creating it: succeeds only for its owner (or root), so it is then
 /// this user's.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -50,7 +50,7 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Is `path` a file this process may trust: a regular file (not a link) of the owner of the
 /// private `dir`, neither readable nor writable by anyone else?
-fn trusted(dir: &Path, path: &Path) -> bool {
+pub(crate) fn trusted(dir: &Path, path: &Path) -> bool {
     let (Ok(d), Ok(meta)) = (std::fs::metadata(dir), std::fs::symlink_metadata(path)) else {
         return false;
     };
@@ -66,20 +66,6 @@ fn trusted(dir: &Path, path: &Path) -> bool {
     {
         let _ = d;
         true
-    }
-}
-
-/// The module of `wasm` (digest `digest`): from `dir` when a usable file is there, else compiled
-/// and stored there.
-pub(crate) fn load_or_compile(
-    engine: &Engine,
-    dir: &Path,
-    digest: Digest,
-    wasm: &[u8],
-) -> wasmtime::Result<Module> {
-    match load(engine, dir, digest) {
-        Some(m) => Ok(m),
-        None => compile_and_store(engine, dir, digest, wasm),
     }
 }
 

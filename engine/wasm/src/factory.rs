@@ -48,6 +48,18 @@ impl WasmFactory {
         self
     }
 
+    /// Compile `bytes` into the cache directory ahead of use ([`Host::precompile`]): `false`
+    /// without a cache directory, or when the module is cached or loaded already.
+    ///
+    /// # Errors
+    /// As [`Host::precompile`].
+    pub fn precompile(&self, bytes: &[u8]) -> Result<bool, LoadError> {
+        match self.cache_dir.as_deref() {
+            Some(dir) => Host::global()?.precompile(bytes, dir),
+            None => Ok(false),
+        }
+    }
+
     /// Load the plugin `spec` describes for `point`.
     ///
     /// # Errors
@@ -58,6 +70,7 @@ impl WasmFactory {
         spec: &PluginSpec,
         path: &Path,
     ) -> Result<WasmPlugin, LoadError> {
+        let started = std::time::Instant::now();
         let limits = Limits::from_spec(spec.limits.as_ref())?;
         let host = Host::global()?;
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
@@ -74,10 +87,12 @@ impl WasmFactory {
                 });
             }
         }
+        let read = started.elapsed();
         let module = match self.cache_dir.as_deref() {
             Some(dir) if self.tiered => host.compile_tiered(&bytes, dir)?,
             dir => host.compile_cached(&bytes, dir)?,
         };
+        let compiled = started.elapsed();
         let export = export_for(point);
         if !module.exports_point(export) {
             return Err(LoadError::MissingExport {
@@ -85,7 +100,18 @@ impl WasmFactory {
                 what: "the extension point the profile uses it for",
             });
         }
-        WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)
+        let tier = module.tier();
+        let plugin = WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)?;
+        tracing::debug!(
+            plugin = %spec.name,
+            %digest,
+            tier = tier.as_str(),
+            read = ?read,
+            compile = ?compiled.saturating_sub(read),
+            instantiate = ?started.elapsed().saturating_sub(compiled),
+            "wasm plugin loaded"
+        );
+        Ok(plugin)
     }
 
     /// Load the victim plugin `spec` describes (binding preemption's `spec.preemption.plugin`):

@@ -14,7 +14,9 @@
 //! - **Tiers** ([`Tier`]): with a compiled cache (the control plane's), a module not in it is
 //!   compiled first by wasmtime's baseline compiler (Winch, a second engine with the same limits)
 //!   and served at once, while Cranelift compiles it in the background; plugins switch to the
-//!   optimized code at their next call once it is ready ([`Host::compile_tiered`]).
+//!   optimized code at their next call once it is ready ([`Host::compile_tiered`]). Cranelift
+//!   keeps an incremental cache (per function, persisted beside the compiled modules): a new
+//!   version of a module mostly made of functions it compiled before is optimized quickly.
 //! - **[`Compiled`]**: a module compiled once per sha256, its imports checked (anything unknown is
 //!   rejected at load, with the import named), its exports checked, linked into an `InstancePre`.
 //! - **[`WasmPlugin`]**: a module + config + [`Limits`], with a pool of warm instances. The cluster
@@ -27,6 +29,7 @@
 mod cache;
 mod factory;
 mod host;
+mod incremental;
 mod instance;
 pub mod interpret;
 mod module;
@@ -35,7 +38,8 @@ mod plugin;
 mod wasi;
 
 pub use factory::WasmFactory;
-pub use host::{BASELINE_POOL_SLOTS, Host, MAX_MEMORY_BYTES, TieringStats};
+pub use host::{BASELINE_POOL_SLOTS, Host, MAX_MEMORY_BYTES, TieringStats, render_metrics};
+pub use incremental::IncrementalStats;
 pub use instance::{Limits, LimitsError, MAX_MESSAGE_BYTES, bound_message};
 pub use interpret::{PluginMap, PluginResolver, WasmRuleBackend, load_interpreter};
 pub use module::{Compiled, Digest, LoadError, Tier, custom_section, sha256};

@@ -198,8 +198,11 @@ impl Compiled {
     ) -> Result<Compiled, LoadError> {
         let source = Source::parse(bytes)?;
         let module = match cache {
-            Some(dir) => crate::cache::load_or_compile(host.engine(), dir, digest, &source.wasm),
-            None => Module::new(host.engine(), &source.wasm),
+            Some(dir) => match crate::cache::load(host.engine(), dir, digest) {
+                Some(m) => Ok(m),
+                None => host.compile_optimized_into(dir, digest, &source.wasm),
+            },
+            None => host.compile_optimized(&source.wasm),
         }
         .map_err(|_| LoadError::Compile { size: bytes.len() })?;
         Compiled::link(&host.linker, digest, &source, module, Tier::Optimized, None)
@@ -352,29 +355,7 @@ impl<'a> Source<'a> {
 
 /// The first custom section named `name` (a minimal walk over the binary's sections).
 pub fn custom_section<'a>(wasm: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    fn leb(b: &[u8], pos: &mut usize) -> Option<usize> {
-        let mut result = 0usize;
-        let mut shift = 0;
-        loop {
-            let byte = *b.get(*pos)?;
-            *pos += 1;
-            result |= usize::from(byte & 0x7f).checked_shl(shift)?;
-            if byte & 0x80 == 0 {
-                return Some(result);
-            }
-            shift += 7;
-            if shift > 35 {
-                return None;
-            }
-        }
-    }
-    let mut pos = 8;
-    while pos < wasm.len() {
-        let id = wasm[pos];
-        pos += 1;
-        let size = leb(wasm, &mut pos)?;
-        let end = pos.checked_add(size)?;
-        let body = wasm.get(pos..end)?;
+    for (id, body) in sections(wasm).unwrap_or_default() {
         if id == 0 {
             let mut p = 0;
             let n = leb(body, &mut p)?;
@@ -383,7 +364,47 @@ pub fn custom_section<'a>(wasm: &'a [u8], name: &str) -> Option<&'a [u8]> {
                 return body.get(p + n..);
             }
         }
-        pos = end;
     }
     None
+}
+
+/// The sections of a binary module, as (id, body), up to the first malformed one; `None` when
+/// not even the first is well formed (or `wasm` is not a binary module).
+pub(crate) fn sections(wasm: &[u8]) -> Option<Vec<(u8, &[u8])>> {
+    if !wasm.starts_with(b"\0asm") || wasm.len() < 8 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut pos = 8;
+    while pos < wasm.len() {
+        let id = wasm[pos];
+        pos += 1;
+        let Some(body) = leb(wasm, &mut pos)
+            .and_then(|size| pos.checked_add(size))
+            .and_then(|end| wasm.get(pos..end))
+        else {
+            break;
+        };
+        pos += body.len();
+        out.push((id, body));
+    }
+    (!out.is_empty() || wasm.len() == 8).then_some(out)
+}
+
+/// An unsigned LEB128 at `pos` (at most 5 bytes), advancing `pos`.
+pub(crate) fn leb(b: &[u8], pos: &mut usize) -> Option<usize> {
+    let mut result = 0usize;
+    let mut shift = 0;
+    loop {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        result |= usize::from(byte & 0x7f).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            return Some(result);
+        }
+        shift += 7;
+        if shift > 35 {
+            return None;
+        }
+    }
 }

@@ -13,10 +13,12 @@ fn module() -> Vec<u8> {
     wat::parse_str(wat).expect("wat")
 }
 
+/// The one compiled module in `dir` (beside it, Cranelift's incremental cache may be written).
 fn only_file(dir: &Path) -> std::path::PathBuf {
     let files: Vec<_> = std::fs::read_dir(dir)
         .expect("cache dir")
         .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     files[0].clone()

@@ -58,6 +58,23 @@ fn retagged(wasm: &[u8], tag: &str) -> Vec<u8> {
     out
 }
 
+/// The module of WAT fixture `file` with a global of its own: other declarations than any module
+/// compiled before, so none of its functions is predicted to be in the incremental cache.
+fn fresh(file: &str) -> Vec<u8> {
+    let wat = std::fs::read_to_string(testdata(file)).expect("fixture");
+    let end = wat.rfind(')').expect("module end");
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as i64
+        ^ i64::from(std::process::id());
+    wat::parse_str(format!(
+        "{}\n  (global i64 (i64.const {n}))\n)",
+        &wat[..end]
+    ))
+    .expect("wat")
+}
+
 fn unique_tag() -> String {
     format!(
         "{}-{:?}",
@@ -244,10 +261,7 @@ fn a_tiered_load_serves_baseline_code_then_switches_to_the_cached_optimized_code
     let tmp = tempfile::tempdir().expect("tempdir");
     let cache = tmp.path().join("compiled");
     let path = tmp.path().join("pass.wasm");
-    let wasm = retagged(
-        &wat::parse_file(testdata("pass.wat")).expect("wat"),
-        &unique_tag(),
-    );
+    let wasm = fresh("pass.wat");
     std::fs::write(&path, &wasm).expect("write");
     let spec = spec("pass", &path, FailurePolicy::Fail, 50);
     let before = host.tiering();
@@ -296,6 +310,80 @@ fn a_tiered_load_serves_baseline_code_then_switches_to_the_cached_optimized_code
     assert_eq!(restarted.module().tier(), Tier::Optimized);
     assert_eq!(host.tiering().baseline_compiles, compiles);
     assert_eq!(outcomes(&restarted), first);
+}
+
+#[test]
+fn the_optimized_code_of_a_new_version_comes_from_the_incremental_cache() {
+    let _serial = serial();
+    let host = Host::global().expect("host");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("compiled");
+    let v1 = fresh("pass.wat");
+    let path1 = tmp.path().join("v1.wasm");
+    std::fs::write(&path1, &v1).expect("write");
+    let first = WasmFactory::with_cache_dir(cache.clone())
+        .tiered(false)
+        .load(
+            ExtensionPoint::Filter,
+            &spec("pass", &path1, FailurePolicy::Fail, 50),
+            &path1,
+        )
+        .expect("load v1");
+    let expected = outcomes(&first);
+    drop(first);
+
+    // Version 2: the same functions under another digest (as a rebuilt plugin with one change
+    // has most of its functions unchanged). Baseline code serves first; Cranelift finds every
+    // function in its incremental cache.
+    let v2 = retagged(&v1, "v2");
+    let path2 = tmp.path().join("v2.wasm");
+    std::fs::write(&path2, &v2).expect("write");
+    let cache_before = host.incremental();
+    let plugin = WasmFactory::with_cache_dir(cache.clone())
+        .load(
+            ExtensionPoint::Filter,
+            &spec("pass", &path2, FailurePolicy::Fail, 50),
+            &path2,
+        )
+        .expect("load v2");
+    assert_eq!(plugin.module().tier(), Tier::Baseline);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while plugin.tier() == Tier::Baseline {
+        assert!(Instant::now() < deadline, "the optimized code never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let cache_after = host.incremental();
+    assert!(
+        cache_after.hits > cache_before.hits,
+        "{cache_before:?} -> {cache_after:?}"
+    );
+    assert_eq!(outcomes(&plugin), expected);
+    let mut metrics = String::new();
+    flotilla_wasm::render_metrics(&mut metrics);
+    assert!(
+        metrics.contains(&format!(
+            "flotilla_wasm_incremental_functions_total{{result=\"hit\"}} {}\n",
+            host.incremental().hits
+        )) && metrics.contains("flotilla_wasm_tier_compiles_total{outcome=\"baseline\"}"),
+        "{metrics}"
+    );
+
+    // The incremental cache is kept beside the compiled modules (written in the background).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let kept = std::fs::read_dir(&cache)
+            .expect("cache dir")
+            .filter_map(Result::ok)
+            .any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("incremental-") && name.ends_with(".bin")
+            });
+        if kept {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no incremental cache file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
