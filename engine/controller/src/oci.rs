@@ -500,8 +500,8 @@ fn index_entry(shown: &str, raw: &[u8]) -> Result<Option<(String, u64)>, OciErro
 /// before the body is read, and cut off past the bound whatever the registry sends), with the
 /// registry's `Docker-Content-Digest` (or the body's sha256). `oci-client` reads a manifest
 /// whole, so the request is made here, with the token `oci-client` obtained for the pull. Behind
-/// a proxy (`HTTPS_PROXY`, ...), which `oci-client` honours and this request would not, the
-/// manifest is read by `oci-client`, bounded only by the pull's time budget.
+/// a proxy (`HTTPS_PROXY`, ...) it goes through the proxy with the HTTP client `oci-client`
+/// uses (reqwest, which reads the proxy settings as `oci-client` does), bounded the same way.
 async fn fetch_manifest(
     client: &Client,
     reference: &Reference,
@@ -512,17 +512,6 @@ async fn fetch_manifest(
     let anonymous = opts.credentials.is_none();
     let registry = reference.resolve_registry().to_owned();
     let https = !(opts.insecure || is_loopback(&registry));
-    if proxied(&registry, https) {
-        tracing::debug!(image = %shown, "a proxy is configured: the OCI client reads the manifest");
-        let (raw, digest) = client
-            .pull_manifest_raw(reference, auth, &MANIFEST_MEDIA_TYPES)
-            .await
-            .map_err(|e| classify(shown, &e, "ImagePullFailed", anonymous))?;
-        if raw.len() > MAX_MANIFEST_BYTES {
-            return Err(manifest_too_large(shown, raw.len() as u64));
-        }
-        return Ok((raw.to_vec(), digest));
-    }
     let token = client
         .auth(reference, auth, oci_client::RegistryOperation::Pull)
         .await
@@ -544,6 +533,19 @@ async fn fetch_manifest(
             .unwrap_or_else(|| reference.tag().unwrap_or("latest"))
     );
     let failed = |what: String| OciError::new("ImagePullFailed", format!("{shown}: {what}"));
+    if proxied(&registry, https) {
+        tracing::debug!(image = %shown, "a proxy is configured: the manifest is requested through it");
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| failed(format!("HTTP client: {e}")))?;
+        let scheme = if https { "https" } else { "http" };
+        let url = format!("{scheme}://{registry}{path}");
+        let (status, digest, body) =
+            manifest_through(&http, &url, authorization.as_deref(), shown).await?;
+        return manifest_reply(shown, anonymous, status, digest, body);
+    }
     let (host, port) =
         split_host_port(&registry, if https { 443 } else { 80 }).ok_or_else(|| {
             failed(format!(
@@ -589,6 +591,17 @@ async fn fetch_manifest(
         manifest_exchange(hyper_util::rt::TokioIo::new(tcp), request, shown).await
     }?;
     let (status, digest, body) = reply;
+    manifest_reply(shown, anonymous, status, digest, body)
+}
+
+/// A manifest answer as the pull takes it: the body and its digest, or why not (by status).
+fn manifest_reply(
+    shown: &str,
+    anonymous: bool,
+    status: http::StatusCode,
+    digest: Option<String>,
+    body: Vec<u8>,
+) -> Result<(Vec<u8>, String), OciError> {
     match status.as_u16() {
         200..=299 => {}
         401 | 403 => {
@@ -610,14 +623,69 @@ async fn fetch_manifest(
         }
         _ => {
             let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            return Err(failed(format!(
-                "the registry answered {status} for the manifest: {}",
-                clip(&text, 200)
-            )));
+            return Err(OciError::new(
+                "ImagePullFailed",
+                format!(
+                    "{shown}: the registry answered {status} for the manifest: {}",
+                    clip(&text, 200)
+                ),
+            ));
         }
     }
     let computed = format!("sha256:{}", hex(&sha2::Sha256::digest(&body)));
     Ok((body, digest.unwrap_or(computed)))
+}
+
+/// One manifest GET of `url` with `http` (through the proxy it is configured with): status,
+/// `Docker-Content-Digest`, and the body, bounded as [`manifest_exchange`] bounds it.
+async fn manifest_through(
+    http: &reqwest::Client,
+    url: &str,
+    authorization: Option<&str>,
+    shown: &str,
+) -> Result<(http::StatusCode, Option<String>, Vec<u8>), OciError> {
+    let failed = |what: String| OciError::new("ImagePullFailed", format!("{shown}: {what}"));
+    let mut request = http
+        .get(url)
+        .header(http::header::ACCEPT, MANIFEST_MEDIA_TYPES.join(", "))
+        .header(http::header::USER_AGENT, "flotilla");
+    if let Some(a) = authorization {
+        request = request.header(http::header::AUTHORIZATION, a);
+    }
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| failed(format!("requesting the manifest: {e}")))?;
+    let status = response.status();
+    let digest = response
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .filter(|d| d.len() <= 200)
+        .map(str::to_owned);
+    if let Some(len) = response
+        .content_length()
+        .filter(|len| *len > MAX_MANIFEST_BYTES as u64)
+    {
+        return Err(manifest_too_large(shown, len));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| failed(format!("reading the manifest: {e}")))?
+    {
+        if body.len() + chunk.len() > MAX_MANIFEST_BYTES {
+            return Err(OciError::new(
+                "ImageTooLarge",
+                format!(
+                    "{shown}: the registry sent a manifest of more than {MAX_MANIFEST_BYTES} bytes"
+                ),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((status, digest, body))
 }
 
 /// One manifest GET on `io`: status, `Docker-Content-Digest`, and the body (bounded).
@@ -1055,6 +1123,40 @@ mod tests {
             sent
         });
         (addr, task)
+    }
+
+    #[tokio::test]
+    async fn through_a_proxy_the_manifest_is_bounded_too() {
+        // The fake answers as a proxy would relay the registry: a declared length past the
+        // bound, then (chunked) a body past it.
+        for (head, message) in [
+            (
+                "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ncontent-length: 5000000\r\n\r\n",
+                "manifest is 5000000 bytes, more than the 4194304 allowed",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.oci.image.manifest.v1+json\r\ntransfer-encoding: chunked\r\n\r\n",
+                "sent a manifest of more than 4194304 bytes",
+            ),
+        ] {
+            let (proxy, server) = lying_registry(head, 64 << 20).await;
+            let http = reqwest::Client::builder()
+                .proxy(reqwest::Proxy::http(format!("http://{proxy}")).expect("proxy"))
+                .build()
+                .expect("client");
+            let e = manifest_through(
+                &http,
+                "http://registry.invalid/v2/big/manifests/v1",
+                None,
+                "registry.invalid/big:v1",
+            )
+            .await
+            .expect_err("refused");
+            assert_eq!(e.reason, "ImageTooLarge", "{e}");
+            assert!(e.message.contains(message), "{e}");
+            let sent = server.await.expect("server");
+            assert!(sent < 16 << 20, "read {sent} bytes");
+        }
     }
 
     #[tokio::test]
