@@ -87,6 +87,8 @@ fn main() -> std::process::ExitCode {
         _ => "warn",
     };
     logging::init(cli.log_format, defaults);
+    // The Wasm host's tiers and incremental cache on the controllers' `/metrics`.
+    flotilla_controller::controller::metrics::register_source(flotilla_wasm::render_metrics);
     let result = match cli.command {
         Command::Plan(args) => cmd::plan::main(args),
         Command::Explain(args) => cmd::explain::main(args),

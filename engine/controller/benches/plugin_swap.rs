@@ -50,11 +50,24 @@ fn go_module(dir: &Path) -> Vec<u8> {
     if let Ok(p) = std::env::var("FLOTILLA_BENCH_MODULE") {
         return std::fs::read(p).expect("FLOTILLA_BENCH_MODULE");
     }
+    build_go(dir, 100)
+}
+
+/// go-gpu-scorer (with the extra packages) built into `dir`, its scores scaled by `scale` %
+/// instead of 100: another `scale` is a change of the guest's own code.
+fn build_go(dir: &Path, scale: u32) -> Vec<u8> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let src = dir.join("go");
+    let src = dir.join(format!("go-{scale}"));
     std::fs::create_dir_all(&src).expect("dir");
     let example = root.join("examples/plugins/go-gpu-scorer");
-    std::fs::copy(example.join("main.go"), src.join("main.go")).expect("main.go");
+    let main = std::fs::read_to_string(example.join("main.go")).expect("main.go");
+    let scorer = "int64(100 * gpus(c) / best)";
+    assert!(main.contains(scorer), "the example's scorer changed");
+    std::fs::write(
+        src.join("main.go"),
+        main.replace(scorer, &format!("int64({scale} * gpus(c) / best)")),
+    )
+    .expect("main.go");
     let sdk = root.join("sdk/go").canonicalize().expect("sdk/go");
     std::fs::write(
         src.join("go.mod"),
@@ -69,7 +82,7 @@ fn go_module(dir: &Path) -> Vec<u8> {
         "package main\n\nimport (\n\t_ \"encoding/xml\"\n\t_ \"math/big\"\n\t_ \"net/http\"\n\t_ \"regexp\"\n\t_ \"text/template\"\n)\n",
     )
     .expect("extra.go");
-    let out = dir.join("module.wasm");
+    let out = dir.join(format!("module-{scale}.wasm"));
     let status = std::process::Command::new("go")
         .args(["build", "-buildmode=c-shared", "-o"])
         .arg(&out)
@@ -105,18 +118,26 @@ fn sha(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// As the CLI wires them: compiled modules in `<store>/compiled`, module directory files
+/// compiled ahead into it.
 fn backends(store: &Path, source: &Path) -> Backends {
+    let wasm = Arc::new(flotilla_wasm::WasmFactory::with_cache_dir(
+        store.join("compiled"),
+    ));
+    let precompile: flotilla_controller::controller::plugins::Precompile = {
+        let wasm = Arc::clone(&wasm);
+        Arc::new(move |bytes: &[u8]| wasm.precompile(bytes).map_err(|e| e.to_string()))
+    };
     Backends {
         base: flotilla_plugins::default_profile(),
         factories: flotilla_core::profile::Factories::new([
             Arc::new(flotilla_plugins::BuiltinFactory)
                 as Arc<dyn flotilla_core::profile::PluginFactory>,
-            Arc::new(flotilla_wasm::WasmFactory::with_cache_dir(
-                store.join("compiled"),
-            )),
+            wasm as Arc<dyn flotilla_core::profile::PluginFactory>,
         ]),
         module_dir: Some(store.to_path_buf()),
         module_source_dir: Some(source.to_path_buf()),
+        precompile: Some(precompile),
     }
 }
 
@@ -212,27 +233,52 @@ async fn wait_loaded(c: &Client, digest: &str) {
 }
 
 fn main() {
+    // `RUST_LOG=flotilla_wasm=debug,flotilla_controller::controller::plugins=debug`: where a
+    // swap's time goes (registry phases, read/compile/instantiate, tiers).
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let samples: u32 = knob("FLOTILLA_BENCH_SAMPLES", 5);
+    let code_samples: u32 = knob("FLOTILLA_BENCH_CODE_SAMPLES", 3);
+    let ahead: u32 = knob("FLOTILLA_BENCH_AHEAD_SAMPLES", 2);
     let tmp = tempfile::tempdir().expect("tempdir");
     let module = go_module(tmp.path());
+    // Versions whose scorer scales by 99 %, 98 %, ...: the guest's own code changed.
+    let changed: Vec<Vec<u8>> = if std::env::var_os("FLOTILLA_BENCH_MODULE").is_some() {
+        Vec::new()
+    } else {
+        (0..code_samples.min(50))
+            .map(|i| build_go(tmp.path(), 99 - i))
+            .collect()
+    };
     let source = tmp.path().join("modules");
     std::fs::create_dir_all(&source).expect("dir");
     let store = tmp.path().join("store");
     println!(
-        "plugin swap bench: a {:.1} MB Go module, {samples} swaps; load average {}",
+        "plugin swap bench: a {:.1} MB Go module, {samples} swaps of the same code, {} of changed code, {ahead} compiled ahead; load average {}",
         module.len() as f64 / 1e6,
+        changed.len(),
         loadavg()
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(swaps(&module, &source, &store, tmp.path(), samples));
+    let last = rt.block_on(swaps(
+        &module,
+        &changed,
+        ahead,
+        (&source, &store, tmp.path()),
+        samples,
+    ));
     // The controllers' tasks hold the last module; with them gone the restart below neither
     // finds it in the process-wide host (modules are shared by digest while in use) nor skips
     // the compile it means to time.
     drop(rt);
-    restart(&module, &source, &store);
+    restart(&last, &source, &store);
     guest_speed(&module);
     println!("done; load average {}", loadavg());
 }
@@ -312,7 +358,16 @@ fn guest_speed(module: &[u8]) {
     );
 }
 
-async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: u32) {
+/// The first load, then `samples` swaps to the same code under a new digest, one per module of
+/// `changed` (the guest's code changed), and `ahead` swaps to a file placed and compiled ahead
+/// before the update.
+async fn swaps(
+    module: &[u8],
+    changed: &[Vec<u8>],
+    ahead: u32,
+    (source, store, dir): (&Path, &Path, &Path),
+    samples: u32,
+) -> String {
     let server = ApiServer::new(
         Store::open(&dir.join("etcd")).expect("store"),
         ServerOptions::default(),
@@ -362,28 +417,114 @@ async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: 
         wait_optimized().await.as_secs_f64() * 1e3
     );
 
-    let deployments = api(&c, "apps/v1", "Deployment");
-    let mut n = 0u32;
+    let mut swap = Swapper {
+        c: c.clone(),
+        source: source.to_path_buf(),
+        n: 0,
+        file: 0,
+    };
+    let report = |what: &str, mut latencies: Vec<Duration>| {
+        latencies.sort();
+        if let Some(max) = latencies.last() {
+            println!(
+                "swap latency, {what} (update -> first placement by the new version): median {:.0} ms, max {:.0} ms over {} swaps",
+                latencies[latencies.len() / 2].as_secs_f64() * 1e3,
+                max.as_secs_f64() * 1e3,
+                latencies.len()
+            );
+        }
+    };
     let mut latencies = Vec::new();
     for s in 1..=samples {
-        let next = version(module, s);
-        let digest = sha(&next);
-        let file = format!("v{s}.wasm");
-        std::fs::write(source.join(&file), &next).expect("write");
+        latencies.push(
+            swap.once(
+                "same code, another custom section",
+                &version(module, s),
+                false,
+            )
+            .await,
+        );
+    }
+    report("same code (another custom section)", latencies);
+    let mut latencies = Vec::new();
+    for (i, m) in changed.iter().enumerate() {
+        latencies.push(
+            swap.once(
+                "scorer constant changed",
+                &version(m, 1000 + i as u32),
+                false,
+            )
+            .await,
+        );
+    }
+    report("the guest's code changed (scorer constant)", latencies);
+    let mut latencies = Vec::new();
+    for s in 1..=ahead {
+        latencies.push(
+            swap.once(
+                "file placed first, compiled ahead",
+                &version(module, 2000 + s),
+                true,
+            )
+            .await,
+        );
+    }
+    report(
+        "module file placed before the update and compiled ahead",
+        latencies,
+    );
+    drop(running);
+    format!("s{}.wasm", swap.file)
+}
+
+/// Swaps the `gpu` plugin to new module versions while templates keep arriving.
+struct Swapper {
+    c: Client,
+    source: PathBuf,
+    /// Deployments created.
+    n: u32,
+    /// Module files written.
+    file: u32,
+}
+
+impl Swapper {
+    /// Write `next` into the module directory, update the `WasmPlugin` to it (after the file was
+    /// compiled ahead, with `ahead`) and create a Deployment about every 20 ms until one is
+    /// placed by the new version: the time from the update to that placement.
+    async fn once(&mut self, what: &str, next: &[u8], ahead: bool) -> Duration {
+        let host = flotilla_wasm::Host::global().expect("host");
+        let digest = sha(next);
+        self.file += 1;
+        let file = format!("s{}.wasm", self.file);
+        let precompiled = host.tiering().precompiled;
+        let written = Instant::now();
+        std::fs::write(self.source.join(&file), next).expect("write");
+        if ahead {
+            while host.tiering().precompiled == precompiled {
+                assert!(
+                    written.elapsed() < Duration::from_secs(120),
+                    "the module file was never compiled ahead"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let ahead_after = written.elapsed();
+        let before = host.tiering();
         let want = format!("gpu=sha256:{digest}");
         let changed = Instant::now();
         apply(
-            &api(&c, "flotilla.dev/v1alpha1", "WasmPlugin"),
+            &api(&self.c, "flotilla.dev/v1alpha1", "WasmPlugin"),
             plugin(&file),
         )
         .await;
         let changed_at = changed.elapsed();
         let serving = json!(format!("sha256:{digest}"));
         let mut loaded = None;
+        let deployments = api(&self.c, "apps/v1", "Deployment");
         // Templates keep arriving; the sample ends at the first placement by the new version.
         let latency = loop {
             if loaded.is_none() {
-                let o = api(&c, "flotilla.dev/v1alpha1", "WasmPlugin")
+                let o = api(&self.c, "flotilla.dev/v1alpha1", "WasmPlugin")
                     .get("gpu")
                     .await
                     .expect("get");
@@ -391,15 +532,15 @@ async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: 
                     loaded = Some(changed.elapsed() - changed_at);
                 }
             }
-            n += 1;
+            self.n += 1;
             deployments
                 .create(
                     &PostParams::default(),
-                    &serde_json::from_value(deployment(&format!("d{n}"))).expect("object"),
+                    &serde_json::from_value(deployment(&format!("d{}", self.n))).expect("object"),
                 )
                 .await
                 .expect("create");
-            if placed_by(&c).await.contains(&want) {
+            if placed_by(&self.c).await.contains(&want) {
                 break changed.elapsed() - changed_at;
             }
             assert!(
@@ -410,39 +551,35 @@ async fn swaps(module: &[u8], source: &Path, store: &Path, dir: &Path, samples: 
         };
         wait_optimized().await;
         let optimized = changed.elapsed() - changed_at;
+        let after = host.tiering();
+        let path = if after.baseline_compiles > before.baseline_compiles {
+            "baseline first"
+        } else {
+            "compiled-module cache"
+        };
+        let ahead = if ahead {
+            format!(
+                " (compiled ahead {:.0} ms after the file was written)",
+                ahead_after.as_secs_f64() * 1e3
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "  swap {s}: status servingDigest new after {:.0} ms, first placement by the new version {:.0} ms after the update; optimized code serving after {:.0} ms (load average {})",
+            "  swap, {what}{ahead}: {path}; status servingDigest new after {:.0} ms, first placement by the new version {:.0} ms after the update; optimized code serving after {:.0} ms (load average {})",
             loaded.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3),
             latency.as_secs_f64() * 1e3,
             optimized.as_secs_f64() * 1e3,
             loadavg()
         );
-        latencies.push(latency);
+        latency
     }
-    latencies.sort();
-    println!(
-        "swap latency (update -> first placement by the new version): median {:.0} ms, max {:.0} ms over {} swaps",
-        latencies[latencies.len() / 2].as_secs_f64() * 1e3,
-        latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
-        latencies.len()
-    );
-    drop(running);
 }
 
-/// A restart: a new registry over the same store loads the last version from the compiled cache;
-/// then the same with the cache emptied (a compile).
-fn restart(module: &[u8], source: &Path, store: &Path) {
-    let last = std::fs::read_dir(source)
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .max_by_key(|n| {
-            n.trim_start_matches('v')
-                .trim_end_matches(".wasm")
-                .parse::<u32>()
-                .unwrap_or(0)
-        })
-        .expect("a version");
-    let _ = module;
+/// A restart: a new registry over the same store loads the last version (module file `last`)
+/// from the compiled cache; then the same with the cache emptied and the incremental cache
+/// forgotten, as a new process without the cache directory has neither (a compile).
+fn restart(last: &str, source: &Path, store: &Path) {
     let objects = |file: &str| {
         (
             vec![Object {
@@ -457,7 +594,7 @@ fn restart(module: &[u8], source: &Path, store: &Path) {
             }],
         )
     };
-    let (wp, profiles) = objects(&last);
+    let (wp, profiles) = objects(last);
     let cached = {
         let registry = Registry::new(backends(store, source));
         let t = Instant::now();
@@ -468,6 +605,7 @@ fn restart(module: &[u8], source: &Path, store: &Path) {
     let compiled_dir: PathBuf = store.join("compiled");
     std::fs::remove_dir_all(&compiled_dir).expect("empty the cache");
     let host = flotilla_wasm::Host::global().expect("host");
+    host.forget_incremental();
     let baseline_compiles = host.tiering().baseline_compiles;
     let (cold, optimized) = {
         let registry = Registry::new(backends(store, source));

@@ -115,6 +115,7 @@ fn wasm_backends(module_dir: &std::path::Path) -> Backends {
         ]),
         module_dir: Some(module_dir.to_path_buf()),
         module_source_dir: None,
+        precompile: None,
     }
 }
 

@@ -293,6 +293,7 @@ async fn kubectl_replace_of_a_wasm_plugin_changes_the_next_placement() {
         ]),
         module_dir: Some(dir.path().join("modules")),
         module_source_dir: None,
+        precompile: None,
     };
     let settings = flotilla_controller::Settings {
         ready_delay: Duration::from_millis(100),

@@ -25,6 +25,7 @@ fn backends(store: &Path, source: Option<&Path>) -> Backends {
         ]),
         module_dir: Some(store.to_path_buf()),
         module_source_dir: source.map(Path::to_path_buf),
+        precompile: None,
     }
 }
 

@@ -43,6 +43,7 @@ async fn env() -> Env {
         ]),
         module_dir: Some(dir.path().join("modules")),
         module_source_dir: None,
+        precompile: None,
     };
     let settings = Settings {
         ready_delay: Duration::from_millis(100),
@@ -520,6 +521,7 @@ fn registry_sync_reports_digests_and_keeps_the_previous_version_on_failure() {
         ]),
         module_dir: Some(dir.path().to_path_buf()),
         module_source_dir: None,
+        precompile: None,
     });
     let v1 = filter_module(1, 1);
     let wp = |module: &str| Object {

@@ -31,19 +31,24 @@ pub fn backends(
     store: PathBuf,
     source: Option<PathBuf>,
 ) -> flotilla_controller::controller::plugins::Backends {
-    // Compiled modules are kept beside the stored ones, so a restart does not compile again.
+    // Compiled modules are kept beside the stored ones, so a restart does not compile again;
+    // module directory files are compiled into the same cache as they appear.
+    let wasm = std::sync::Arc::new(flotilla_wasm::WasmFactory::with_cache_dir(
+        store.join("compiled"),
+    ));
     let factories = Factories::new([
         std::sync::Arc::new(flotilla_plugins::BuiltinFactory) as std::sync::Arc<dyn PluginFactory>,
         std::sync::Arc::new(flotilla_cel::CelFactory::new(cel())),
-        std::sync::Arc::new(flotilla_wasm::WasmFactory::with_cache_dir(
-            store.join("compiled"),
-        )),
+        std::sync::Arc::clone(&wasm) as std::sync::Arc<dyn PluginFactory>,
     ]);
+    let precompile: flotilla_controller::controller::plugins::Precompile =
+        std::sync::Arc::new(move |bytes: &[u8]| wasm.precompile(bytes).map_err(|e| e.to_string()));
     flotilla_controller::controller::plugins::Backends {
         base: base(),
         factories,
         module_dir: Some(store),
         module_source_dir: source,
+        precompile: Some(precompile),
     }
 }
 

@@ -68,6 +68,33 @@ impl Histogram {
     }
 }
 
+/// Metrics of crates the controllers reach only through plugin factories (the Wasm host is a
+/// dependency of the binaries, not of this library): each binary registers their renderers
+/// ([`register_source`]) and every `/metrics` answer ends with their text.
+static SOURCES: std::sync::Mutex<Vec<fn(&mut String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Add `render` (Prometheus text appended to its argument) to every `/metrics` answer; a
+/// renderer registered twice is rendered once.
+pub fn register_source(render: fn(&mut String)) {
+    let mut sources = SOURCES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !sources.iter().any(|f| std::ptr::fn_addr_eq(*f, render)) {
+        sources.push(render);
+    }
+}
+
+/// Append the text of every registered renderer ([`register_source`]) to `out`.
+pub fn render_sources(out: &mut String) {
+    let sources = SOURCES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for render in sources {
+        render(out);
+    }
+}
+
 /// Reconcile and scheduling metrics.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -297,5 +324,20 @@ impl Metrics {
         for (g, n) in self.pending.iter().zip(sizes) {
             g.store(n as u64, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    #[test]
+    fn a_registered_source_is_rendered_once() {
+        fn source(out: &mut String) {
+            out.push_str("flotilla_test_source 1\n");
+        }
+        super::register_source(source);
+        super::register_source(source);
+        let mut out = String::new();
+        super::render_sources(&mut out);
+        assert_eq!(out.matches("flotilla_test_source 1").count(), 1);
     }
 }

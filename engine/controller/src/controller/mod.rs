@@ -48,6 +48,7 @@ pub fn serve_metrics(
                     let mut text = ctx.metrics.render();
                     ctx.plugins.metrics().render(&mut text);
                     ctx.recorder.counts().render(&mut text);
+                    metrics::render_sources(&mut text);
                     (
                         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                         text,

@@ -59,7 +59,16 @@ pub struct Backends {
     /// paths, resolved without leaving it, symlinks included). `None`, the default, refuses
     /// `spec.module.path`: objects then carry their modules inline (`spec.module.base64`).
     pub module_source_dir: Option<PathBuf>,
+    /// Compiles a module's bytes into the compiled-module cache ahead of use (blocking; `true`
+    /// when it compiled, `false` when the module was cached or loaded already): with
+    /// `module_source_dir`, the `.wasm` files put there are compiled as they appear, before a
+    /// `WasmPlugin` names them ([`Registry::precompile_next`]), so loading one then takes a cache
+    /// read instead of a compile. `None`, the default: nothing is compiled ahead.
+    pub precompile: Option<Precompile>,
 }
+
+/// See [`Backends::precompile`].
+pub type Precompile = Arc<dyn Fn(&[u8]) -> Result<bool, String> + Send + Sync>;
 
 impl Default for Backends {
     fn default() -> Self {
@@ -70,6 +79,7 @@ impl Default for Backends {
             ]),
             module_dir: None,
             module_source_dir: None,
+            precompile: None,
         }
     }
 }
@@ -81,6 +91,7 @@ impl std::fmt::Debug for Backends {
             .field("factories", &self.factories)
             .field("module_dir", &self.module_dir)
             .field("module_source_dir", &self.module_source_dir)
+            .field("precompile", &self.precompile.is_some())
             .finish()
     }
 }
@@ -271,6 +282,9 @@ pub struct Registry {
     metrics: Arc<PluginMetrics>,
     /// Pulled `spec.module.image`s by `WasmPlugin` name.
     images: Mutex<BTreeMap<String, ImageEntry>>,
+    /// Module directory files handed to [`Backends::precompile`], with the modification time and
+    /// size they had then.
+    precompiled: Mutex<BTreeMap<PathBuf, (std::time::SystemTime, u64)>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -314,6 +328,89 @@ impl Registry {
             _scratch: scratch,
             metrics,
             images: Mutex::new(BTreeMap::new()),
+            precompiled: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Whether module directory files are compiled ahead ([`Backends::precompile`]).
+    pub fn precompiles(&self) -> bool {
+        self.backends.precompile.is_some() && self.backends.module_source_dir.is_some()
+    }
+
+    /// Compile ahead one `.wasm` file of the module directory (its top level) that is new or
+    /// changed since it was last handed to [`Backends::precompile`] and has not changed for
+    /// [`PRECOMPILE_SETTLE`] (so not while it is being written); the most recently modified
+    /// first. Bounded: regular files (not links) of at most [`MAX_MODULE_BYTES`], the first
+    /// [`MAX_PRECOMPILE_SCAN`] directory entries, at most [`MAX_PRECOMPILE_FILES`] files
+    /// remembered (files gone are forgotten; beyond, no new file is compiled ahead), one compile
+    /// per call. Returns the file and whether it was compiled (`false`: cached, loaded, or not a
+    /// module). Blocking.
+    pub fn precompile_next(&self) -> Option<(PathBuf, bool)> {
+        use std::io::Read as _;
+        let (Some(root), Some(precompile)) = (
+            self.backends.module_source_dir.as_deref(),
+            self.backends.precompile.as_ref(),
+        ) else {
+            return None;
+        };
+        let now = std::time::SystemTime::now();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(root)
+            .ok()?
+            .flatten()
+            .take(MAX_PRECOMPILE_SCAN)
+        {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "wasm") {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let Ok(modified) = meta.modified() else {
+                continue;
+            };
+            let settled = now
+                .duration_since(modified)
+                .is_ok_and(|age| age >= PRECOMPILE_SETTLE);
+            if meta.is_file() && settled && meta.len() > 0 && meta.len() <= MAX_MODULE_BYTES {
+                files.push((modified, meta.len(), path));
+            }
+        }
+        let (modified, len, path) = {
+            let mut done = self
+                .precompiled
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            done.retain(|p, _| files.iter().any(|(.., f)| f == p));
+            files.sort_by_key(|f| std::cmp::Reverse(f.0));
+            let next = files
+                .into_iter()
+                .find(|(m, l, p)| done.get(p) != Some(&(*m, *l)))?;
+            if done.len() >= MAX_PRECOMPILE_FILES && !done.contains_key(&next.2) {
+                return None;
+            }
+            done.insert(next.2.clone(), (next.0, next.1));
+            next
+        };
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(MAX_MODULE_BYTES).read_to_end(&mut bytes));
+        if read.is_err() || !bytes.starts_with(b"\0asm") {
+            return Some((path, false));
+        }
+        let started = Instant::now();
+        match precompile(&bytes) {
+            Ok(compiled) => {
+                if compiled {
+                    tracing::info!(file = %path.display(), size = len, modified = ?modified, elapsed = ?started.elapsed(), "module file compiled ahead, before a WasmPlugin names it");
+                }
+                Some((path, compiled))
+            }
+            Err(e) => {
+                tracing::debug!(file = %path.display(), error = %e, "module file not compiled ahead");
+                Some((path, false))
+            }
         }
     }
 
@@ -885,6 +982,15 @@ fn publish_modules(resolved: &BTreeMap<String, Result<Resolved, Unresolved>>) {
 /// server's request size).
 pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
+/// How long a module directory file must be unchanged before it is compiled ahead.
+pub const PRECOMPILE_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the module directory is looked at for files to compile ahead.
+pub const PRECOMPILE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Directory entries looked at per look.
+pub const MAX_PRECOMPILE_SCAN: usize = 4096;
+/// Module directory files remembered as compiled ahead.
+pub const MAX_PRECOMPILE_FILES: usize = 256;
+
 /// `text` cut to `max` bytes on a char boundary (for echoing user-given values).
 fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -1277,33 +1383,68 @@ fn objects(cached: &Cached) -> Vec<Object> {
 
 /// Sync the registry at start, on every `SchedulerProfile`/`WasmPlugin` change and every
 /// `settings.plugin_resync` (module files may change on disk); write both kinds' status; publish
-/// [`Topic::Profiles`] when the served set changed.
+/// [`Topic::Profiles`] when the served set changed. With [`Backends::precompile`], look at the
+/// module directory every [`PRECOMPILE_POLL`] for a file to compile ahead.
 pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
+    if ctx.plugins.precompiles() {
+        let ctx = Arc::clone(ctx);
+        tasks.spawn(async move {
+            loop {
+                tokio::time::sleep(PRECOMPILE_POLL).await;
+                let c = Arc::clone(&ctx);
+                let _ = tokio::task::spawn_blocking(move || c.plugins.precompile_next()).await;
+            }
+        });
+    }
     let ctx = Arc::clone(ctx);
     let rx = ctx.events.subscribe(super::all_on(&[Topic::Plugin]));
     tasks.spawn(async move {
+        // The objects of the last sync whose statuses were all written: a change event that
+        // leaves them as they are (this loop's own status writes) needs no sync.
+        let mut last: Option<(Vec<Object>, Vec<Object>)> = None;
+        let mut timer = true;
         loop {
             let wasm = objects(&ctx.wasm_plugins);
             let profiles = objects(&ctx.scheduler_profiles);
+            let unchanged = last
+                .as_ref()
+                .is_some_and(|(w, p)| *w == wasm && *p == profiles);
+            if !timer && unchanged {
+                timer = tokio::select! {
+                    _ = rx.next() => false,
+                    () = tokio::time::sleep(ctx.settings.plugin_resync) => true,
+                };
+                continue;
+            }
+            let synced = (wasm.clone(), profiles.clone());
             let started = Instant::now();
             ctx.plugins
                 .pull_images(&wasm, |secret, registry| pull_secret(&ctx, secret, registry))
                 .await;
-            // Resolve first and say what is being loaded (digest, usedBy) before compiling,
-            // which can take seconds for a large module; the served set is untouched meanwhile.
+            let pulled = started.elapsed();
+            // Resolve first and say what is being loaded (digest, usedBy) while compiling, which
+            // can take seconds for a large module; the served set is untouched meanwhile. The
+            // status write runs beside the compile, not before it.
             let c = Arc::clone(&ctx);
-            let report = match tokio::task::spawn_blocking(move || c.plugins.prepare(&wasm, &profiles)).await {
+            let mut written = true;
+            let (report, prepared_at, built_at) = match tokio::task::spawn_blocking(move || c.plugins.prepare(&wasm, &profiles)).await {
                 Ok(prepared) => {
-                    if let Err(e) = write_statuses(&ctx, prepared.report()).await {
+                    let prepared_at = started.elapsed();
+                    let preliminary = prepared.report().clone();
+                    let c = Arc::clone(&ctx);
+                    let build = tokio::task::spawn_blocking(move || c.plugins.build(prepared));
+                    if let Err(e) = write_statuses(&ctx, &preliminary).await {
+                        written = false;
                         tracing::warn!(error = %e, "writing plugin status failed; retrying");
                     }
-                    let c = Arc::clone(&ctx);
-                    tokio::task::spawn_blocking(move || c.plugins.build(prepared)).await
+                    let report = build.await;
+                    (report, prepared_at, started.elapsed())
                 }
-                Err(e) => Err(e),
+                Err(e) => (Err(e), started.elapsed(), started.elapsed()),
             };
             let report = report.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "plugin registry sync failed");
+                written = false;
                 Report::default()
             });
             if report.changed {
@@ -1314,13 +1455,23 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
                 announce_switch(&ctx, sw);
             }
             if let Err(e) = write_statuses(&ctx, &report).await {
+                written = false;
                 tracing::warn!(error = %e, "writing plugin status failed; retrying");
             }
+            tracing::debug!(
+                pull = ?pulled,
+                prepare = ?prepared_at.saturating_sub(pulled),
+                build = ?built_at.saturating_sub(prepared_at),
+                status = ?started.elapsed().saturating_sub(built_at),
+                changed = report.changed,
+                "plugin registry synced"
+            );
+            last = written.then_some(synced);
             // A burst of changes is taken at once: one sync.
-            tokio::select! {
-                _ = rx.next() => {}
-                () = tokio::time::sleep(ctx.settings.plugin_resync) => {}
-            }
+            timer = tokio::select! {
+                _ = rx.next() => false,
+                () = tokio::time::sleep(ctx.settings.plugin_resync) => true,
+            };
         }
     });
 }
