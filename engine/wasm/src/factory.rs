@@ -8,7 +8,7 @@ use flotilla_core::profile::{Backend, BuiltPlugin, ExtensionPoint, PluginFactory
 
 use crate::host::Host;
 use crate::instance::Limits;
-use crate::module::{LoadError, sha256};
+use crate::module::{Compiled, LoadError, sha256};
 use crate::plugin::{WasmPlugin, export_for};
 
 /// The Wasm backend of profiles.
@@ -70,6 +70,48 @@ impl WasmFactory {
         spec: &PluginSpec,
         path: &Path,
     ) -> Result<WasmPlugin, LoadError> {
+        let export = export_for(point);
+        self.load_checked(spec, path, |module| {
+            if module.exports_point(export) {
+                Ok(())
+            } else {
+                Err(LoadError::MissingExport {
+                    name: export.into(),
+                    what: "the extension point the profile uses it for",
+                })
+            }
+        })
+    }
+
+    /// Load the victim plugin `spec` describes (binding preemption's `spec.preemption.plugin`):
+    /// the same steps as [`WasmFactory::load`], for a module exporting `flotilla_victims_v1`.
+    ///
+    /// # Errors
+    /// Reading, digest, compile, link, a missing `flotilla_victims_v1`, or the first
+    /// instantiation.
+    pub fn load_victims(&self, spec: &PluginSpec, path: &Path) -> Result<WasmPlugin, LoadError> {
+        self.load_checked(spec, path, |module| {
+            if module.has_victims {
+                Ok(())
+            } else {
+                Err(LoadError::MissingExport {
+                    name: flotilla_abi::export::VICTIMS.into(),
+                    what: "binding preemption's victim choice, which the profile uses it for",
+                })
+            }
+        })
+    }
+
+    /// The steps every load shares: limits, read `path`, check the digest `spec` pins, compile
+    /// (tiered or through the cache directory), `exports` (the caller's check that the module
+    /// exports what it is loaded for, before any instantiation), then the first instantiation;
+    /// logs where the time went.
+    fn load_checked(
+        &self,
+        spec: &PluginSpec,
+        path: &Path,
+        exports: impl FnOnce(&Compiled) -> Result<(), LoadError>,
+    ) -> Result<WasmPlugin, LoadError> {
         let started = std::time::Instant::now();
         let limits = Limits::from_spec(spec.limits.as_ref())?;
         let host = Host::global()?;
@@ -93,13 +135,7 @@ impl WasmFactory {
             dir => host.compile_cached(&bytes, dir)?,
         };
         let compiled = started.elapsed();
-        let export = export_for(point);
-        if !module.exports_point(export) {
-            return Err(LoadError::MissingExport {
-                name: export.into(),
-                what: "the extension point the profile uses it for",
-            });
-        }
+        exports(&module)?;
         let tier = module.tier();
         let plugin = WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)?;
         tracing::debug!(
@@ -112,42 +148,6 @@ impl WasmFactory {
             "wasm plugin loaded"
         );
         Ok(plugin)
-    }
-
-    /// Load the victim plugin `spec` describes (binding preemption's `spec.preemption.plugin`):
-    /// the same steps as [`WasmFactory::load`], for a module exporting `flotilla_victims_v1`.
-    ///
-    /// # Errors
-    /// Reading, digest, compile, link, a missing `flotilla_victims_v1`, or the first
-    /// instantiation.
-    pub fn load_victims(&self, spec: &PluginSpec, path: &Path) -> Result<WasmPlugin, LoadError> {
-        let limits = Limits::from_spec(spec.limits.as_ref())?;
-        let host = Host::global()?;
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let digest = sha256(&bytes);
-        if let Some(expected) = spec.wasm.as_ref().and_then(|w| w.sha256.as_deref()) {
-            let expected = expected.trim_start_matches("sha256:").to_ascii_lowercase();
-            if expected != digest.to_string() {
-                return Err(LoadError::DigestMismatch {
-                    expected,
-                    actual: digest.to_string(),
-                });
-            }
-        }
-        let module = match self.cache_dir.as_deref() {
-            Some(dir) if self.tiered => host.compile_tiered(&bytes, dir)?,
-            dir => host.compile_cached(&bytes, dir)?,
-        };
-        if !module.has_victims {
-            return Err(LoadError::MissingExport {
-                name: flotilla_abi::export::VICTIMS.into(),
-                what: "binding preemption's victim choice, which the profile uses it for",
-            });
-        }
-        WasmPlugin::load(host, &spec.name, module, spec.config.as_ref(), limits)
     }
 }
 
