@@ -63,6 +63,9 @@ pub enum Error {
     /// The configuration is inconsistent.
     #[error("invalid leader election settings: {0}")]
     Invalid(String),
+    /// The election's thread or runtime could not be started.
+    #[error("starting the leader election: {0}")]
+    Start(std::io::Error),
 }
 
 /// Where the Lease lives, who we are, and the timings.
@@ -543,6 +546,25 @@ impl Elector {
         self.decide_and_write(&observed).await
     }
 
+    /// A leader's renewal: first optimistically, an update of the Lease last seen (our own last
+    /// write, or its watch event) without reading it again — one request instead of two, as
+    /// client-go's leader fast path does; on a conflict or any other failure, the read + write of
+    /// [`Elector::try_acquire_or_renew`].
+    ///
+    /// # Errors
+    /// Fails when the read + write fails other than by losing a race.
+    pub async fn renew(&mut self) -> Result<Attempt, Error> {
+        let observed = self.changes.borrow().clone();
+        if observed.holder() == Some(self.cfg.identity.as_str()) && observed.lease.is_some() {
+            match self.decide_and_write(&observed).await {
+                Ok(Attempt::Leading) => return Ok(Attempt::Leading),
+                Ok(other) => tracing::debug!(?other, "optimistic renewal failed; reading the lease"),
+                Err(e) => tracing::debug!(error = %e, "optimistic renewal failed; reading the lease"),
+            }
+        }
+        self.try_acquire_or_renew().await
+    }
+
     /// Release the Lease if we hold it. Returns whether it was released.
     ///
     /// # Errors
@@ -671,7 +693,7 @@ impl Elector {
                 return Lost::Deadline;
             }
             let sent = Instant::now();
-            match tokio::time::timeout_at(deadline.into(), self.try_acquire_or_renew()).await {
+            match tokio::time::timeout_at(deadline.into(), self.renew()).await {
                 Ok(Ok(Attempt::Leading)) => last = sent,
                 Ok(Ok(Attempt::HeldBy { holder, .. })) => return Lost::Taken(holder),
                 Ok(Ok(Attempt::Conflict)) => tracing::debug!("renewal lost a race; retrying"),
@@ -795,58 +817,124 @@ pub enum Lost {
 
 /// A running elector: whether this process leads, and how to stop it.
 ///
-/// Dropping it aborts the election without releasing (like a crash); call [`Leadership::release`]
-/// to step down cleanly.
+/// The election runs on a thread of its own with its own single-threaded runtime and its own
+/// client (see [`spawn`]), so renewals are not queued behind the controllers' work: on a host
+/// whose cores the controllers (or anything else) keep busy, renewals sharing their runtime and
+/// connection pool took over the 10 s renew deadline and the leader lost the Lease mid-storm.
+/// Dropping it aborts the election without releasing (like a crash); call
+/// [`Leadership::release`] to step down cleanly.
 #[derive(Debug)]
 pub struct Leadership {
     state: watch::Receiver<bool>,
+    /// Asks the election to stop and release.
     stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// Dropped: the election stops at once without releasing.
+    abort: Option<oneshot::Sender<()>>,
+    /// Sent (or dropped) when the election's thread is done.
+    done: Option<oneshot::Receiver<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Run an election for `cfg` on `client` in a task.
+/// Run an election for `cfg` on a thread of its own, with the client `connect` makes there (it is
+/// called inside that thread's runtime, so a client built from a `kube::Config` keeps its
+/// connections and tasks off the caller's runtime).
 ///
 /// # Errors
-/// Fails when `cfg` does not [validate](Config::validate).
-pub fn spawn(client: Client, cfg: Config) -> Result<Leadership, Error> {
-    let mut elector = Elector::new(client, cfg)?;
+/// Fails when `cfg` does not [validate](Config::validate), the thread or its runtime cannot be
+/// started, or `connect` fails.
+pub fn spawn<F>(connect: F, cfg: Config) -> Result<Leadership, Error>
+where
+    F: FnOnce() -> Result<Client, Error> + Send + 'static,
+{
+    cfg.validate()?;
     let (tx, rx) = watch::channel(false);
-    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        loop {
-            let last = tokio::select! {
-                last = elector.acquire() => last,
-                _ = &mut stop_rx => break,
-            };
-            let _ = tx.send(true);
-            tokio::select! {
-                lost = elector.renew_until_lost(last) => {
-                    let _ = tx.send(false);
-                    tracing::warn!(?lost, identity = %elector.cfg.identity, "lost the lease");
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (abort_tx, abort_rx) = oneshot::channel::<()>();
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<Result<(), Error>>(1);
+    let thread = std::thread::Builder::new()
+        .name("leader-election".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = started_tx.send(Err(Error::Start(e)));
+                    return;
                 }
-                _ = &mut stop_rx => break,
-            }
+            };
+            rt.block_on(async move {
+                let elector = match connect().and_then(|client| Elector::new(client, cfg)) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let _ = started_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = started_tx.send(Ok(()));
+                tokio::select! {
+                    () = elect(elector, &tx, stop_rx) => {}
+                    _ = abort_rx => {}
+                }
+                let _ = tx.send(false);
+            });
+            // Dropping the runtime stops the Lease watch.
+            drop(rt);
+            let _ = done_tx.send(());
+        })
+        .map_err(Error::Start)?;
+    match started_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return Err(Error::Start(std::io::Error::other(
+                "the leader-election thread ended before it started",
+            )));
         }
-        let _ = tx.send(false);
-        // Release even when stopped mid-acquire: a create or update may have succeeded unseen.
-        match tokio::time::timeout(elector.cfg.renew_deadline, elector.release()).await {
-            Ok(Ok(true)) => tracing::info!(identity = %elector.cfg.identity, "released the lease"),
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "releasing the lease failed"),
-            Err(_) => tracing::warn!("releasing the lease timed out"),
-        }
-    });
+    }
     Ok(Leadership {
         state: rx,
         stop: Some(stop_tx),
-        task: Some(task),
+        abort: Some(abort_tx),
+        done: Some(done_rx),
+        thread: Some(thread),
     })
+}
+
+/// Acquire, lead until the Lease is lost, and again, until `stop` is sent; then release the Lease if
+/// held. A dropped `stop` (the [`Leadership`] dropped or aborted) ends it without releasing.
+async fn elect(mut elector: Elector, tx: &watch::Sender<bool>, mut stop: oneshot::Receiver<()>) {
+    loop {
+        // A dropped `stop` sender is the `Leadership` dropped or aborted: end without releasing.
+        let last = tokio::select! {
+            last = elector.acquire() => last,
+            r = &mut stop => if r.is_ok() { break } else { return },
+        };
+        let _ = tx.send(true);
+        tokio::select! {
+            lost = elector.renew_until_lost(last) => {
+                let _ = tx.send(false);
+                tracing::warn!(?lost, identity = %elector.cfg.identity, "lost the lease");
+            }
+            r = &mut stop => if r.is_ok() { break } else { return },
+        }
+    }
+    let _ = tx.send(false);
+    // Release even when stopped mid-acquire: a create or update may have succeeded unseen.
+    match tokio::time::timeout(elector.cfg.renew_deadline, elector.release()).await {
+        Ok(Ok(true)) => tracing::info!(identity = %elector.cfg.identity, "released the lease"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "releasing the lease failed"),
+        Err(_) => tracing::warn!("releasing the lease timed out"),
+    }
 }
 
 impl Leadership {
     /// Whether this process leads now.
     pub fn is_leader(&self) -> bool {
-        *self.state.borrow() && self.task.as_ref().is_some_and(|t| !t.is_finished())
+        *self.state.borrow() && self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// Wait until this process leads (`true`) or does not (`false`). Waiting to lead never returns
@@ -863,24 +951,14 @@ impl Leadership {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
         }
     }
 
     /// Stop the election at once without releasing, as a crash would.
     pub fn abort(mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+        self.abort.take();
     }
 }
 

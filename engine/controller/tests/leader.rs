@@ -46,7 +46,8 @@ fn cfg(identity: &str) -> Config {
 }
 
 fn candidate(e: &Env, identity: &str) -> Leadership {
-    leader::spawn(e.client.clone(), cfg(identity)).expect("valid settings")
+    let client = e.client.clone();
+    leader::spawn(move || Ok(client), cfg(identity)).expect("valid settings")
 }
 
 async fn lease(e: &Env) -> LeaseSpec {

@@ -170,7 +170,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     let retry = cfg.retry_period;
     let identity = cfg.identity.clone();
-    let mut leadership = leader::spawn(client.clone(), cfg)?;
+    // The election gets a client (a connection pool) of its own, on its own thread, so renewals
+    // never wait behind the controllers' requests.
+    let lease_config = config.clone();
+    let mut leadership = leader::spawn(
+        move || kube::Client::try_from(lease_config).map_err(leader::Error::from),
+        cfg,
+    )?;
     let mut standby = None;
     'election: loop {
         if let (Some(l), None) = (&metrics, &standby) {
