@@ -558,8 +558,12 @@ impl Elector {
         if observed.holder() == Some(self.cfg.identity.as_str()) && observed.lease.is_some() {
             match self.decide_and_write(&observed).await {
                 Ok(Attempt::Leading) => return Ok(Attempt::Leading),
-                Ok(other) => tracing::debug!(?other, "optimistic renewal failed; reading the lease"),
-                Err(e) => tracing::debug!(error = %e, "optimistic renewal failed; reading the lease"),
+                Ok(other) => {
+                    tracing::debug!(?other, "optimistic renewal failed; reading the lease")
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "optimistic renewal failed; reading the lease")
+                }
             }
         }
         self.try_acquire_or_renew().await
