@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use flotilla_api::work::ResourceBinding;
 use flotilla_core::PluginError;
 use flotilla_core::framework::{
     AssignInput, AssignMode, AssignPlugin, BindingContext, ClusterDetail, FailurePolicy,
     FilterInput, FilterPlugin, OverrideInput, OverridePlugin, ScoreInput, ScorePlugin, SelectInput,
-    SelectPlugin,
+    SelectPlugin, VictimCandidate, VictimInput, VictimPlugin,
 };
 use flotilla_core::profile::ExtensionPoint;
 use flotilla_wasm::{Host, Limits, Tier, WasmFactory, WasmPlugin};
@@ -154,6 +155,19 @@ fn outcomes_on(plugin: &WasmPlugin, names: &[&str]) -> Vec<String> {
             let policies = flotilla_core::overrides::OverridePolicies::default();
             let r = plugin.override_manifest(&OverrideInput::new(&object, &cl[0], &policies));
             out.push(format!("{round} override {:?}", r.map_err(fault)));
+        }
+        if has("flotilla_victims_v1") {
+            let preemptor: ResourceBinding = serde_json::from_value(serde_json::json!({
+                "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": "urgent", "namespace": "default"},
+                "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "urgent"}},
+            }))
+            .expect("binding");
+            let candidates: Vec<VictimCandidate<'_>> = (0..3)
+                .map(|i| VictimCandidate::new(&preemptor, i, 1 + i, 1_000 + i64::from(i)))
+                .collect();
+            let r = plugin.choose(&VictimInput::new(&preemptor, &cl[0], &candidates));
+            out.push(format!("{round} victims {:?}", r.map_err(fault)));
         }
     }
     out
