@@ -4,8 +4,8 @@
 //! it, then the object updated to a rebuilt module (its source changed to favour another label)
 //! and new Deployments placed by the new version, without a restart. Only placements are observed
 //! (no status fields), through the machine's kubectl; it skips, with a printed reason, when
-//! kubectl or a toolchain is missing (with `CI` set a missing guest toolchain fails, as in
-//! plugin_new.rs).
+//! kubectl or a toolchain is missing (with `CI` or `FLOTILLA_REQUIRE_WASM_GUESTS` set a missing
+//! guest toolchain fails, as in plugin_new.rs).
 
 mod common;
 
@@ -17,10 +17,11 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Whether a missing guest toolchain fails instead of skipping: with `CI` set, or
+/// `FLOTILLA_REQUIRE_WASM_GUESTS` (which the test command, tests/run.sh, sets).
 fn ci() -> bool {
-    std::env::var("CI")
-        .map(|v| !v.is_empty() && v != "false" && v != "0")
-        .unwrap_or(false)
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    set("CI") || set("FLOTILLA_REQUIRE_WASM_GUESTS")
 }
 
 fn runs(probe: &[&str]) -> bool {

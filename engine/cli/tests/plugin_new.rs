@@ -8,7 +8,8 @@
 //! directory for the Rust guests, so std for wasm32 is built once; Go's build cache; npm's cache).
 //! Toolchains: Debian's rustc-web (or rustup with wasm32-unknown-unknown), Go ≥ 1.24, clang +
 //! wasm-ld, node + npm, Zig (`zig`, or the PyPI package `ziglang`). Locally a missing toolchain
-//! skips that language with a printed reason; with `CI` set it fails.
+//! skips that language with a printed reason; with `CI` or `FLOTILLA_REQUIRE_WASM_GUESTS` set
+//! (tests/run.sh sets the latter) it fails.
 //!
 //! [`walkthrough`] is the per-project sequence (scaffold → build → plugin test → plan); the live
 //! part (WasmPlugin object → swap → placements) is covered by the controller tests.
@@ -20,10 +21,11 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Whether a missing guest toolchain fails instead of skipping: with `CI` set, or
+/// `FLOTILLA_REQUIRE_WASM_GUESTS` (which the test command, tests/run.sh, sets).
 fn ci() -> bool {
-    std::env::var("CI")
-        .map(|v| !v.is_empty() && v != "false" && v != "0")
-        .unwrap_or(false)
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    set("CI") || set("FLOTILLA_REQUIRE_WASM_GUESTS")
 }
 
 fn runs(probe: &[&str]) -> bool {
