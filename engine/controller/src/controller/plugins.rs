@@ -265,6 +265,18 @@ fn references(profiles: &[Object]) -> BTreeMap<String, Vec<String>> {
                 }
             }
         }
+        // Binding preemption's victim plugin uses its WasmPlugin as the lists' entries do.
+        if let Some(name) = spec
+            .preemption
+            .as_ref()
+            .and_then(|p| p.plugin.as_ref())
+            .and_then(|e| e.wasm.as_ref())
+            .and_then(|w| w.plugin.as_ref())
+        {
+            out.entry(name.clone())
+                .or_default()
+                .push(format!("{}/preemption.plugin", o.name));
+        }
     }
     out
 }
@@ -557,15 +569,28 @@ impl Registry {
                 }
                 Err(e) => {
                     let mut message = e.to_string();
-                    if let ProfileError::Invalid { point, index, .. } = &e {
-                        // Blame the WasmPlugin whose (content-addressed) module the failing entry loads.
-                        let path = doc
+                    // The module path of the failing entry: a list entry the factory refused, or
+                    // binding preemption's victim plugin when the error is about it (its errors
+                    // name the module path they loaded, as a list entry's do).
+                    let failing = match &e {
+                        ProfileError::Invalid { point, index, .. } => doc
                             .spec
                             .list(*point)
                             .and_then(|l| l.get(*index))
                             .and_then(|s| s.wasm.as_ref())
+                            .map(|w| w.path.clone()),
+                        ProfileError::Document(m) => doc
+                            .spec
+                            .preemption
+                            .as_ref()
+                            .and_then(|p| p.plugin.as_ref())
+                            .and_then(|s| s.wasm.as_ref())
                             .map(|w| w.path.clone())
-                            .unwrap_or_default();
+                            .filter(|path| !path.is_empty() && m.contains(path.as_str())),
+                        _ => None,
+                    };
+                    if let Some(path) = failing {
+                        // Blame the WasmPlugin whose (content-addressed) module the failing entry loads.
                         for (wp, m) in &resolved {
                             if let Some(m) = m
                                 .as_ref()
