@@ -45,4 +45,5 @@ pub use interpret::{PluginMap, PluginResolver, WasmRuleBackend, load_interpreter
 pub use module::{Compiled, Digest, LoadError, Tier, custom_section, sha256};
 pub use plugin::{
     FuzzDecoded, FuzzRequest, MAX_SCORE, MIN_SCORE, WasmPlugin, export_for, fuzz_decode,
+    fuzz_decode_victims,
 };

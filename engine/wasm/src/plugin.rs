@@ -777,6 +777,25 @@ pub fn fuzz_decode(
     }
 }
 
+/// Decode and validate a guest's `flotilla_victims_v1` reply for `candidates` candidates as the
+/// host does after the call: the chosen candidate positions, in the plugin's order. For fuzzing
+/// the ABI boundary; never panics.
+///
+/// # Errors
+/// The invalid-output message.
+#[doc(hidden)]
+pub fn fuzz_decode_victims(
+    candidates: usize,
+    result: Option<&[u8]>,
+    rows: Option<&[u8]>,
+) -> Result<Vec<usize>, String> {
+    let reply = Reply {
+        result: result.map(<[u8]>::to_vec),
+        rows: rows.map(<[u8]>::to_vec),
+    };
+    decode::victims(candidates, &reply)
+}
+
 /// The export implementing `point` (for messages).
 pub fn export_for(point: flotilla_core::profile::ExtensionPoint) -> &'static str {
     use flotilla_core::profile::ExtensionPoint as P;

@@ -1,6 +1,6 @@
 //! Bounded fuzzing of the ABI boundary (runs in CI in seconds): random and mutated guest replies
-//! of every kind (filter, score, select, assign in JSON and in binary `set_rows`, override)
-//! through the host's decode-and-validate path. Nothing may panic; structured replies are checked
+//! of every kind (filter, score, select, assign in JSON and in binary `set_rows`, override, and
+//! binding preemption's victims in JSON and binary) through the host's decode-and-validate path. Nothing may panic; structured replies are checked
 //! against an independent oracle (accepted exactly when valid for the request), and whatever is
 //! accepted must be valid for its request.
 
@@ -8,6 +8,7 @@ use flotilla_core::framework::{Assignment, Selection};
 use flotilla_wasm::patch::{MAX_MANIFEST_BYTES, MAX_PATCH_OPS};
 use flotilla_wasm::{
     FuzzDecoded, FuzzRequest, MAX_MESSAGE_BYTES, MAX_SCORE, MIN_SCORE, fuzz_decode,
+    fuzz_decode_victims,
 };
 use serde_json::{Value, json};
 
@@ -403,4 +404,157 @@ fn a_doubling_override_is_refused_without_building_the_document() {
         e.contains("would exceed") || e.contains("copies would add"),
         "{e}"
     );
+}
+
+const VICTIM_SEEDS: &[&[u8]] = &[
+    br#"{"victims":[0,2,1]}"#,
+    br#"{"victims":[]}"#,
+    br#"{"victims":[1,1]}"#,
+    br#"{"victims":[4294967295]}"#,
+    br#"{"victims":[-1,0.5,"0"]}"#,
+    br#"{"victims":[0],"extra":1}"#,
+];
+
+/// A candidate count: mostly small, sometimes up to the host's per-cluster bound.
+fn candidates(rng: &mut Rng) -> usize {
+    match rng.usize(..4) {
+        0 => 0,
+        1 => rng.usize(..10_001),
+        _ => rng.usize(..16),
+    }
+}
+
+/// Positions for `n` candidates, of random length: mostly a prefix of a shuffled `0..n`, with a
+/// duplicate, one out of range (sometimes `u32::MAX`) or one too many now and then.
+fn positions(rng: &mut Rng, n: usize) -> Vec<u32> {
+    let mut all: Vec<u32> = (0..n)
+        .map(|i| u32::try_from(i).expect("n fits u32"))
+        .collect();
+    rng.shuffle(&mut all);
+    all.truncate(rng.usize(..=n));
+    match rng.usize(..6) {
+        0 if !all.is_empty() => {
+            let dup = all[rng.usize(..all.len())];
+            all.insert(rng.usize(..=all.len()), dup);
+        }
+        1 => {
+            let out = if rng.bool() {
+                u32::MAX
+            } else {
+                u32::try_from(n).expect("n fits u32") + rng.u32(..4)
+            };
+            all.insert(rng.usize(..=all.len()), out);
+        }
+        _ => {}
+    }
+    all
+}
+
+/// The independent oracle: positions are a valid victims reply for `n` candidates exactly when
+/// each is below `n` and none repeats.
+fn valid_victims(n: usize, positions: &[u32]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    positions
+        .iter()
+        .all(|&p| (p as usize) < n && seen.insert(p))
+}
+
+fn le_bytes(positions: &[u32]) -> Vec<u8> {
+    positions.iter().flat_map(|p| p.to_le_bytes()).collect()
+}
+
+#[test]
+fn victims_replies_never_panic_and_whatever_is_accepted_is_in_range_and_unique() {
+    let mut rng = Rng::with_seed(0x5EED_0F71_C71A_5EED);
+    // [invalid, valid] per reply kind: structured JSON, structured binary, mutated or random.
+    let mut outcomes = [[0usize; 2]; 3];
+    for i in 0..6_000 {
+        let n = candidates(&mut rng);
+        let kind = i % 3;
+        let (result, rows, expected) = match kind {
+            0 => {
+                let ps = positions(&mut rng, n);
+                let json = serde_json::to_vec(&json!({ "victims": ps })).expect("json");
+                let ok = valid_victims(n, &ps);
+                (Some(json), None, Some((ps, ok)))
+            }
+            1 => {
+                let ps = positions(&mut rng, n);
+                let ok = valid_victims(n, &ps);
+                (None, Some(le_bytes(&ps)), Some((ps, ok)))
+            }
+            _ => {
+                let result = match rng.usize(..3) {
+                    0 => None,
+                    1 => {
+                        let len = rng.usize(..64);
+                        Some(bytes(&mut rng, len))
+                    }
+                    _ => {
+                        let seed = VICTIM_SEEDS[rng.usize(..VICTIM_SEEDS.len())];
+                        Some(mutate(&mut rng, seed))
+                    }
+                };
+                let rows = match rng.usize(..3) {
+                    0 => None,
+                    // Random bytes of a random size, often not a whole number of positions.
+                    1 => {
+                        let len = rng.usize(..4 * 64 + 4);
+                        Some(bytes(&mut rng, len))
+                    }
+                    // Small positions, so that some are in range.
+                    _ => {
+                        let len = rng.usize(..32);
+                        let ps: Vec<u32> = (0..len).map(|_| rng.u32(..20)).collect();
+                        Some(le_bytes(&ps))
+                    }
+                };
+                (result, rows, None)
+            }
+        };
+        let got = fuzz_decode_victims(n, result.as_deref(), rows.as_deref());
+        if let Ok(chosen) = &got {
+            assert!(
+                chosen.len() <= n && chosen.iter().all(|&p| p < n),
+                "out of range for {n} candidates: {chosen:?}"
+            );
+            let mut unique = chosen.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), chosen.len(), "repeated: {chosen:?}");
+        }
+        match (&expected, &rows, &result) {
+            // Structured: accepted exactly when valid, and then as given.
+            (Some((ps, ok)), ..) => {
+                assert_eq!(got.is_ok(), *ok, "{n} candidates, {ps:?}: {got:?}");
+                if let Ok(chosen) = &got {
+                    let want: Vec<usize> = ps.iter().map(|&p| p as usize).collect();
+                    assert_eq!(*chosen, want);
+                }
+            }
+            // A binary reply alone is decided by its bytes: whole positions, valid ones.
+            (None, Some(bin), None) => {
+                let ps: Vec<u32> = bin
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                let ok = bin.len() % 4 == 0 && valid_victims(n, &ps);
+                assert_eq!(got.is_ok(), ok, "{n} candidates, {bin:?}: {got:?}");
+            }
+            // Both or neither: never accepted.
+            (None, Some(_), Some(_)) | (None, None, None) => {
+                assert!(got.is_err(), "{got:?}");
+            }
+            (None, None, Some(_)) => {}
+        }
+        outcomes[kind][usize::from(got.is_ok())] += 1;
+    }
+    // Random and mutated replies are mostly invalid; they must still reach the accepting path.
+    for (kind, [invalid, valid]) in outcomes.iter().enumerate() {
+        let least = if kind == 2 { 10 } else { 100 };
+        assert!(
+            *invalid > 100 && *valid > least,
+            "reply kind {kind} must see both: {outcomes:?}"
+        );
+    }
 }
