@@ -744,10 +744,6 @@ async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
             "crafted",
             "--cluster-status-update-frequency",
             "1",
-            // Without a short resync this test did not see the Widget's status come back
-            // (not yet explained: the agent watches the kinds it applies since f3c9cf8).
-            "--resync-period",
-            "500ms",
         ])
         .arg("--kubeconfig")
         .arg(&creds)
@@ -768,6 +764,15 @@ async fn a_pull_agent_applies_the_control_planes_interpreter_customizations() {
     let work = |replicas: i64| {
         let mut widget = interpreter_example("widget.yaml");
         widget["spec"]["replicas"] = json!(replicas);
+        // What the binding controller writes on every manifest it renders (as Karmada's
+        // CreateOrUpdateWork does): the member copy's changes are mapped back to its Work by
+        // these, and only through them (a member object without them is not managed, as in
+        // Karmada's work status controller) — so the status below comes back through the
+        // agent's watch of the kind, not through a resync.
+        widget["metadata"]["annotations"] = json!({
+            "work.karmada.io/namespace": "karmada-es-crafted",
+            "work.karmada.io/name": "gadget",
+        });
         json!({
             "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
             "metadata": {"name": "gadget", "namespace": "karmada-es-crafted"},
