@@ -106,6 +106,10 @@ struct KubeApiserver {
     apiserver: Option<Proc>,
     _etcd: Proc,
     kubeconfig: PathBuf,
+    bin: PathBuf,
+    dir: PathBuf,
+    /// etcd's client port and kube-apiserver's secure port.
+    ports: (u16, u16),
 }
 
 impl KubeApiserver {
@@ -126,7 +130,6 @@ impl KubeApiserver {
         let (client, peer, metrics, port) = (free_port(), free_port(), free_port(), free_port());
         let url = |p: u16| format!("http://127.0.0.1:{p}");
         let etcd_log = log_file(&dir.join("etcd.log"));
-        let apiserver_log = log_file(&dir.join("apiserver.log"));
         let etcd = Command::new(bin.join("etcd"))
             .args(["--name", "e0", "--data-dir"])
             .arg(dir.join("etcd"))
@@ -142,32 +145,6 @@ impl KubeApiserver {
             .spawn()
             .expect("etcd starts");
         let etcd = Proc(etcd);
-        let p = |f: &str| pki.join(f).display().to_string();
-        let apiserver = Command::new(bin.join("kube-apiserver"))
-            .arg(format!("--etcd-servers={}", url(client)))
-            .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
-            .arg(format!("--secure-port={port}"))
-            .arg(format!("--cert-dir={}", dir.join("certs").display()))
-            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
-            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
-            .arg(format!("--client-ca-file={}", p("ca.crt")))
-            .arg(format!("--token-auth-file={}", p("tokens.csv")))
-            .arg("--authorization-mode=RBAC")
-            .arg("--service-account-issuer=https://kubernetes.default.svc")
-            .arg(format!("--service-account-key-file={}", p("sa.pub")))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                p("sa.key")
-            ))
-            .arg("--api-audiences=https://kubernetes.default.svc")
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
-            .arg("--enable-priority-and-fairness=false")
-            .arg("--profiling=false")
-            .arg("--endpoint-reconciler-type=none")
-            .stdout(apiserver_log.try_clone().expect("log"))
-            .stderr(apiserver_log)
-            .spawn()
-            .expect("kube-apiserver starts");
         let ca = std::fs::read(pki.join("ca.crt")).expect("ca.crt");
         let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca);
         let token = std::fs::read_to_string(pki.join("token")).expect("token");
@@ -193,11 +170,55 @@ impl KubeApiserver {
             serde_yaml::to_string(&kc).expect("kubeconfig yaml"),
         )
         .expect("write kubeconfig");
-        KubeApiserver {
-            apiserver: Some(Proc(apiserver)),
+        let mut server = KubeApiserver {
+            apiserver: None,
             _etcd: etcd,
             kubeconfig,
-        }
+            bin: bin.to_owned(),
+            dir: dir.to_owned(),
+            ports: (client, port),
+        };
+        server.start_apiserver();
+        server
+    }
+
+    /// Start kube-apiserver (again) on its etcd, port and certificates.
+    fn start_apiserver(&mut self) {
+        let (client, port) = self.ports;
+        let url = |p: u16| format!("http://127.0.0.1:{p}");
+        let pki = self.dir.join("pki");
+        let apiserver_log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("apiserver.log"))
+            .expect("log file");
+        let p = |f: &str| pki.join(f).display().to_string();
+        let apiserver = Command::new(self.bin.join("kube-apiserver"))
+            .arg(format!("--etcd-servers={}", url(client)))
+            .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+            .arg(format!("--secure-port={port}"))
+            .arg(format!("--cert-dir={}", self.dir.join("certs").display()))
+            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
+            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
+            .arg(format!("--client-ca-file={}", p("ca.crt")))
+            .arg(format!("--token-auth-file={}", p("tokens.csv")))
+            .arg("--authorization-mode=RBAC")
+            .arg("--service-account-issuer=https://kubernetes.default.svc")
+            .arg(format!("--service-account-key-file={}", p("sa.pub")))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                p("sa.key")
+            ))
+            .arg("--api-audiences=https://kubernetes.default.svc")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--enable-priority-and-fairness=false")
+            .arg("--profiling=false")
+            .arg("--endpoint-reconciler-type=none")
+            .stdout(apiserver_log.try_clone().expect("log"))
+            .stderr(apiserver_log)
+            .spawn()
+            .expect("kube-apiserver starts");
+        self.apiserver = Some(Proc(apiserver));
     }
 
     /// Wait until `/readyz` answers ok.
@@ -594,6 +615,120 @@ async fn scale_nginx(deployments: &Api<DynamicObject>, replicas: i64) {
         )
         .await
         .expect("scale nginx");
+}
+
+/// The names of the Works in `cluster`'s execution namespace made for the nginx template.
+async fn nginx_works(control: &Client, cluster: &str) -> Option<Vec<String>> {
+    let ns = format!("karmada-es-{cluster}");
+    let list = dynamic(control, "work.karmada.io/v1alpha1", "Work", Some(&ns))
+        .list(&Default::default())
+        .await
+        .ok()?;
+    Some(
+        list.items
+            .into_iter()
+            .filter(|w| {
+                w.data
+                    .pointer("/spec/workload/manifests/0/metadata/name")
+                    .and_then(Value::as_str)
+                    == Some("nginx")
+            })
+            .filter_map(|w| w.metadata.name)
+            .collect(),
+    )
+}
+
+/// After the failover: member2's copy turns healthy (its status written as a member's
+/// kube-controller-manager would; the Pull member runs no controllers), so graceful eviction
+/// ends and member1's Work is deleted — but member1 is down, so its copy is still there. Then
+/// member1's kube-apiserver starts again on the same etcd: the copy the control plane no longer
+/// places there is deleted, and every cluster ends with exactly the copy and Work its placement
+/// gives it (nothing duplicated, no orphan).
+async fn restart(
+    kubectl: &Path,
+    control: &Client,
+    members: &[Client; 2],
+    push_member: &mut KubeApiserver,
+) {
+    let copy = dynamic(&members[1], "apps/v1", "Deployment", Some("default"))
+        .get("nginx")
+        .await
+        .expect("member2's copy");
+    let generation = copy.metadata.generation.unwrap_or(1);
+    let status = json!({"status": {
+        "observedGeneration": generation, "replicas": 4, "updatedReplicas": 4,
+        "readyReplicas": 4, "availableReplicas": 4,
+    }});
+    dynamic(&members[1], "apps/v1", "Deployment", Some("default"))
+        .patch_status("nginx", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("member2's copy status");
+    let bindings = dynamic(
+        control,
+        "work.karmada.io/v1alpha2",
+        "ResourceBinding",
+        Some("default"),
+    );
+    let (_, took) = eventually(
+        "graceful eviction over and member1's Work deleting",
+        Duration::from_secs(60),
+        || async {
+            let rb = bindings.get_opt("nginx-deployment").await.ok().flatten()?;
+            let tasks = rb
+                .data
+                .pointer("/spec/gracefulEvictionTasks")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            if tasks > 0 {
+                return None;
+            }
+            let ns = "karmada-es-member1";
+            let works = dynamic(control, "work.karmada.io/v1alpha1", "Work", Some(ns));
+            // Gone, or held by the execution finalizer while member1 cannot be reached.
+            for name in nginx_works(control, "member1").await? {
+                let w = works.get_opt(&name).await.ok()??;
+                w.metadata.deletion_timestamp.as_ref()?;
+            }
+            Some(())
+        },
+    )
+    .await;
+    eprintln!("member2 healthy: eviction task done and member1's Work deleting in {took:?}");
+    assert_eq!(
+        member_copy(&members[0]).await,
+        None,
+        "member1 is down; its copy cannot be read"
+    );
+
+    let restarted = Instant::now();
+    push_member.start_apiserver();
+    push_member.wait_ready(kubectl, Duration::from_secs(120));
+    let (settled, took) = eventually(
+        "every cluster with exactly the copy and Work its placement gives it",
+        Duration::from_secs(120),
+        || async {
+            let p = placement(control).await?;
+            let want = |c: &str| p.iter().find(|(n, _)| n == c).map(|(_, r)| *r);
+            for (i, cluster) in ["member1", "member2"].iter().enumerate() {
+                let copy = dynamic(&members[i], "apps/v1", "Deployment", Some("default"))
+                    .get_opt("nginx")
+                    .await
+                    .ok()?
+                    .and_then(|d| d.data.pointer("/spec/replicas").and_then(Value::as_i64));
+                let works = nginx_works(control, cluster).await?;
+                if copy != want(cluster) || works.len() != usize::from(want(cluster).is_some()) {
+                    return None;
+                }
+            }
+            Some(p)
+        },
+    )
+    .await;
+    eprintln!(
+        "member1 restarted: placement {settled:?}, copies and Works match it {took:?} after \
+         kube-apiserver was ready ({:.2?} after the restart)",
+        restarted.elapsed()
+    );
 }
 
 /// Templates in the apply storm.
@@ -1299,6 +1434,8 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
         failover <= Duration::from_secs(TOLERATION_SECONDS + 5),
         "failover took {failover:?}"
     );
+
+    restart(&kubectl, &control, &members, &mut push_member).await;
 
     drop(replicas);
     eprintln!("suite took {:?}", suite.elapsed());
