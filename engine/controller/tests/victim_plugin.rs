@@ -338,6 +338,21 @@ async fn preempted_with(plugin: bool) -> String {
         )
     );
     assert_eq!(e.running.context.metrics.preemptions(), (1, 1));
+    // The victim plugin's calls are counted per plugin like the other extension points'.
+    let (calls, failures) = e
+        .running
+        .context
+        .plugins
+        .metrics()
+        .calls("victims", "reverse");
+    if plugin {
+        assert!(
+            calls >= 1 && failures == 0,
+            "victims calls {calls}, failures {failures}"
+        );
+    } else {
+        assert_eq!((calls, failures), (0, 0));
+    }
     victims.remove(0)
 }
 

@@ -27,7 +27,7 @@ use flotilla_core::error::PluginError;
 use flotilla_core::framework::{
     AssignInput, AssignPlugin, Assignment, FilterInput, FilterPlugin, OverrideInput, OverridePatch,
     OverridePlugin, Plugin, Profile, ScoreInput, ScorePlugin, SelectInput, SelectPlugin, Selection,
-    Slot, Verdict,
+    Slot, Verdict, VictimInput, VictimPlugin,
 };
 use flotilla_core::profile::{
     self, Factories, ModuleFormat, PluginFactory, ProfileDocument, ProfileError, ProfileSpec,
@@ -1241,7 +1241,8 @@ impl PluginMetrics {
         Arc::clone(m.entry((point, name.to_owned())).or_default())
     }
 
-    /// `(calls, failures)` of plugin `name` at `point` (`filter`, `score`, `select`, `assign`, `override`).
+    /// `(calls, failures)` of plugin `name` at `point` (`filter`, `score`, `select`, `assign`, `override`,
+    /// or `victims` for binding preemption's victim plugin).
     pub fn calls(&self, point: &str, name: &str) -> (u64, u64) {
         let m = self
             .stats
@@ -1324,7 +1325,8 @@ observed_plugin!(
     ScorePlugin,
     SelectPlugin,
     AssignPlugin,
-    OverridePlugin
+    OverridePlugin,
+    VictimPlugin
 );
 
 impl FilterPlugin for Observed<dyn FilterPlugin> {
@@ -1361,7 +1363,14 @@ impl OverridePlugin for Observed<dyn OverridePlugin> {
     }
 }
 
-/// `profile` with every plugin wrapped so its calls are timed into `metrics`.
+impl VictimPlugin for Observed<dyn VictimPlugin> {
+    fn choose(&self, input: &VictimInput<'_>) -> Result<Vec<usize>, PluginError> {
+        self.time(|| self.inner.choose(input))
+    }
+}
+
+/// `profile` with every plugin wrapped so its calls are timed into `metrics` (binding
+/// preemption's victim plugin as extension point `victims`).
 fn instrument(profile: &Profile, metrics: &PluginMetrics) -> Profile {
     macro_rules! wrap {
         ($field:ident, $trait:ident, $point:literal) => {
@@ -1384,6 +1393,13 @@ fn instrument(profile: &Profile, metrics: &PluginMetrics) -> Profile {
     out.selects = wrap!(selects, SelectPlugin, "select");
     out.assigners = wrap!(assigners, AssignPlugin, "assign");
     out.overriders = wrap!(overriders, OverridePlugin, "override");
+    out.victims = profile.victims.as_ref().map(|s| Slot {
+        plugin: Arc::new(Observed::<dyn VictimPlugin> {
+            inner: Arc::clone(&s.plugin),
+            stat: metrics.stat("victims", s.plugin.name()),
+        }) as Arc<dyn VictimPlugin>,
+        ..s.clone()
+    });
     out
 }
 
