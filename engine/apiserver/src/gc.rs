@@ -56,6 +56,14 @@ impl ApiServer {
                 continue;
             };
             let namespace = meta_str(&owner, "namespace").map(str::to_owned);
+            // JSON writes such a uid (a UUID, as every uid this server assigns) as is: only the
+            // objects whose stored text contains it can name it, and the others are skipped
+            // undecoded. Without this, deleting N objects of a namespace decoded N² of them
+            // (1,000 Deployments deleted kept a member's server from answering for a minute).
+            let plain = !uid.is_empty()
+                && uid
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
             for res in registry::all()
                 .into_iter()
                 .filter(|r| r.namespaced == namespace.is_some())
@@ -68,10 +76,13 @@ impl ApiServer {
                     sub: None,
                     restricted: None,
                 };
-                let page = self
-                    .store
-                    .list(&Self::prefix(&t), None, None)
-                    .map_err(super::store_err)?;
+                let prefix = Self::prefix(&t);
+                let page = if plain {
+                    self.store.list_containing(&prefix, uid.as_bytes())
+                } else {
+                    self.store.list(&prefix, None, None)
+                }
+                .map_err(super::store_err)?;
                 for (key, obj) in page.items {
                     if !owned_by(&obj, &uid) {
                         continue;

@@ -592,3 +592,76 @@ async fn streaming_list_watcher_gets_initial_events_and_the_end_bookmark() {
         other => panic!("expected Apply(s2), got {other:?}"),
     }
 }
+
+/// The garbage collector among many objects of the owner's namespace: deleting an owner deletes
+/// the dependent it alone owns, keeps (without the reference) one with another owner, orphans
+/// with `propagationPolicy: Orphan`, and leaves the unrelated objects — including one whose data
+/// merely mentions the owner's uid — alone.
+#[tokio::test]
+async fn deleting_an_owner_collects_its_dependents_among_many_objects() {
+    let (client, _server, _dir) = in_process();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let pp = PostParams::default();
+    for i in 0..200 {
+        api.create(&pp, &cm(&format!("other-{i}"), "x"))
+            .await
+            .expect("create");
+    }
+    let mut owners = Vec::new();
+    for name in ["first", "second"] {
+        let o = api.create(&pp, &cm(name, "owner")).await.expect("owner");
+        owners.push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: name.into(),
+                uid: o.uid().expect("uid"),
+                ..Default::default()
+            },
+        );
+    }
+    let (first, second) = (owners[0].clone(), owners[1].clone());
+    let dependent = |name: &str, refs: Vec<_>| {
+        let mut c = cm(name, "dependent");
+        c.metadata.owner_references = Some(refs);
+        c
+    };
+    api.create(&pp, &dependent("only-first", vec![first.clone()]))
+        .await
+        .expect("create");
+    api.create(&pp, &dependent("both", vec![first.clone(), second.clone()]))
+        .await
+        .expect("create");
+    api.create(&pp, &cm("mentions", &first.uid))
+        .await
+        .expect("create");
+
+    api.delete("first", &DeleteParams::default())
+        .await
+        .expect("delete owner");
+    assert!(api.get_opt("only-first").await.expect("get").is_none());
+    let both = api.get("both").await.expect("kept: another owner is left");
+    assert_eq!(
+        both.owner_references()
+            .iter()
+            .map(|r| r.uid.as_str())
+            .collect::<Vec<_>>(),
+        [second.uid.as_str()]
+    );
+    assert!(api.get_opt("mentions").await.expect("get").is_some());
+
+    api.delete("second", &DeleteParams::orphan())
+        .await
+        .expect("delete owner, orphaning");
+    let orphan = api.get("both").await.expect("orphaned, not deleted");
+    assert!(orphan.owner_references().is_empty());
+    assert_eq!(
+        api.list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        202,
+        "200 others + both + mentions"
+    );
+}
