@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use flotilla_apiserver::{ApiServer, ServerOptions, Store};
 
 mod common;
-use common::{b64, eventually, filter_module, sha};
+use common::{bindings, condition, eventually, filter_module, sha, wasm_plugin};
 
 struct Env {
     control: Client,
@@ -81,14 +81,6 @@ fn profiles(c: &Client) -> Api<DynamicObject> {
     )
 }
 
-fn bindings(c: &Client) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        c.clone(),
-        "default",
-        &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"),
-    )
-}
-
 async fn apply(api: &Api<DynamicObject>, obj: Value) {
     let name = obj
         .pointer("/metadata/name")
@@ -106,13 +98,6 @@ async fn apply(api: &Api<DynamicObject>, obj: Value) {
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn wasm_plugin(name: &str, module: &str) -> Value {
-    json!({
-        "apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
-        "spec": {"module": {"base64": b64(module), "format": "wat"}, "sha256": sha(module), "failurePolicy": "Fail"},
-    })
-}
-
 /// `Loaded` condition status, serving digest and `Loaded` message of WasmPlugin `name`.
 async fn plugin_status(c: &Client, name: &str) -> (String, String, String) {
     let o = wasm_plugins(c).get(name).await.expect("get WasmPlugin");
@@ -128,15 +113,6 @@ async fn plugin_status(c: &Client, name: &str) -> (String, String, String) {
         s(&o.data, "/status/servingDigest"),
         s(&cond, "/message"),
     )
-}
-
-/// The condition of `type_` in an object's status (null when absent).
-fn condition(o: &Value, type_: &str) -> Value {
-    o.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 /// The plugin versions that placed the binding of Deployment `name`.

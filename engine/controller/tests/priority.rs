@@ -20,7 +20,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 mod common;
-use common::eventually;
+use common::{cpu_deployment, eventually};
 
 const PRIORITIES: [i32; 4] = [0, 10, 100, 1000];
 
@@ -428,18 +428,6 @@ async fn priority_classes_are_validated_as_kube_apiserver_does() {
     );
 }
 
-/// A Deployment of `replicas` 1-CPU replicas.
-fn deployment(name: &str, replicas: i32) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "c", "image": "nginx",
-                                                       "resources": {"requests": {"cpu": "1"}}}]}}},
-    })
-}
-
 /// A policy placing Deployment `name` on member1 with PriorityClass `class`.
 fn class_policy(name: &str, class: &str) -> Value {
     json!({
@@ -562,7 +550,7 @@ async fn binding_preemption_evicts_the_newest_lower_priority_binding_and_never_n
     }
     // Two batch Deployments fill member1 (2 + 2 of its 4 CPUs), batch-b the newer.
     for name in ["batch-a", "batch-b"] {
-        apply(c, deployment(name, 2)).await;
+        apply(c, cpu_deployment(name, 2)).await;
         let rb = format!("{name}-deployment");
         eventually("the batch binding placed", wait, || async {
             (placed(c, &rb).await? == [("member1".to_owned(), 2)]).then_some(())
@@ -589,7 +577,7 @@ async fn binding_preemption_evicts_the_newest_lower_priority_binding_and_never_n
         .expect("cluster status");
 
     // Same priority as payments, but preemptionPolicy: Never: it waits and evicts nobody.
-    apply(c, deployment("reports", 1)).await;
+    apply(c, cpu_deployment("reports", 1)).await;
     eventually("reports unschedulable", wait, || async {
         (condition(c, "reports-deployment").await? == ("False".into(), "Unschedulable".into()))
             .then_some(())
@@ -609,7 +597,7 @@ async fn binding_preemption_evicts_the_newest_lower_priority_binding_and_never_n
 
     // payments (1000, PreemptLowerPriority) needs 2 CPUs: batch-b, the newest of the two
     // lowest, is enough.
-    apply(c, deployment("payments", 2)).await;
+    apply(c, cpu_deployment("payments", 2)).await;
     eventually("payments placed on the freed capacity", wait, || async {
         (placed(c, "payments-deployment").await? == [("member1".to_owned(), 2)]).then_some(())
     })

@@ -20,7 +20,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 mod common;
-use common::{b64, eventually, filter_module, sha};
+use common::{bindings, condition, cpu_deployment, eventually, filter_module, sha, wasm_plugin};
 
 /// Every candidate may go, the last of the built-in order first.
 const REVERSE: &str = include_str!("../../wasm/testdata/victims_reverse.wat");
@@ -117,13 +117,6 @@ async fn apply(c: &Client, v: Value) {
         .expect("apply");
 }
 
-fn wasm_plugin(name: &str, module: &str) -> Value {
-    json!({
-        "apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
-        "spec": {"module": {"base64": b64(module), "format": "wat"}, "sha256": sha(module), "failurePolicy": "Fail"},
-    })
-}
-
 /// SchedulerProfile `victims`, choosing victims with WasmPlugin `plugin` when given.
 fn profile(plugin: Option<&str>) -> Value {
     let spec = match plugin {
@@ -140,15 +133,6 @@ fn get<'a>(o: &'a Value, pointer: &str) -> &'a str {
     o.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// The condition of `type_` in an object's status (null when absent).
-fn condition(o: &Value, type_: &str) -> Value {
-    o.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
 async fn object(c: &Client, api_version: &str, kind: &str, name: &str) -> Option<Value> {
     Api::<DynamicObject>::all_with(c.clone(), &api_resource(api_version, kind))
         .get_opt(name)
@@ -156,18 +140,6 @@ async fn object(c: &Client, api_version: &str, kind: &str, name: &str) -> Option
         .ok()
         .flatten()
         .and_then(|o| serde_json::to_value(o).ok())
-}
-
-/// A Deployment of `replicas` 1-CPU replicas.
-fn deployment(name: &str, replicas: i32) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "c", "image": "nginx",
-                                                       "resources": {"requests": {"cpu": "1"}}}]}}},
-    })
 }
 
 /// A policy placing Deployment `name` on member1, Aggregated, with PriorityClass `class`, by
@@ -186,14 +158,6 @@ fn policy(name: &str, class: &str) -> Value {
             },
         },
     })
-}
-
-fn bindings(c: &Client) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        c.clone(),
-        "default",
-        &api_resource("work.karmada.io/v1alpha2", "ResourceBinding"),
-    )
 }
 
 /// The binding's `spec.clusters` as `(name, replicas)`.
@@ -268,7 +232,7 @@ async fn preempted_with(plugin: bool) -> String {
         apply(c, policy(name, class)).await;
     }
     for name in ["batch-a", "batch-b"] {
-        apply(c, deployment(name, 2)).await;
+        apply(c, cpu_deployment(name, 2)).await;
         let rb = format!("{name}-deployment");
         eventually("the batch binding placed", WAIT, || async {
             (placed(c, &rb).await? == [("member1".to_owned(), 2)]).then_some(())
@@ -293,7 +257,7 @@ async fn preempted_with(plugin: bool) -> String {
     .await
     .expect("cluster status");
 
-    apply(c, deployment("payments", 2)).await;
+    apply(c, cpu_deployment("payments", 2)).await;
     eventually("payments placed on the freed capacity", WAIT, || async {
         (placed(c, "payments-deployment").await? == [("member1".to_owned(), 2)]).then_some(())
     })

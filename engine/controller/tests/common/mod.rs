@@ -1,4 +1,5 @@
-//! Shared by the controller tests: polling, a tiny versioned Wasm filter in WAT, and encodings.
+//! Shared by the controller tests: polling, a tiny versioned Wasm filter in WAT, encodings, and
+//! the objects and lookups several tests build.
 
 #![allow(dead_code)]
 
@@ -71,4 +72,42 @@ where
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// A WasmPlugin `name` serving the WAT `module` inline, digest-pinned, `failurePolicy: Fail`.
+pub fn wasm_plugin(name: &str, module: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "flotilla.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
+        "spec": {"module": {"base64": b64(module), "format": "wat"}, "sha256": sha(module), "failurePolicy": "Fail"},
+    })
+}
+
+/// The condition of `type_` in an object's status (null when absent).
+pub fn condition(o: &serde_json::Value, type_: &str) -> serde_json::Value {
+    o.pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The ResourceBindings of namespace `default`.
+pub fn bindings(c: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::namespaced_with(
+        c.clone(),
+        "default",
+        &flotilla_controller::api_resource("work.karmada.io/v1alpha2", "ResourceBinding"),
+    )
+}
+
+/// A Deployment `name` in `default` of `replicas` 1-CPU replicas.
+pub fn cpu_deployment(name: &str, replicas: i32) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx",
+                                                       "resources": {"requests": {"cpu": "1"}}}]}}},
+    })
 }
