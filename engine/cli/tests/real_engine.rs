@@ -348,6 +348,17 @@ async fn holder(control: &Client) -> Option<String> {
     .filter(|h| !h.is_empty())
 }
 
+/// Whether a Cluster's `Ready` condition is `True`.
+fn cluster_ready(c: &DynamicObject) -> bool {
+    c.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|x| x["type"] == "Ready" && x["status"] == "True")
+        })
+}
+
 /// `(replicas, image)` of the nginx copy in a member, once it exists.
 async fn member_copy(c: &Client) -> Option<(i64, String)> {
     let d = dynamic(c, "apps/v1", "Deployment", Some("default"))
@@ -1111,12 +1122,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
             Duration::from_secs(60),
             || async {
                 let c = clusters.get_opt(name).await.ok().flatten()?;
-                let ready = c
-                    .data
-                    .pointer("/status/conditions")?
-                    .as_array()?
-                    .iter()
-                    .any(|x| x["type"] == "Ready" && x["status"] == "True");
+                let ready = cluster_ready(&c);
                 // The Widget API must be reported too: the APIEnablement filter (as Karmada's)
                 // leaves out a member whose collected status does not list the template's kind
                 // yet, and a cluster's status change does not reschedule a scheduled binding.
@@ -1392,12 +1398,7 @@ async fn the_engine_runs_on_a_real_kube_apiserver_with_push_and_pull_members_and
             Duration::from_secs(180),
             || async {
                 let c = clusters.get_opt(name).await.ok().flatten()?;
-                let ready = c
-                    .data
-                    .pointer("/status/conditions")?
-                    .as_array()?
-                    .iter()
-                    .any(|x| x["type"] == "Ready" && x["status"] == "True");
+                let ready = cluster_ready(&c);
                 let tainted = c
                     .data
                     .pointer("/spec/taints")
