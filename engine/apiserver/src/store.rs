@@ -448,16 +448,19 @@ fn stamp(obj: &mut Value, rev: u64) {
     }
 }
 
+/// Bytes of the big-endian mod revision in front of each stored object's JSON.
+const REV_BYTES: usize = 8;
+
 fn encode_kv(rev: u64, json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + json.len());
+    let mut out = Vec::with_capacity(REV_BYTES + json.len());
     out.extend_from_slice(&rev.to_be_bytes());
     out.extend_from_slice(json);
     out
 }
 
 fn decode_kv(key: &str, raw: &[u8]) -> Result<(u64, Value), StoreError> {
-    let (head, body) = raw.split_at(raw.len().min(8));
-    let mut rev = [0u8; 8];
+    let (head, body) = raw.split_at(raw.len().min(REV_BYTES));
+    let mut rev = [0u8; REV_BYTES];
     rev[..head.len()].copy_from_slice(head);
     let value = serde_json::from_slice(body).map_err(|source| StoreError::Corrupt {
         key: key.to_owned(),
@@ -853,10 +856,10 @@ impl Store {
                 more_after = items.last().map(|(k, _): &(String, Arc<Value>)| k.clone());
                 break;
             }
-            if needle
-                .as_ref()
-                .is_some_and(|n| n.find(&v.value()[8.min(v.value().len())..]).is_none())
-            {
+            if needle.as_ref().is_some_and(|n| {
+                n.find(&v.value()[REV_BYTES.min(v.value().len())..])
+                    .is_none()
+            }) {
                 continue;
             }
             // One record that no longer decodes must not fail every list of its kind (and with
