@@ -358,3 +358,94 @@ fn a_wasm_victim_plugin_changes_which_binding_is_evicted() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Copy of the binding-preemption example into `name` with `edit(file, text)` applied.
+fn edited_preemption_example(name: &str, edit: impl Fn(&str, String) -> String) -> PathBuf {
+    let src = root().join("examples/priority/preemption");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for f in [
+        "clusters.yaml",
+        "priorityclasses.yaml",
+        "deployments.yaml",
+        "bindings.yaml",
+        "policies.yaml",
+    ] {
+        let text = std::fs::read_to_string(src.join(f)).expect("read example");
+        std::fs::write(dir.join(f), edit(f, text)).expect("write");
+    }
+    dir
+}
+
+#[test]
+fn binding_preemption_counts_the_room_freed_pods_leave_under_resource_models() {
+    // The members report Karmada's default resource models, as Karmada's cluster status
+    // controller does: each one node with no CPU left (grade 0). The model path alone would
+    // find room for nothing, however much the summary frees; each freed 1-CPU pod is room
+    // for one 1-CPU replica wherever it ran.
+    let modelled = |f: &str, text: String| {
+        if f == "clusters.yaml" {
+            let out = text.replace(
+                "allocated: {cpu: \"4\", memory: \"0\", pods: \"4\"}",
+                "allocated: {cpu: \"4\", memory: \"0\", pods: \"4\"}\n    allocatableModelings: [{grade: 0, count: 1}, {grade: 1, count: 0}]",
+            );
+            assert_eq!(out.matches("allocatableModelings").count(), 2);
+            out
+        } else {
+            text
+        }
+    };
+    let gate = ["--feature-gates", "BindingPreemption=true"];
+    let dir = edited_preemption_example("flotilla-binding-preemption-models", modelled);
+    let list = plan(&gate, &[dir.to_str().expect("utf-8 path")]);
+    assert_eq!(
+        list["bindingPreemptions"],
+        serde_json::json!([{
+            "preemptor": "default/payments-deployment",
+            "priority": 1000,
+            "cluster": "member1",
+            "victims": [{"kind": "ResourceBinding", "namespace": "default",
+                         "name": "batch-b-deployment", "priority": 10, "replicas": 2}],
+        }])
+    );
+    assert_eq!(
+        binding(&list, "payments-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+
+    // One 2-CPU replica instead: the summary would free 2 CPUs with batch-b alone, but the
+    // freed pods are 1-CPU holes that may sit on different nodes, and the model has no node
+    // with 2 CPUs free: nobody is evicted for room that may not be there.
+    let big = |f: &str, text: String| {
+        let text = modelled(f, text);
+        if f == "deployments.yaml" {
+            let marker = "metadata: {name: payments, namespace: default}\nspec:\n  replicas: 2";
+            assert!(text.contains(marker), "payments in the example");
+            let out = text
+                .replace(
+                    marker,
+                    "metadata: {name: payments, namespace: default}\nspec:\n  replicas: 1",
+                )
+                .replace(
+                    "{name: payments, image: \"nginx:1.27\", resources: {requests: {cpu: \"1\"}}}",
+                    "{name: payments, image: \"nginx:1.27\", resources: {requests: {cpu: \"2\"}}}",
+                );
+            assert_eq!(out.matches("cpu: \"2\"").count(), 1);
+            out
+        } else {
+            text
+        }
+    };
+    let dir = edited_preemption_example("flotilla-binding-preemption-models-big", big);
+    let list = plan(&gate, &[dir.to_str().expect("utf-8 path")]);
+    assert_eq!(list["bindingPreemptions"], serde_json::json!([]));
+    assert_eq!(
+        scheduled(binding(&list, "payments-deployment")),
+        ("False".into(), "Unschedulable".into())
+    );
+    assert_eq!(
+        binding(&list, "batch-b-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+}

@@ -36,7 +36,8 @@ use flotilla_api::work::ResourceBindingSpec;
 use serde_json::Value;
 
 use crate::estimator::{
-    DEFAULT_MODELS, MAX_PODS_PER_NODE as MAX_PODS_PER_NODE_I64, allowed_pods, nano, truncate_i32,
+    DEFAULT_MODELS, FreedPods, MAX_PODS_PER_NODE as MAX_PODS_PER_NODE_I64, allowed_pods, nano,
+    truncate_i32,
 };
 use crate::quantity::{nano_to_milli, nano_to_value};
 
@@ -70,6 +71,13 @@ pub struct ComponentDemand {
     pub replicas: i32,
     /// `replicaRequirements.resourceRequest`, as given.
     requests: Vec<(String, Quantity)>,
+}
+
+impl ComponentDemand {
+    /// What one replica requests (`replicaRequirements.resourceRequest`).
+    pub fn requests(&self) -> &[(String, Quantity)] {
+        &self.requests
+    }
 }
 
 /// A binding's components, parsed once and reused for every cluster.
@@ -178,6 +186,12 @@ pub fn max_sets(cluster: &Cluster, set: &ComponentSet) -> i32 {
     max_sets_traced(cluster, set).sets
 }
 
+/// [`max_sets`] with `freed` pods of a binding-preemption "what if" counted as extra model nodes
+/// ([`FreedPods`]).
+pub fn max_sets_with(cluster: &Cluster, set: &ComponentSet, freed: &[FreedPods]) -> i32 {
+    estimate(cluster, set, freed).sets
+}
+
 /// How a cluster's component-set estimate was reached (for `flotilla explain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SetsEstimate {
@@ -193,6 +207,10 @@ pub struct SetsEstimate {
 
 /// [`max_sets`] with the intermediate bounds.
 pub fn max_sets_traced(cluster: &Cluster, set: &ComponentSet) -> SetsEstimate {
+    estimate(cluster, set, &[])
+}
+
+fn estimate(cluster: &Cluster, set: &ComponentSet, freed: &[FreedPods]) -> SetsEstimate {
     let mut est = SetsEstimate {
         sets: 0,
         pod_bound: None,
@@ -238,7 +256,7 @@ pub fn max_sets_traced(cluster: &Cluster, set: &ComponentSet) -> SetsEstimate {
     if summary.allocatable_modelings.is_empty() {
         return est;
     }
-    if let Some(modelled) = model_sets(cluster, summary, set, max) {
+    if let Some(modelled) = model_sets(cluster, summary, set, max, freed) {
         est.model_bound = Some(modelled);
         est.sets = max.min(modelled);
     }
@@ -289,6 +307,7 @@ fn model_sets(
     summary: &ResourceSummary,
     set: &ComponentSet,
     upper: i32,
+    freed: &[FreedPods],
 ) -> Option<i32> {
     if summary.allocatable_modelings.iter().any(|a| a.count < 0) {
         return None;
@@ -375,6 +394,20 @@ fn model_sets(
             cap.push(MAX_PODS_PER_NODE);
             push(cap, count_of(grade));
         }
+    }
+    // Freed pods of a preemption "what if": one node each, of exactly their requests.
+    for f in freed {
+        let mut cap: Vec<i128> = dims
+            .iter()
+            .map(|&(n, u)| {
+                f.requests
+                    .iter()
+                    .find(|(name, _)| name == n)
+                    .map_or(0, |&(_, v)| in_unit(v, u))
+            })
+            .collect();
+        cap.push(MAX_PODS_PER_NODE);
+        push(cap, f.count);
     }
 
     let mut budget = SIMULATION_BUDGET;

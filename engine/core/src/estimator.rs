@@ -123,7 +123,7 @@ pub fn available_replicas(clusters: &[&Cluster], spec: &ResourceBindingSpec) -> 
     clusters
         .iter()
         .map(|c| {
-            let estimate = general_estimate(c, requests.as_deref());
+            let estimate = general_estimate(c, requests.as_deref(), &[]);
             // The estimator returns int32 (Go truncation); -1 means "no opinion".
             let mut v = MAX_INT32;
             if estimate != -1 && i64::from(estimate) < v {
@@ -143,6 +143,25 @@ pub fn available_replicas(clusters: &[&Cluster], spec: &ResourceBindingSpec) -> 
 #[derive(Debug, Clone, Default)]
 pub struct Capacity {
     parsed: Option<ParsedSummary>,
+    /// Pods a "what if" snapshot frees on the cluster (binding preemption).
+    freed: Vec<FreedPods>,
+}
+
+/// `count` pods that each requested `requests` (nano-units), freed on a cluster by a "what if"
+/// snapshot of binding preemption ([`crate::pipeline::Snapshot::with_freed`]).
+///
+/// The resource summary already gives their requests back; resource models cannot, since they
+/// count nodes by grade and do not say which nodes the pods ran on. So with resource models each
+/// freed pod counts as one more virtual node holding exactly what that pod requested (and, as
+/// every modelled node, 110 pods): the room it surely leaves on whatever node it ran on, added
+/// to the model's nodes as they are. It never counts room the node had anyway twice, and it
+/// never credits room that is not there; it can undercount when freed pods shared a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreedPods {
+    /// Per resource (not `pods`), what one pod requested, in nano-units.
+    pub requests: Vec<(String, i128)>,
+    /// How many such pods.
+    pub count: i128,
 }
 
 #[derive(Debug, Clone)]
@@ -174,7 +193,23 @@ impl Capacity {
                     })
                     .collect(),
             });
-        Capacity { parsed }
+        Capacity {
+            parsed,
+            freed: Vec::new(),
+        }
+    }
+
+    /// [`Capacity::of`] with `freed` pods' room counted by the resource-model path.
+    pub fn with_freed(cluster: &Cluster, freed: Vec<FreedPods>) -> Self {
+        Capacity {
+            freed,
+            ..Capacity::of(cluster)
+        }
+    }
+
+    /// The freed pods of a "what if" snapshot (empty otherwise).
+    pub fn freed(&self) -> &[FreedPods] {
+        &self.freed
     }
 }
 
@@ -190,7 +225,10 @@ pub fn available_replicas_with(
         let set = crate::component_sets::ComponentSet::parse(&spec.components);
         return clusters
             .iter()
-            .map(|(c, _)| merge_estimate(crate::component_sets::max_sets(c, &set), spec))
+            .map(|(c, cap)| {
+                let sets = crate::component_sets::max_sets_with(c, &set, &cap.freed);
+                merge_estimate(sets, spec)
+            })
             .collect();
     }
     let requests = parse_requests(spec);
@@ -199,7 +237,7 @@ pub fn available_replicas_with(
         .map(|(c, cap)| {
             let estimate = match &cap.parsed {
                 None => 0,
-                Some(p) if p.has_modelings => general_estimate(c, requests.as_deref()),
+                Some(p) if p.has_modelings => general_estimate(c, requests.as_deref(), &cap.freed),
                 Some(p) => cached_estimate(p, requests.as_deref()),
             };
             let v = if estimate != -1 && i64::from(estimate) < MAX_INT32 {
@@ -264,8 +302,13 @@ fn cached_estimate(p: &ParsedSummary, requests: Option<&[Request<'_>]>) -> i32 {
     truncate_i32(maximum.min(fit_max))
 }
 
-/// `GeneralEstimator.maxAvailableReplicas` for one cluster, truncated to `int32` like Go.
-fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 {
+/// `GeneralEstimator.maxAvailableReplicas` for one cluster, truncated to `int32` like Go, with
+/// `freed` pods counted as extra model nodes ([`FreedPods`]; empty outside preemption).
+fn general_estimate(
+    cluster: &Cluster,
+    requests: Option<&[Request<'_>]>,
+    freed: &[FreedPods],
+) -> i32 {
     let Some(summary) = cluster
         .status
         .as_ref()
@@ -283,7 +326,27 @@ fn general_estimate(cluster: &Cluster, requests: Option<&[Request<'_>]>) -> i32 
     let modelled = if summary.allocatable_modelings.is_empty() {
         None
     } else {
-        model_estimate(cluster, summary, requests)
+        model_estimate(cluster, summary, requests).map(|n| {
+            let extra: i128 = freed
+                .iter()
+                .map(|f| {
+                    let fit = per_node(requests, |name, kind| {
+                        f.requests
+                            .iter()
+                            .find(|(n, _)| n == name)
+                            .map_or(0, |&(_, v)| {
+                                if kind == Kind::Cpu {
+                                    nano_to_milli(v)
+                                } else {
+                                    nano_to_value(v)
+                                }
+                            })
+                    });
+                    f.count.max(0).saturating_mul(fit)
+                })
+                .fold(0i128, i128::saturating_add);
+            n.saturating_add(extra).min(i128::from(MAX_INT32))
+        })
     };
     if let Some(num) = modelled {
         return truncate_i32(maximum.min(num));

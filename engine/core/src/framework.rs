@@ -522,7 +522,8 @@ pub struct VictimCandidate<'a> {
     pub binding: &'a ResourceBinding,
     /// Its `spec.schedulePriority.priority` (always below the preemptor's).
     pub priority: i32,
-    /// Its replicas on the cluster.
+    /// Its pods on the cluster: its replicas there, or its component set's pods for a
+    /// multi-component workload placed whole.
     pub replicas: i32,
     /// Its `creationTimestamp`, epoch seconds (`i64::MIN` when absent or unreadable).
     pub created: i64,

@@ -79,15 +79,27 @@ impl Snapshot {
     /// This snapshot with `cluster` in place of the cluster of the same name (a new generation:
     /// the content differs). Binding preemption decides on such "what if" snapshots.
     pub fn with_cluster(&self, cluster: Cluster) -> Snapshot {
+        self.with_freed(cluster, Vec::new())
+    }
+
+    /// [`Snapshot::with_cluster`] where `freed` pods have just left `cluster`: the estimator's
+    /// resource-model path counts the room they leave ([`crate::estimator::FreedPods`]); the
+    /// resource summary of `cluster` must already have them given back.
+    pub fn with_freed(
+        &self,
+        cluster: Cluster,
+        freed: Vec<crate::estimator::FreedPods>,
+    ) -> Snapshot {
         let mut clusters = self.clusters.clone();
         let mut capacity = self.capacity.clone();
+        let cap = Capacity::with_freed(&cluster, freed);
         match clusters.binary_search_by(|c| c.name().cmp(cluster.name())) {
             Ok(i) => {
-                capacity[i] = Capacity::of(&cluster);
+                capacity[i] = cap;
                 clusters[i] = cluster;
             }
             Err(i) => {
-                capacity.insert(i, Capacity::of(&cluster));
+                capacity.insert(i, cap);
                 clusters.insert(i, cluster);
             }
         }

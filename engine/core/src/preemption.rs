@@ -17,11 +17,15 @@
 //! * the cluster needing the fewest victims wins (tie: the lowest highest-victim priority, then
 //!   the cluster name).
 //!
-//! "Frees" means: the victims' `replicaRequirements.resourceRequest` × their replicas on the
-//! cluster (and one pod per replica) leave the cluster's `resourceSummary.allocated` (then
-//! `allocating`), and the scheduler runs again for the preemptor on that summary. Resource
-//! models (`allocatableModelings`) and component workloads are not adjusted: a preemption never
-//! frees what the estimator does not count.
+//! "Frees" means: the victims' pods on the cluster — `replicaRequirements.resourceRequest` × their
+//! replicas there, or, for a multi-component workload placed whole, every component's replicas ×
+//! its requests — leave the cluster's `resourceSummary.allocated` (then `allocating`), one pod
+//! each included, and the scheduler runs again for the preemptor on that summary. With resource
+//! models (`allocatableModelings`), which count nodes by grade and do not say where the victims
+//! ran, each freed pod counts as one more virtual node holding exactly what it requested
+//! ([`crate::estimator::FreedPods`]): room that is surely there, never room counted twice. A
+//! multi-component preemptor is estimated in whole component sets on that same freed cluster,
+//! and multi-component workloads are victims like any other (their pods: one complete set).
 //!
 //! Each victim loses that cluster ([`evict_victim`]: a `Directly` graceful-eviction task with
 //! reason `Preempted`, so its copy there is removed at once and Karmada's `ClusterEviction`
@@ -36,8 +40,9 @@ use flotilla_api::work::ResourceBinding;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::component_sets::ComponentSet;
 use crate::error::PluginError;
-use crate::estimator::nano;
+use crate::estimator::{FreedPods, nano};
 use crate::expression::{ExpressionEngine, ExpressionKind};
 use crate::failover::{self, Purge, purge_mode};
 use crate::framework::{FailurePolicy, Profile, Slot, VictimCandidate, VictimInput, VictimPlugin};
@@ -151,7 +156,8 @@ pub struct Victim {
     pub name: String,
     /// Its `spec.schedulePriority.priority`.
     pub priority: i32,
-    /// Its replicas on the preempted cluster.
+    /// Its pods on the preempted cluster: its replicas there, or the pods of its component set
+    /// for a multi-component workload placed whole.
     pub replicas: i32,
 }
 
@@ -269,7 +275,7 @@ pub fn find(
                 continue;
             }
             let p = binding_priority(b.spec.schedule_priority.as_ref());
-            let replicas = b.spec.assigned_replicas(name);
+            let replicas = pod_count(b, name);
             if p >= priority || replicas <= 0 || b.metadata.deletion_timestamp.is_some() {
                 continue;
             }
@@ -319,7 +325,7 @@ pub fn find(
         }
         let freed = |set: &[&Candidate<'_>]| -> Snapshot {
             let bindings: Vec<&ResourceBinding> = set.iter().map(|c| c.binding).collect();
-            snapshot.with_cluster(release(cluster, &bindings, 1))
+            free(snapshot, cluster, &bindings)
         };
         let all: Vec<&Candidate<'_>> = cands.iter().collect();
         if !fits(&freed(&all)) {
@@ -467,23 +473,49 @@ fn apply_rules<'a>(
     Ok(out)
 }
 
-/// What `rb` takes on `cluster` per resource (nano-units) and in pods: its
-/// `replicaRequirements.resourceRequest` × its replicas there.
-fn usage(rb: &ResourceBinding, cluster: &str) -> (Vec<(String, i128)>, i128) {
-    let replicas = i128::from(rb.spec.assigned_replicas(cluster).max(0));
-    let per = rb
-        .spec
-        .replica_requirements
-        .as_ref()
-        .map(|r| {
-            r.resource_request
-                .iter()
-                .filter(|(name, _)| name.as_str() != "pods")
-                .map(|(name, q)| (name.clone(), nano(q).max(0).saturating_mul(replicas)))
-                .collect()
+/// The pods `rb` runs on `cluster`, by shape: what one pod requests per resource (nano-units,
+/// not `pods`) and how many such pods. A workload with replicas there runs that many pods of its
+/// `replicaRequirements`; a multi-component workload placed whole there (a target without
+/// replicas) runs one complete set: each component's replicas × its requests.
+fn pods_on(rb: &ResourceBinding, cluster: &str) -> Vec<FreedPods> {
+    fn per_pod<'a>(
+        requests: impl Iterator<Item = (&'a String, &'a Quantity)>,
+    ) -> Vec<(String, i128)> {
+        requests
+            .filter(|(name, _)| name.as_str() != "pods")
+            .map(|(name, q)| (name.clone(), nano(q).max(0)))
+            .collect()
+    }
+    let Some(target) = rb.spec.clusters.iter().find(|t| t.name == cluster) else {
+        return Vec::new();
+    };
+    if target.replicas > 0 {
+        let requests = rb
+            .spec
+            .replica_requirements
+            .as_ref()
+            .map(|r| per_pod(r.resource_request.iter()))
+            .unwrap_or_default();
+        return vec![FreedPods {
+            requests,
+            count: i128::from(target.replicas),
+        }];
+    }
+    ComponentSet::parse(&rb.spec.components)
+        .components
+        .iter()
+        .filter(|c| c.replicas > 0)
+        .map(|c| FreedPods {
+            requests: per_pod(c.requests().iter().map(|(n, q)| (n, q))),
+            count: i128::from(c.replicas),
         })
-        .unwrap_or_default();
-    (per, replicas)
+        .collect()
+}
+
+/// How many pods `rb` runs on `cluster` ([`pods_on`]), at most `i32::MAX`.
+fn pod_count(rb: &ResourceBinding, cluster: &str) -> i32 {
+    let pods: i128 = pods_on(rb, cluster).iter().map(|f| f.count).sum();
+    i32::try_from(pods.min(i128::from(i32::MAX))).unwrap_or(0)
 }
 
 fn quantity(nano: i128) -> Quantity {
@@ -504,26 +536,41 @@ fn adjust(list: &mut ResourceList, name: &str, delta: i128) -> i128 {
     rest
 }
 
-/// `cluster` with `bindings`' usage there released (`sign` 1) or taken (`sign` -1): the resource
-/// summary's `allocated` moves (then `allocating`, for what `allocated` did not hold).
+/// `cluster` with `bindings`' pods there ([`pods_on`]) released (`sign` 1) or taken (`sign` -1):
+/// the resource summary's `allocated` moves (then `allocating`, for what `allocated` did not
+/// hold).
 pub fn release(cluster: &Cluster, bindings: &[&ResourceBinding], sign: i128) -> Cluster {
     let mut c = cluster.clone();
     let Some(summary) = c.status.as_mut().and_then(|s| s.resource_summary.as_mut()) else {
         return c;
     };
     for b in bindings {
-        let (per, pods) = usage(b, cluster.name());
-        for (name, amount) in per
-            .into_iter()
-            .chain(std::iter::once(("pods".to_owned(), pods * NANO_PER_UNIT)))
-        {
-            let rest = adjust(&mut summary.allocated, &name, -sign * amount);
-            if rest < 0 {
-                adjust(&mut summary.allocating, &name, rest);
+        for pods in pods_on(b, cluster.name()) {
+            let per = pods
+                .requests
+                .iter()
+                .map(|(name, v)| (name.as_str(), v.saturating_mul(pods.count)));
+            for (name, amount) in per.chain(std::iter::once(("pods", pods.count * NANO_PER_UNIT))) {
+                let rest = adjust(&mut summary.allocated, name, -sign * amount);
+                if rest < 0 {
+                    adjust(&mut summary.allocating, name, rest);
+                }
             }
         }
     }
     c
+}
+
+/// `snapshot` with `victims`' pods gone from `cluster`: its resource summary gives their requests
+/// back ([`release`]) and the estimator's resource-model path counts the room each pod leaves
+/// ([`FreedPods`]).
+fn free(snapshot: &Snapshot, cluster: &Cluster, victims: &[&ResourceBinding]) -> Snapshot {
+    let freed = victims
+        .iter()
+        .flat_map(|b| pods_on(b, cluster.name()))
+        .filter(|f| f.count > 0)
+        .collect();
+    snapshot.with_freed(release(cluster, victims, 1), freed)
 }
 
 /// Evict `victim` from `cluster` for `preemption` at `now` (epoch seconds): the cluster leaves
@@ -625,7 +672,7 @@ pub fn decide_preempting(
             })
         })
         .collect();
-    let freed = snapshot.with_cluster(release(cluster, &victims, 1));
+    let freed = free(snapshot, cluster, &victims);
     let mut rb = before.clone();
     let mut memory = memory.clone();
     let d = crate::pipeline::decide(&freed, &mut rb, template, clock, &mut memory, None);
@@ -643,4 +690,107 @@ pub fn decide_preempting(
         memory,
         snapshot: after,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::component_sets::{ComponentSet, max_sets, max_sets_with};
+    use crate::estimator::{Capacity, available_replicas_with};
+    use flotilla_api::work::ResourceBindingSpec;
+
+    fn cluster(summary: Value) -> Cluster {
+        serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1",
+            "kind": "Cluster", "metadata": {"name": "m1"}, "spec": {},
+            "status": {"resourceSummary": summary}}))
+        .expect("cluster")
+    }
+
+    fn binding(spec: Value) -> ResourceBinding {
+        serde_json::from_value(json!({"apiVersion": "work.karmada.io/v1alpha2",
+            "kind": "ResourceBinding", "metadata": {"name": "b", "namespace": "ns"},
+            "spec": spec}))
+        .expect("binding")
+    }
+
+    /// A Flink-like job placed whole on m1: 1 job manager (1 CPU, 1Gi) and 3 task managers
+    /// (2 CPU, 4Gi each).
+    fn flink() -> ResourceBinding {
+        binding(json!({
+            "resource": {"apiVersion": "flink.example/v1", "kind": "FlinkDeployment", "name": "f"},
+            "components": [
+                {"name": "jobmanager", "replicas": 1,
+                 "replicaRequirements": {"resourceRequest": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "taskmanager", "replicas": 3,
+                 "replicaRequirements": {"resourceRequest": {"cpu": "2", "memory": "4Gi"}}}],
+            "clusters": [{"name": "m1", "components": [
+                {"name": "jobmanager", "replicas": 1}, {"name": "taskmanager", "replicas": 3}]}],
+        }))
+    }
+
+    #[test]
+    fn a_component_workload_placed_whole_frees_its_whole_set() {
+        let rb = flink();
+        assert_eq!(pod_count(&rb, "m1"), 4);
+        assert_eq!(pod_count(&rb, "m2"), 0);
+        let c = cluster(json!({
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "allocated": {"cpu": "16", "memory": "20Gi", "pods": "10"}}));
+        let freed = release(&c, &[&rb], 1);
+        let s = freed.status.unwrap().resource_summary.unwrap();
+        assert_eq!(s.allocated["cpu"], quantity(9 * NANO_PER_UNIT));
+        assert_eq!(
+            s.allocated["memory"],
+            quantity(7 * (1 << 30) * NANO_PER_UNIT)
+        );
+        assert_eq!(s.allocated["pods"], quantity(6 * NANO_PER_UNIT));
+        // Taking it again restores the summary.
+        let back = release(&c, &[&rb], 1);
+        let again = release(&back, &[&rb], -1);
+        assert_eq!(
+            again.status.unwrap().resource_summary.unwrap().allocated["cpu"],
+            quantity(16 * NANO_PER_UNIT)
+        );
+    }
+
+    #[test]
+    fn freed_pods_count_as_model_nodes_of_their_own_requests() {
+        // One node, no CPU left (grade 0 of Karmada's default models).
+        let c = cluster(json!({
+            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "allocated": {"cpu": "16", "memory": "20Gi", "pods": "10"},
+            "allocatableModelings": [{"grade": 0, "count": 1}]}));
+        let replicas: ResourceBindingSpec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+            "replicas": 4,
+            "replicaRequirements": {"resourceRequest": {"cpu": "1", "memory": "1Gi"}}}))
+        .expect("spec");
+        let victim = flink();
+        let released = release(&c, &[&victim], 1);
+        let plain = Capacity::of(&released);
+        // The summary alone gives 7 CPUs back, but the model's one node is still full.
+        assert_eq!(
+            available_replicas_with(&[(&released, &plain)], &replicas),
+            vec![0]
+        );
+        let freed = Capacity::with_freed(&released, pods_on(&victim, "m1"));
+        // The job manager's hole holds one 1-CPU replica, each task manager's two: 7.
+        assert_eq!(
+            available_replicas_with(&[(&released, &freed)], &replicas),
+            vec![7]
+        );
+
+        // A component set of one 2-CPU and one 1-CPU pod, packed first-fit: set 1 puts its
+        // 2-CPU pod in a task manager's hole and its 1-CPU pod in the job manager's; set 2 takes
+        // a second task manager's hole and half the third; no 2-CPU hole is left for a third.
+        let set = ComponentSet::parse(&[
+            json!({"name": "a", "replicas": 1,
+                   "replicaRequirements": {"resourceRequest": {"cpu": "2"}}}),
+            json!({"name": "b", "replicas": 1,
+                   "replicaRequirements": {"resourceRequest": {"cpu": "1"}}}),
+        ]);
+        assert_eq!(max_sets(&released, &set), 0);
+        let holes = pods_on(&victim, "m1");
+        assert_eq!(max_sets_with(&released, &set, &holes), 2);
+    }
 }
