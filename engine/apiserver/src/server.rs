@@ -2162,12 +2162,17 @@ impl ApiServer {
                                 // re-watches from its last revision (or relists on 410).
                                 Err(WatchEnd::Lagged | WatchEnd::Closed) => return Ok(()),
                             };
-                            let now_in = labels.matches(&ev.object) && fields.matches(&ev.object);
+                            // Labels are kept with the event; other fields need the object.
+                            let by_fields = !fields.is_empty();
+                            let now_in = labels.matches_labels(ev.labels.as_ref())
+                                && (!by_fields || fields.matches(&ev.object()));
                             let kind = match ev.kind {
                                 EventKind::Added if now_in => Some("ADDED"),
                                 EventKind::Deleted if now_in => Some("DELETED"),
                                 EventKind::Modified => {
-                                    let was_in = ev.prev.as_deref().is_some_and(|p| labels.matches(p) && fields.matches(p));
+                                    let was_in = ev.prev_json.is_some()
+                                        && labels.matches_labels(ev.prev_labels.as_ref())
+                                        && (!by_fields || ev.prev().is_some_and(|p| fields.matches(&p)));
                                     match (was_in, now_in) {
                                         (true, true) => Some("MODIFIED"),
                                         (false, true) => Some("ADDED"),
@@ -2178,7 +2183,9 @@ impl ApiServer {
                                 _ => None,
                             };
                             if let Some(kind) = kind {
-                                sink.send(line(kind, &ev.object, Some(&ev.object_json))).await?;
+                                let decoded = (as_table || partial).then(|| ev.object());
+                                let obj = decoded.as_ref().unwrap_or(&Value::Null);
+                                sink.send(line(kind, obj, Some(&ev.object_json))).await?;
                             }
                         }
                         () = sink.closed() => return Ok(()),

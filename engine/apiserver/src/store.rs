@@ -52,10 +52,10 @@ const MAX_BATCH: usize = 512;
 /// 100 simulated members, 4,096 made watchers fall out of the window during bursts in a
 /// 40,000-Work run.)
 pub const WATCH_WINDOW: usize = 16 * 1024;
-/// The most JSON the watch window holds, summed over its events' objects: past it the oldest
-/// events are dropped even if fewer than [`WATCH_WINDOW`] are kept. Resident memory is a small
-/// multiple of this (each event keeps its object, the previous object and the JSON).
-pub const WATCH_WINDOW_BYTES: usize = 64 * 1024 * 1024;
+/// The most memory the watch window holds, summed over its events (each keeps its object's and
+/// the previous object's JSON and their labels, see [`Event`]): past it the oldest events are
+/// dropped even if fewer than [`WATCH_WINDOW`] are kept.
+pub const WATCH_WINDOW_BYTES: usize = 128 * 1024 * 1024;
 /// Events a watcher examines per look at the window before it lets go of the lock.
 const SCAN_CHUNK: usize = 1024;
 /// The most log entries one compaction step removes (the default of
@@ -173,7 +173,7 @@ impl StoreError {
 pub struct StoreOptions {
     /// Events kept in memory for watches; see [`WATCH_WINDOW`].
     pub watch_window: usize,
-    /// The most object JSON the watch window holds; see [`WATCH_WINDOW_BYTES`].
+    /// The most memory the watch window holds; see [`WATCH_WINDOW_BYTES`].
     pub watch_window_bytes: usize,
     /// The most log entries one compaction step removes; see [`COMPACT_CHUNK`].
     pub compact_chunk: u64,
@@ -220,7 +220,10 @@ pub enum EventKind {
     Deleted,
 }
 
-/// One committed change.
+/// One committed change, as the watch window keeps it: the objects as JSON (what most watchers
+/// send as is) and their labels (what label selectors read), not decoded trees. A decoded object
+/// takes about ten times its JSON in memory; with two of them per event the window's 16k events
+/// held ~50 KB each (soak benchmark: 1 GiB resident for a hundred templates under churn).
 #[derive(Debug)]
 pub struct Event {
     /// The revision of the change.
@@ -229,12 +232,58 @@ pub struct Event {
     pub key: String,
     /// The kind of change.
     pub kind: EventKind,
-    /// The object after the change (for deletes: the last state, stamped with `rev`).
-    pub object: Arc<Value>,
-    /// `object` serialized as JSON, shared by every watcher.
+    /// The object after the change (for deletes: the last state, stamped with `rev`), as JSON,
+    /// shared by every watcher.
     pub object_json: Bytes,
-    /// The object before the change, if any.
-    pub prev: Option<Arc<Value>>,
+    /// The object's `metadata.labels`, when it has any.
+    pub labels: Option<Value>,
+    /// The object before the change, if any, as JSON.
+    pub prev_json: Option<Bytes>,
+    /// The previous object's `metadata.labels`, when it has any.
+    pub prev_labels: Option<Value>,
+}
+
+impl Event {
+    fn new(rev: u64, key: String, kind: EventKind, object: &Value, prev: Option<&Value>) -> Self {
+        let labels_of = |v: &Value| {
+            v.pointer("/metadata/labels")
+                .filter(|l| !l.is_null())
+                .cloned()
+        };
+        Event {
+            rev,
+            key,
+            kind,
+            object_json: Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
+            labels: labels_of(object),
+            prev_json: prev.map(|p| Bytes::from(serde_json::to_vec(p).unwrap_or_default())),
+            prev_labels: prev.and_then(labels_of),
+        }
+    }
+
+    /// The object, decoded from [`Event::object_json`] (for watchers that need more than its
+    /// labels and its JSON: field selectors, tables, metadata-only answers).
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.object_json).unwrap_or(Value::Null)
+    }
+
+    /// The previous object, decoded, if any.
+    pub fn prev(&self) -> Option<Value> {
+        self.prev_json
+            .as_ref()
+            .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null))
+    }
+
+    /// What the event keeps in memory, about: its JSON, its labels and its key.
+    fn resident_bytes(&self) -> usize {
+        let labels = |l: &Option<Value>| l.as_ref().map_or(0, |v| v.to_string().len() * 4);
+        self.object_json.len()
+            + self.prev_json.as_ref().map_or(0, Bytes::len)
+            + labels(&self.labels)
+            + labels(&self.prev_labels)
+            + self.key.len()
+            + std::mem::size_of::<Event>()
+    }
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -309,13 +358,13 @@ enum Step {
 impl Window {
     fn push(&mut self, ev: Arc<Event>) {
         self.latest = self.latest.max(ev.rev);
-        self.bytes += ev.object_json.len();
+        self.bytes += ev.resident_bytes();
         self.events.push_back(ev);
         while self.events.len() > 1
             && (self.events.len() > self.capacity || self.bytes > self.capacity_bytes)
         {
             if let Some(old) = self.events.pop_front() {
-                self.bytes -= old.object_json.len();
+                self.bytes -= old.resident_bytes();
                 self.start = old.rev;
             }
         }
@@ -497,15 +546,13 @@ fn read_log(db: &Database, after: u64, upto: u64) -> Result<Vec<Arc<Event>>, Sto
                 continue;
             }
         };
-        let object_json = Bytes::from(serde_json::to_vec(&record.v).unwrap_or_default());
-        events.push(Arc::new(Event {
+        events.push(Arc::new(Event::new(
             rev,
-            key: record.k,
-            kind: record.t,
-            object: Arc::new(record.v),
-            object_json,
-            prev: record.p.map(Arc::new),
-        }));
+            record.k,
+            record.t,
+            &record.v,
+            record.p.as_ref(),
+        )));
     }
     Ok(events)
 }
@@ -1188,8 +1235,14 @@ fn commit_batch(
         let mut log = txn.open_table(LOG)?;
         let mut meta = txn.open_table(META)?;
         for (key, op, pre, _) in writes.iter_mut() {
+            // The current object, decoded, and its stored JSON (the event's previous object).
+            let mut prev_json: Option<Vec<u8>> = None;
             let current = match kv.get(key.as_str())? {
-                Some(raw) => Some(decode_kv(key, raw.value())?),
+                Some(raw) => {
+                    let raw = raw.value();
+                    prev_json = Some(raw.get(REV_BYTES..).unwrap_or_default().to_vec());
+                    Some(decode_kv(key, raw)?)
+                }
                 None => None,
             };
             let ok = match (pre, &current) {
@@ -1243,15 +1296,25 @@ fn commit_batch(
                 source,
             })?;
             log.insert(rev, raw.as_slice())?;
-            let object = Arc::new(record.v);
             let event = Arc::new(Event {
                 rev,
                 key: key.clone(),
                 kind,
-                object: Arc::clone(&object),
+                labels: record
+                    .v
+                    .pointer("/metadata/labels")
+                    .filter(|l| !l.is_null())
+                    .cloned(),
                 object_json: Bytes::from(json),
-                prev: record.p.map(Arc::new),
+                prev_json: prev_json.map(Bytes::from),
+                prev_labels: record
+                    .p
+                    .as_ref()
+                    .and_then(|p| p.pointer("/metadata/labels"))
+                    .filter(|l| !l.is_null())
+                    .cloned(),
             });
+            let object = Arc::new(record.v);
             results.push(Ok((Committed { rev, object }, event)));
         }
         if rev > before {

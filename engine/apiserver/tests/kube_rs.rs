@@ -665,3 +665,105 @@ async fn deleting_an_owner_collects_its_dependents_among_many_objects() {
         "200 others + both + mentions"
     );
 }
+
+/// The next watch event as `(type, name)`, or `None` when nothing comes within `wait`.
+async fn next_change(
+    events: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin),
+    wait: Duration,
+) -> Option<(&'static str, String)> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, events.next()).await.ok()??;
+        return Some(match ev.expect("ok") {
+            WatchEvent::Added(o) => ("ADDED", o.name_any()),
+            WatchEvent::Modified(o) => ("MODIFIED", o.name_any()),
+            WatchEvent::Deleted(o) => ("DELETED", o.name_any()),
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("watch error {e:?}"),
+        });
+    }
+}
+
+#[tokio::test]
+async fn selector_watches_see_objects_enter_and_leave_the_selection() {
+    // The watch window keeps each change's labels and JSON, not decoded objects: label
+    // selectors read the kept labels of the object and of its previous state, field selectors
+    // decode them; both must still see an object leave (DELETED) and come back (ADDED).
+    let (client, _server, _dir) = in_process();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let start = api
+        .create(&PostParams::default(), &cm("zero", "0"))
+        .await
+        .expect("create")
+        .resource_version()
+        .expect("rv");
+    let mut by_label = api
+        .watch(&WatchParams::default().labels("tier=gold"), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut by_field = api
+        .watch(&WatchParams::default().fields("metadata.name=b"), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    let label =
+        |tier: &str| Patch::Merge(serde_json::json!({"metadata": {"labels": {"tier": tier}}}));
+    let pp = PatchParams::default();
+    let mut a = cm("a", "1");
+    a.metadata.labels = Some(BTreeMap::from([("tier".to_owned(), "gold".to_owned())]));
+    api.create(&PostParams::default(), &a)
+        .await
+        .expect("create a");
+    api.create(&PostParams::default(), &cm("b", "1"))
+        .await
+        .expect("create b");
+    api.patch("a", &pp, &label("silver"))
+        .await
+        .expect("relabel");
+    api.patch("b", &pp, &label("gold")).await.expect("relabel");
+    api.patch("a", &pp, &label("gold")).await.expect("relabel");
+    api.patch(
+        "a",
+        &pp,
+        &Patch::Merge(serde_json::json!({"data": {"k": "2"}})),
+    )
+    .await
+    .expect("edit");
+    api.delete("b", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let wait = Duration::from_secs(5);
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        seen.push(next_change(&mut by_label, wait).await.expect("label event"));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("ADDED", "a".to_owned()),
+            ("DELETED", "a".to_owned()),
+            ("ADDED", "b".to_owned()),
+            ("ADDED", "a".to_owned()),
+            ("MODIFIED", "a".to_owned()),
+            ("DELETED", "b".to_owned()),
+        ]
+    );
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(next_change(&mut by_field, wait).await.expect("field event"));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("ADDED", "b".to_owned()),
+            ("MODIFIED", "b".to_owned()),
+            ("DELETED", "b".to_owned()),
+        ]
+    );
+    assert_eq!(
+        next_change(&mut by_label, Duration::from_millis(300)).await,
+        None,
+        "nothing else matches"
+    );
+}

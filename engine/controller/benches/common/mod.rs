@@ -57,7 +57,15 @@ impl Drop for Env {
 /// controller with `flotilla up`'s default settings.
 pub async fn start(members: usize) -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("store")).expect("store opens");
+    // `FLOTILLA_BENCH_WATCH_WINDOW`: events the store's watch window keeps (its default unless set).
+    let options = flotilla_apiserver::store::StoreOptions {
+        watch_window: knob(
+            "FLOTILLA_BENCH_WATCH_WINDOW",
+            flotilla_apiserver::store::WATCH_WINDOW,
+        ),
+        ..Default::default()
+    };
+    let store = Store::open_with(&dir.path().join("store"), &options).expect("store opens");
     let server = ApiServer::new(store.clone(), ServerOptions::default());
     let settings = Settings {
         ready_delay: READY_DELAY,
