@@ -673,7 +673,9 @@ async fn next_change(
 ) -> Option<(&'static str, String)> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let ev = tokio::time::timeout_at(deadline, events.next()).await.ok()??;
+        let ev = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .ok()??;
         return Some(match ev.expect("ok") {
             WatchEvent::Added(o) => ("ADDED", o.name_any()),
             WatchEvent::Modified(o) => ("MODIFIED", o.name_any()),

@@ -128,6 +128,25 @@ fn binding<'a>(list: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no binding {name}"))
 }
 
+/// `list` evicted `victim` (priority 10, 2 replicas) from member1 for payments (priority 1000),
+/// which landed there with its 2 replicas.
+fn assert_payments_preempted(list: &Value, victim: &str) {
+    assert_eq!(
+        list["bindingPreemptions"],
+        serde_json::json!([{
+            "preemptor": "default/payments-deployment",
+            "priority": 1000,
+            "cluster": "member1",
+            "victims": [{"kind": "ResourceBinding", "namespace": "default",
+                         "name": victim, "priority": 10, "replicas": 2}],
+        }])
+    );
+    assert_eq!(
+        binding(list, "payments-deployment")["spec"]["clusters"],
+        serde_json::json!([{"name": "member1", "replicas": 2}])
+    );
+}
+
 fn scheduled(rb: &Value) -> (String, String) {
     let c = rb["status"]["conditions"]
         .as_array()
@@ -146,21 +165,8 @@ fn binding_preemption_evicts_the_expected_victim_and_never_for_never() {
     let list = plan(&gate, &files);
     // payments (1000) fits nowhere: on member1 the newest of the two batch bindings (10) is
     // enough (one victim, the lowest priority); member2 would need ledger (500).
-    assert_eq!(
-        list["bindingPreemptions"],
-        serde_json::json!([{
-            "preemptor": "default/payments-deployment",
-            "priority": 1000,
-            "cluster": "member1",
-            "victims": [{"kind": "ResourceBinding", "namespace": "default",
-                         "name": "batch-b-deployment", "priority": 10, "replicas": 2}],
-        }])
-    );
+    assert_payments_preempted(&list, "batch-b-deployment");
     let payments = binding(&list, "payments-deployment");
-    assert_eq!(
-        payments["spec"]["clusters"],
-        serde_json::json!([{"name": "member1", "replicas": 2}])
-    );
     assert_eq!(scheduled(payments), ("True".into(), "Success".into()));
     // The victim lost member1 (kept off it by its eviction task) and fits nowhere else.
     let victim = binding(&list, "batch-b-deployment");
@@ -290,20 +296,7 @@ fn a_wasm_victim_plugin_changes_which_binding_is_evicted() {
     let files = ["examples/priority/preemption"];
     let args = ["--feature-gates", "BindingPreemption=true", "--profile", p];
     let list = plan(&args, &files);
-    assert_eq!(
-        list["bindingPreemptions"],
-        serde_json::json!([{
-            "preemptor": "default/payments-deployment",
-            "priority": 1000,
-            "cluster": "member1",
-            "victims": [{"kind": "ResourceBinding", "namespace": "default",
-                         "name": "batch-a-deployment", "priority": 10, "replicas": 2}],
-        }])
-    );
-    assert_eq!(
-        binding(&list, "payments-deployment")["spec"]["clusters"],
-        serde_json::json!([{"name": "member1", "replicas": 2}])
-    );
+    assert_payments_preempted(&list, "batch-a-deployment");
     assert_eq!(
         binding(&list, "batch-a-deployment")["spec"].get("clusters"),
         None
@@ -399,20 +392,7 @@ fn binding_preemption_counts_the_room_freed_pods_leave_under_resource_models() {
     let gate = ["--feature-gates", "BindingPreemption=true"];
     let dir = edited_preemption_example("flotilla-binding-preemption-models", modelled);
     let list = plan(&gate, &[dir.to_str().expect("utf-8 path")]);
-    assert_eq!(
-        list["bindingPreemptions"],
-        serde_json::json!([{
-            "preemptor": "default/payments-deployment",
-            "priority": 1000,
-            "cluster": "member1",
-            "victims": [{"kind": "ResourceBinding", "namespace": "default",
-                         "name": "batch-b-deployment", "priority": 10, "replicas": 2}],
-        }])
-    );
-    assert_eq!(
-        binding(&list, "payments-deployment")["spec"]["clusters"],
-        serde_json::json!([{"name": "member1", "replicas": 2}])
-    );
+    assert_payments_preempted(&list, "batch-b-deployment");
 
     // One 2-CPU replica instead: the summary would free 2 CPUs with batch-b alone, but the
     // freed pods are 1-CPU holes that may sit on different nodes, and the model has no node
