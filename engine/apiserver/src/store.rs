@@ -243,13 +243,15 @@ pub struct Event {
     pub prev_labels: Option<Value>,
 }
 
+/// An object's `metadata.labels`, when it has any.
+fn labels_of(v: &Value) -> Option<Value> {
+    v.pointer("/metadata/labels")
+        .filter(|l| !l.is_null())
+        .cloned()
+}
+
 impl Event {
     fn new(rev: u64, key: String, kind: EventKind, object: &Value, prev: Option<&Value>) -> Self {
-        let labels_of = |v: &Value| {
-            v.pointer("/metadata/labels")
-                .filter(|l| !l.is_null())
-                .cloned()
-        };
         Event {
             rev,
             key,
@@ -1300,19 +1302,10 @@ fn commit_batch(
                 rev,
                 key: key.clone(),
                 kind,
-                labels: record
-                    .v
-                    .pointer("/metadata/labels")
-                    .filter(|l| !l.is_null())
-                    .cloned(),
+                labels: labels_of(&record.v),
                 object_json: Bytes::from(json),
                 prev_json: prev_json.map(Bytes::from),
-                prev_labels: record
-                    .p
-                    .as_ref()
-                    .and_then(|p| p.pointer("/metadata/labels"))
-                    .filter(|l| !l.is_null())
-                    .cloned(),
+                prev_labels: record.p.as_ref().and_then(labels_of),
             });
             let object = Arc::new(record.v);
             results.push(Ok((Committed { rev, object }, event)));
