@@ -154,8 +154,8 @@ pub struct Capacity {
 /// count nodes by grade and do not say which nodes the pods ran on. So with resource models each
 /// freed pod counts as one more virtual node holding exactly what that pod requested (and, as
 /// every modelled node, 110 pods): the room it surely leaves on whatever node it ran on, added
-/// to the model's nodes as they are. It never counts room the node had anyway twice, and it
-/// never credits room that is not there; it can undercount when freed pods shared a node.
+/// to the model's nodes as they are. It never counts the same room twice nor credits room that
+/// is not there; it undercounts when freed pods shared a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreedPods {
     /// Per resource (not `pods`), what one pod requested, in nano-units.
