@@ -241,6 +241,8 @@ pub struct Event {
     pub prev_json: Option<Bytes>,
     /// The previous object's `metadata.labels`, when it has any.
     pub prev_labels: Option<Value>,
+    /// What the event keeps in memory, about (the window's budget; see [`Event::with_json`]).
+    resident: usize,
 }
 
 /// An object's `metadata.labels`, when it has any.
@@ -252,14 +254,46 @@ fn labels_of(v: &Value) -> Option<Value> {
 
 impl Event {
     fn new(rev: u64, key: String, kind: EventKind, object: &Value, prev: Option<&Value>) -> Self {
+        let json = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
+        Event::with_json(
+            rev,
+            key,
+            kind,
+            object,
+            json(object),
+            prev.map(|p| (p, json(p))),
+        )
+    }
+
+    /// An event of `object` (serialized as `object_json`) and `prev` (with its JSON).
+    fn with_json(
+        rev: u64,
+        key: String,
+        kind: EventKind,
+        object: &Value,
+        object_json: Vec<u8>,
+        prev: Option<(&Value, Vec<u8>)>,
+    ) -> Self {
+        let labels = labels_of(object);
+        let prev_labels = prev.as_ref().and_then(|(p, _)| labels_of(p));
+        let prev_json = prev.map(|(_, j)| Bytes::from(j));
+        // The JSON, the labels (a decoded map, counted at 4× its text), the key and the event.
+        let label_bytes = |l: &Option<Value>| l.as_ref().map_or(0, |v| v.to_string().len() * 4);
+        let resident = object_json.len()
+            + prev_json.as_ref().map_or(0, Bytes::len)
+            + label_bytes(&labels)
+            + label_bytes(&prev_labels)
+            + key.len()
+            + std::mem::size_of::<Event>();
         Event {
             rev,
             key,
             kind,
-            object_json: Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
-            labels: labels_of(object),
-            prev_json: prev.map(|p| Bytes::from(serde_json::to_vec(p).unwrap_or_default())),
-            prev_labels: prev.and_then(labels_of),
+            object_json: Bytes::from(object_json),
+            labels,
+            prev_json,
+            prev_labels,
+            resident,
         }
     }
 
@@ -274,17 +308,6 @@ impl Event {
         self.prev_json
             .as_ref()
             .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null))
-    }
-
-    /// What the event keeps in memory, about: its JSON, its labels and its key.
-    fn resident_bytes(&self) -> usize {
-        let labels = |l: &Option<Value>| l.as_ref().map_or(0, |v| v.to_string().len() * 4);
-        self.object_json.len()
-            + self.prev_json.as_ref().map_or(0, Bytes::len)
-            + labels(&self.labels)
-            + labels(&self.prev_labels)
-            + self.key.len()
-            + std::mem::size_of::<Event>()
     }
 }
 
@@ -360,13 +383,13 @@ enum Step {
 impl Window {
     fn push(&mut self, ev: Arc<Event>) {
         self.latest = self.latest.max(ev.rev);
-        self.bytes += ev.resident_bytes();
+        self.bytes += ev.resident;
         self.events.push_back(ev);
         while self.events.len() > 1
             && (self.events.len() > self.capacity || self.bytes > self.capacity_bytes)
         {
             if let Some(old) = self.events.pop_front() {
-                self.bytes -= old.resident_bytes();
+                self.bytes -= old.resident;
                 self.start = old.rev;
             }
         }
@@ -1298,15 +1321,15 @@ fn commit_batch(
                 source,
             })?;
             log.insert(rev, raw.as_slice())?;
-            let event = Arc::new(Event {
+            let prev = record.p.as_ref().zip(prev_json);
+            let event = Arc::new(Event::with_json(
                 rev,
-                key: key.clone(),
+                key.clone(),
                 kind,
-                labels: labels_of(&record.v),
-                object_json: Bytes::from(json),
-                prev_json: prev_json.map(Bytes::from),
-                prev_labels: record.p.as_ref().and_then(labels_of),
-            });
+                &record.v,
+                json,
+                prev,
+            ));
             let object = Arc::new(record.v);
             results.push(Ok((Committed { rev, object }, event)));
         }

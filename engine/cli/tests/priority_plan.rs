@@ -147,6 +147,15 @@ fn assert_payments_preempted(list: &Value, victim: &str) {
     );
 }
 
+/// Nobody was evicted in `list` and payments waits, Unschedulable.
+fn assert_payments_waits(list: &Value) {
+    assert_eq!(list["bindingPreemptions"], serde_json::json!([]));
+    assert_eq!(
+        scheduled(binding(list, "payments-deployment")),
+        ("False".into(), "Unschedulable".into())
+    );
+}
+
 fn scheduled(rb: &Value) -> (String, String) {
     let c = rb["status"]["conditions"]
         .as_array()
@@ -233,42 +242,26 @@ fn binding_preemption_evicts_the_expected_victim_and_never_for_never() {
 
     // Gate off (the default): nobody is evicted and payments waits.
     let off = plan(&[], &files);
-    assert_eq!(off["bindingPreemptions"], serde_json::json!([]));
-    assert_eq!(
-        scheduled(binding(&off, "payments-deployment")),
-        ("False".into(), "Unschedulable".into())
-    );
+    assert_payments_waits(&off);
     assert_eq!(
         binding(&off, "batch-b-deployment")["spec"]["clusters"],
         serde_json::json!([{"name": "member1", "replicas": 2}])
     );
 
     // payments with the Never class: nobody is evicted either.
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-binding-preemption-never");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    for f in [
-        "clusters.yaml",
-        "priorityclasses.yaml",
-        "deployments.yaml",
-        "bindings.yaml",
-    ] {
-        std::fs::copy(root().join(files[0]).join(f), dir.join(f)).expect("copy");
-    }
-    let policies =
-        std::fs::read_to_string(root().join(files[0]).join("policies.yaml")).expect("policies");
-    let waits = policies.replace(
-        "priorityClassName: critical}",
-        "priorityClassName: critical-waits}",
-    );
-    assert_ne!(waits, policies);
-    std::fs::write(dir.join("policies.yaml"), waits).expect("write");
+    let dir = edited_preemption_example("flotilla-binding-preemption-never", |f, text| {
+        if f != "policies.yaml" {
+            return text;
+        }
+        let waits = text.replace(
+            "priorityClassName: critical}",
+            "priorityClassName: critical-waits}",
+        );
+        assert_ne!(waits, text);
+        waits
+    });
     let never = plan(&gate, &[dir.to_str().expect("utf-8 path")]);
-    assert_eq!(never["bindingPreemptions"], serde_json::json!([]));
-    assert_eq!(
-        scheduled(binding(&never, "payments-deployment")),
-        ("False".into(), "Unschedulable".into())
-    );
+    assert_payments_waits(&never);
 }
 
 #[test]
@@ -330,11 +323,7 @@ fn a_wasm_victim_plugin_changes_which_binding_is_evicted() {
         "{warnings}"
     );
     let list: Value = serde_json::from_slice(&o.stdout).expect("plan prints JSON");
-    assert_eq!(list["bindingPreemptions"], serde_json::json!([]));
-    assert_eq!(
-        scheduled(binding(&list, "payments-deployment")),
-        ("False".into(), "Unschedulable".into())
-    );
+    assert_payments_waits(&list);
     // Under Ignore the built-in choice stands (batch-b, the newest) and the fault is kept.
     write(
         "Ignore",
@@ -419,11 +408,7 @@ fn binding_preemption_counts_the_room_freed_pods_leave_under_resource_models() {
     };
     let dir = edited_preemption_example("flotilla-binding-preemption-models-big", big);
     let list = plan(&gate, &[dir.to_str().expect("utf-8 path")]);
-    assert_eq!(list["bindingPreemptions"], serde_json::json!([]));
-    assert_eq!(
-        scheduled(binding(&list, "payments-deployment")),
-        ("False".into(), "Unschedulable".into())
-    );
+    assert_payments_waits(&list);
     assert_eq!(
         binding(&list, "batch-b-deployment")["spec"]["clusters"],
         serde_json::json!([{"name": "member1", "replicas": 2}])
