@@ -1686,7 +1686,14 @@ impl ApiServer {
                         api_version: &api_version,
                         now: &now,
                     };
-                    apply::apply(&req, &old, &cfg)?
+                    let mut applied = apply::apply(&req, &old, &cfg)?;
+                    // A resourceVersion in the configuration is a precondition, as it is for
+                    // kube-apiserver (checked below like any patch's).
+                    if let Some(rv) = meta_str(&cfg, "resourceVersion").filter(|rv| !rv.is_empty())
+                    {
+                        meta_mut(&mut applied).insert("resourceVersion".into(), json!(rv));
+                    }
+                    applied
                 }
             };
             Self::check_body(t, &mut new)?;

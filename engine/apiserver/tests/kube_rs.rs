@@ -769,3 +769,64 @@ async fn selector_watches_see_objects_enter_and_leave_the_selection() {
         "nothing else matches"
     );
 }
+
+#[tokio::test]
+async fn an_applied_resource_version_is_a_precondition() {
+    let (client, _server, _dir) = in_process();
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let pp = PatchParams::apply("test-applier").force();
+    let first = api
+        .patch(
+            "locked",
+            &pp,
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "locked"}, "data": {"k": "1"},
+            })),
+        )
+        .await
+        .expect("created by apply");
+    let seen = first.resource_version().expect("a resourceVersion");
+    // Someone else changes the object after it was read.
+    api.patch(
+        "locked",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {"other": "x"}})),
+    )
+    .await
+    .expect("other writer");
+    let stale = api
+        .patch(
+            "locked",
+            &pp,
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "locked", "resourceVersion": seen}, "data": {"k": "2"},
+            })),
+        )
+        .await;
+    match stale {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (409, "Conflict")),
+        other => panic!("a stale applied resourceVersion must conflict: {other:?}"),
+    }
+    assert_eq!(
+        api.get("locked").await.expect("get").data.expect("data")["k"],
+        "1"
+    );
+    // At the current version the apply goes through.
+    let current = api.get("locked").await.expect("get");
+    let applied = api
+        .patch(
+            "locked",
+            &pp,
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "locked", "resourceVersion": current.resource_version()},
+                "data": {"k": "2"},
+            })),
+        )
+        .await
+        .expect("apply at the current version");
+    assert_ne!(applied.resource_version(), current.resource_version());
+    assert_eq!(applied.data.expect("data")["k"], "2");
+}

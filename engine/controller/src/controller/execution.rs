@@ -212,15 +212,28 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
                 .await?;
             }
         }
-        // An existing member copy keeps what the member owns (Karmada's Retain before update).
-        let desired = match retained(&api, &n, m, &ex.interpreters).await {
-            Ok(d) => d,
-            Err(e) => {
-                failure = Some(e);
-                break;
+        // An existing member copy keeps what the member owns (Karmada's Retain before update),
+        // read and written at one resourceVersion: a member change in between is retained on
+        // the next try, never overwritten.
+        let mut attempts = 0;
+        let outcome = loop {
+            let desired = match retained(&api, &n, m, &ex.interpreters).await {
+                Ok(d) => d,
+                Err(e) => break Err(e),
+            };
+            match api.patch(&n, &pp, &Patch::Apply(&desired)).await {
+                Err(kube::Error::Api(s)) if s.code == 409 && attempts < 3 => attempts += 1,
+                r => {
+                    break r.map_err(|e| {
+                        format!(
+                            "applying {} {n}: {e}",
+                            m.get("kind").and_then(Value::as_str).unwrap_or("")
+                        )
+                    });
+                }
             }
         };
-        match api.patch(&n, &pp, &Patch::Apply(&desired)).await {
+        match outcome {
             Ok(applied) => {
                 // The copy's later changes (its status) re-check this Work, whatever its kind.
                 ex.members.watch(
@@ -231,10 +244,7 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
                 manifest_statuses.push(manifest_status(ordinal, m, &applied, obj, ex));
             }
             Err(e) => {
-                failure = Some(format!(
-                    "applying {} {n}: {e}",
-                    m.get("kind").and_then(Value::as_str).unwrap_or("")
-                ));
+                failure = Some(e);
                 break;
             }
         }
@@ -267,10 +277,19 @@ async fn retained(
         Ok(None) => return Ok(manifest.clone()),
         Err(e) => return Err(format!("reading {kind} {name}: {e}")),
     };
+    let version = observed.metadata.resource_version.clone();
     let observed = serde_json::to_value(&observed).map_err(|e| format!("{kind} {name}: {e}"))?;
-    interpreters
+    let mut desired = interpreters
         .retain(manifest, &observed)
-        .map_err(|e| format!("retaining {kind} {name}: {e}"))
+        .map_err(|e| format!("retaining {kind} {name}: {e}"))?;
+    // Retained from this version of the copy: applied only over it (409 otherwise).
+    if let (Some(v), Some(meta)) = (
+        version,
+        desired.get_mut("metadata").and_then(Value::as_object_mut),
+    ) {
+        meta.insert("resourceVersion".into(), Value::from(v));
+    }
+    Ok(desired)
 }
 
 /// A `manifestStatuses` entry for the applied member object: its status as the interpreter chain
