@@ -48,6 +48,12 @@ pub const APPLIED_PLACEMENT: &str = "policy.karmada.io/applied-placement";
 /// wrote its placement, as `name=sha256:<hex>` joined by commas. Flotilla's; absent when only
 /// built-in plugins placed it.
 pub const PLACED_BY: &str = "flotilla.dev/placed-by";
+/// Annotation on a Cluster: the member's ResourceQuotas as the scheduler's quota estimate reads
+/// them (gate `ResourceQuotaEstimate`), a JSON array of `{namespace, name, spec: {scopes,
+/// scopeSelector}, status: {hard, used}}`. Written by the cluster status controller (Push) and
+/// the agent (Pull) when the gate is on; Flotilla's, since Karmada's estimator reads the member
+/// directly and `Cluster.status` has no field for it.
+pub const RESOURCE_QUOTAS: &str = "flotilla.dev/resource-quotas";
 /// Label on templates: keep member replicas (HPA in member).
 pub const RETAIN_REPLICAS: &str = "resourcetemplate.karmada.io/retain-replicas";
 /// Label on templates: claimed by another controller, the detector ignores it.

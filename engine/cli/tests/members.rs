@@ -26,9 +26,15 @@ impl Drop for Up {
 
 impl Up {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`Up::start`] with more `flotilla up` arguments.
+    fn start_with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .args(["up", "--port", "0", "--members", "0"])
+            .args(args)
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .arg("--kubeconfig")
@@ -1085,4 +1091,272 @@ async fn a_pull_agent_reports_the_wasm_rules_it_does_not_run_once_and_applies_th
     );
     let _ = agent.kill();
     let _ = agent.wait();
+}
+
+/// Wait until `check` holds for `what`, reading it every 200 ms for up to 60 s.
+async fn eventually<F: Fn(&DynamicObject) -> bool>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    check: F,
+) -> DynamicObject {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = api.get_opt(name).await.ok().flatten();
+        if let Some(o) = got.as_ref().filter(|o| check(o)) {
+            return o.clone();
+        }
+        assert!(Instant::now() < deadline, "{what} never held: {got:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The `spec.clusters` of binding `name` in a `flotilla plan -o json` list.
+fn planned_clusters(plan: &Value, name: &str) -> Value {
+    plan["items"]
+        .as_array()
+        .and_then(|items| {
+            items
+                .iter()
+                .find(|i| i["kind"] == "ResourceBinding" && i["metadata"]["name"] == name)
+        })
+        .map(|b| b["spec"]["clusters"].clone())
+        .unwrap_or_else(|| panic!("no binding {name} in {plan}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_resource_quotas_cap_the_estimate_live_and_in_plan_alike() {
+    let gate = ["--feature-gates", "ResourceQuotaEstimate=true"];
+    let up = Up::start_with(&gate);
+    let client = control(&up).await;
+    let pp = kube::api::PostParams::default();
+    let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
+    // Two Push members with one 8-CPU node each; qa's namespace `default` has a quota whose
+    // requests.cpu is used up (its status as the member's quota controller would write it).
+    for name in ["qa", "qb"] {
+        let member = up.member_kubeconfig(name);
+        let m = client_for(&member, true).await;
+        let nodes = api(&m, "", "v1", "Node", "nodes", None);
+        nodes
+            .create(
+                &pp,
+                &obj(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})),
+            )
+            .await
+            .expect("node");
+        nodes
+            .patch_status(
+                "n1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {
+                    "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}})),
+            )
+            .await
+            .expect("node status");
+        if name == "qa" {
+            let quotas = api(
+                &m,
+                "",
+                "v1",
+                "ResourceQuota",
+                "resourcequotas",
+                Some("default"),
+            );
+            quotas
+                .create(
+                    &pp,
+                    &obj(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                        "metadata": {"name": "compute", "namespace": "default"},
+                        "spec": {"hard": {"requests.cpu": "4"}}})),
+                )
+                .await
+                .expect("quota");
+            quotas
+                .patch_status(
+                    "compute",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"hard": {"requests.cpu": "4"},
+                                                    "used": {"requests.cpu": "4"}}})),
+                )
+                .await
+                .expect("quota status");
+        }
+        let out = flotilla(
+            &["join", name],
+            &[
+                ("--kubeconfig", &up.kubeconfig()),
+                ("--member-kubeconfig", &member),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "join {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let clusters = api(
+        &client,
+        "cluster.karmada.io",
+        "v1alpha1",
+        "Cluster",
+        "clusters",
+        None,
+    );
+    let annotation = |o: &DynamicObject| {
+        o.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("flotilla.dev/resource-quotas"))
+            .cloned()
+    };
+    for name in ["qa", "qb"] {
+        eventually_ready(&clusters, name).await;
+    }
+    let qa = eventually(&clusters, "qa", "qa's quotas reported", |o| {
+        annotation(o).is_some_and(|a| a.contains("\"compute\""))
+            && o.data
+                .pointer("/status/resourceSummary/allocatable/cpu")
+                .is_some()
+    })
+    .await;
+    let reported: Value = serde_json::from_str(&annotation(&qa).unwrap_or_default()).expect("JSON");
+    assert_eq!(
+        reported,
+        json!([{"namespace": "default", "name": "compute", "spec": {},
+                "status": {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "4"}}}])
+    );
+    eventually(&clusters, "qb", "qb's (absent) quotas reported", |o| {
+        annotation(o).as_deref() == Some("[]")
+            && o.data
+                .pointer("/status/resourceSummary/allocatable/cpu")
+                .is_some()
+    })
+    .await;
+
+    // Six 1-CPU replicas divided by what each member can take: qa's quota leaves it none.
+    let policy = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "quota", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["qa", "qb"]},
+                    "replicaScheduling": {"replicaSchedulingType": "Divided",
+                        "replicaDivisionPreference": "Weighted",
+                        "weightPreference": {"dynamicWeight": "AvailableReplicas"}}}}});
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 6, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"priorityClassName": "batch",
+                             "containers": [{"name": "web", "image": "nginx",
+                                "resources": {"requests": {"cpu": "1"}}}]}}}});
+    api(
+        &client,
+        "policy.karmada.io",
+        "v1alpha1",
+        "PropagationPolicy",
+        "propagationpolicies",
+        Some("default"),
+    )
+    .create(&pp, &obj(policy.clone()))
+    .await
+    .expect("policy");
+    api(
+        &client,
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        Some("default"),
+    )
+    .create(&pp, &obj(deployment.clone()))
+    .await
+    .expect("deployment");
+    let bindings = api(
+        &client,
+        "work.karmada.io",
+        "v1alpha2",
+        "ResourceBinding",
+        "resourcebindings",
+        Some("default"),
+    );
+    let rb = eventually(
+        &bindings,
+        "web-deployment",
+        "the binding is scheduled",
+        |o| {
+            o.data
+                .pointer("/spec/clusters")
+                .is_some_and(|c| c.as_array().is_some_and(|a| !a.is_empty()))
+        },
+    )
+    .await;
+    assert_eq!(
+        rb.data["spec"]["clusters"],
+        json!([{"name": "qb", "replicas": 6}])
+    );
+    // Under the gate the requirements carry the namespace and the pod's priority class.
+    assert_eq!(
+        rb.data["spec"]["replicaRequirements"],
+        json!({"resourceRequest": {"cpu": "1"}, "namespace": "default", "priorityClassName": "batch"})
+    );
+
+    // `flotilla plan` on the same Clusters (as read back from the control plane) decides the same;
+    // without the gate it ignores the quota and divides by node capacity.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut files = Vec::new();
+    for (i, v) in [
+        serde_json::to_value(clusters.get("qa").await.expect("qa")).expect("json"),
+        serde_json::to_value(clusters.get("qb").await.expect("qb")).expect("json"),
+        policy,
+        deployment,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = dir.path().join(format!("{i}.json"));
+        std::fs::write(&path, v.to_string()).expect("write");
+        files.push(path);
+    }
+    let plan = |extra: &[&str]| -> Value {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        cmd.args(["plan", "-o", "json"]).args(extra);
+        for f in &files {
+            cmd.arg("-f").arg(f);
+        }
+        let out = cmd.output().expect("plan runs");
+        assert!(
+            out.status.success(),
+            "plan: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("plan JSON")
+    };
+    assert_eq!(
+        planned_clusters(&plan(&gate), "web-deployment"),
+        rb.data["spec"]["clusters"]
+    );
+    assert_eq!(
+        planned_clusters(&plan(&[]), "web-deployment"),
+        json!([{"name": "qa", "replicas": 3}, {"name": "qb", "replicas": 3}])
+    );
+    // A hand-edited annotation that does not read is refused by name, without its text.
+    let mut qa: Value =
+        serde_json::from_slice(&std::fs::read(&files[0]).expect("read")).expect("json");
+    qa["metadata"]["annotations"]["flotilla.dev/resource-quotas"] =
+        json!("[{\"status\": \"hunter2\"}]");
+    std::fs::write(&files[0], qa.to_string()).expect("write");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    cmd.args(["plan", "-o", "json"]).args(gate);
+    for f in &files {
+        cmd.arg("-f").arg(f);
+    }
+    let out = cmd.output().expect("plan runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("Cluster qa: metadata.annotations[flotilla.dev/resource-quotas]")
+            && !err.contains("hunter2"),
+        "{err}"
+    );
 }

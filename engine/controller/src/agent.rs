@@ -412,7 +412,12 @@ async fn report_loop(agent: Agent) {
     let timeout = status::probe_timeout(&agent.settings);
     let name = agent.cluster_name.as_str();
     loop {
-        let obs = status::observe(&agent.member, timeout).await;
+        let obs = status::observe(
+            &agent.member,
+            timeout,
+            agent.settings.pipeline.gates.resource_quota_estimate,
+        )
+        .await;
         match clusters.get_opt(name).await {
             Ok(Some(obj)) => {
                 let current: Option<flotilla_api::cluster::Cluster> = crate::typed(&obj).ok();

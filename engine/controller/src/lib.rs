@@ -650,6 +650,11 @@ impl Context {
             Arc::clone(&profiles),
             self.settings.pipeline,
         ));
+        for (c, cap) in snapshot.clusters().iter().zip(snapshot.capacity()) {
+            if let Some(e) = cap.quota_error() {
+                tracing::warn!(cluster = %c.name(), error = %e, "the cluster's ResourceQuotas are not applied");
+            }
+        }
         *memo = Some((version, profiles, Arc::clone(&snapshot)));
         snapshot
     }

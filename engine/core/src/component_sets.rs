@@ -29,6 +29,8 @@
 //! `ResourceQuotaEstimate`) is [`quota_sets`]: the member's quotas in the workload's namespace cap
 //! the sets further.
 
+use std::collections::BTreeMap;
+
 use flotilla_api::cluster::{Cluster, ResourceSummary};
 use flotilla_api::meta::{Quantity, QuantityRepr, ResourceList};
 use flotilla_api::policy::spread_field;
@@ -545,9 +547,23 @@ pub struct QuotaView {
     pub hard: ResourceList,
     /// `status.used`.
     pub used: ResourceList,
-    /// Whether `spec.scopes` or `spec.scopeSelector` is set (a scoped quota: Karmada's plugin
-    /// applies it only to components whose `priorityClassName` matches the scope).
-    pub scoped_priority_classes: Option<ScopeMatch>,
+    /// `spec.scopes` (each an `Exists` selector) then `spec.scopeSelector.matchExpressions`.
+    /// Empty: the quota applies to every workload; otherwise only to those whose
+    /// `priorityClassName` one of them matches (Karmada's `quotaAppliesToPriority`).
+    pub selectors: Vec<ScopeMatch>,
+}
+
+impl QuotaView {
+    fn applies_to(&self, replica_requirements: Option<&Value>) -> bool {
+        self.selectors.is_empty()
+            || replica_requirements.is_some_and(|rr| {
+                let class = rr
+                    .get("priorityClassName")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                self.selectors.iter().any(|s| s.matches(class))
+            })
+    }
 }
 
 /// The PriorityClass scope of a quota.
@@ -590,16 +606,7 @@ pub fn quota_sets(quotas: &[QuotaView], components: &[Value]) -> i32 {
     for q in quotas {
         let matched: Vec<&Value> = components
             .iter()
-            .filter(|c| match &q.scoped_priority_classes {
-                None => true,
-                Some(scope) => c.get("replicaRequirements").is_some_and(|rr| {
-                    scope.matches(
-                        rr.get("priorityClassName")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                    )
-                }),
-            })
+            .filter(|c| q.applies_to(c.get("replicaRequirements")))
             .collect();
         if matched.is_empty() {
             continue;
@@ -658,6 +665,216 @@ pub fn quota_sets(quotas: &[QuotaView], components: &[Value]) -> i32 {
         }
     }
     best
+}
+
+/// Largest [`flotilla_api::labels::RESOURCE_QUOTAS`] annotation read (Kubernetes caps all of an object's
+/// annotations together at 256 KiB).
+pub const MAX_QUOTAS_TEXT: usize = 256 * 1024;
+/// Most quotas one member's annotation may list.
+pub const MAX_QUOTAS: usize = 1024;
+
+/// A member's ResourceQuotas by namespace, read from its Cluster's [`flotilla_api::labels::RESOURCE_QUOTAS`]
+/// annotation: the scheduler-estimator's `ResourceQuotaEstimator` (Karmada, gate
+/// `ResourceQuotaEstimate`) for the replica and component-set estimates.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemberQuotas {
+    by_namespace: BTreeMap<String, Vec<QuotaView>>,
+}
+
+impl MemberQuotas {
+    /// The quotas `cluster`'s annotation lists; `None` without the annotation.
+    ///
+    /// # Errors
+    /// The annotation is too large, not a JSON array of ResourceQuotas, or holds a malformed
+    /// quantity (the message names the entry and field, never the text).
+    pub fn of(cluster: &Cluster) -> Result<Option<Self>, String> {
+        match cluster
+            .metadata
+            .annotations
+            .get(flotilla_api::labels::RESOURCE_QUOTAS)
+        {
+            None => Ok(None),
+            Some(text) => Self::parse(text).map(Some),
+        }
+    }
+
+    /// Parse the annotation's text.
+    ///
+    /// # Errors
+    /// As [`MemberQuotas::of`].
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let key = flotilla_api::labels::RESOURCE_QUOTAS;
+        if text.len() > MAX_QUOTAS_TEXT {
+            return Err(format!(
+                "metadata.annotations[{key}]: {} bytes, more than {MAX_QUOTAS_TEXT}",
+                text.len()
+            ));
+        }
+        let entries: Vec<QuotaEntry> = serde_json::from_str(text).map_err(|e| {
+            format!(
+                "metadata.annotations[{key}]: not a list of ResourceQuotas (line {}, column {}: {})",
+                e.line(),
+                e.column(),
+                serde_error_kind(&e)
+            )
+        })?;
+        if entries.len() > MAX_QUOTAS {
+            return Err(format!(
+                "metadata.annotations[{key}]: {} quotas, more than {MAX_QUOTAS}",
+                entries.len()
+            ));
+        }
+        let mut by_namespace: BTreeMap<String, Vec<QuotaView>> = BTreeMap::new();
+        for (i, e) in entries.into_iter().enumerate() {
+            let at = |field: &str| format!("metadata.annotations[{key}][{i}].{field}");
+            for (field, list) in [
+                ("status.hard", &e.status.hard),
+                ("status.used", &e.status.used),
+            ] {
+                for (name, q) in list {
+                    let ok = match &q.0 {
+                        QuantityRepr::String(s) => crate::quantity::parse_nano(s).is_ok(),
+                        QuantityRepr::Int(_) => true,
+                    };
+                    if !ok {
+                        return Err(format!(
+                            "{}: not a quantity",
+                            at(&format!("{field}[{name}]"))
+                        ));
+                    }
+                }
+            }
+            let mut selectors: Vec<ScopeMatch> = e
+                .spec
+                .scopes
+                .iter()
+                .map(|scope| scope_match(scope, "Exists", &[]))
+                .collect();
+            if let Some(sel) = &e.spec.scope_selector {
+                selectors.extend(
+                    sel.match_expressions
+                        .iter()
+                        .map(|r| scope_match(&r.scope_name, &r.operator, &r.values)),
+                );
+            }
+            by_namespace
+                .entry(e.namespace)
+                .or_default()
+                .push(QuotaView {
+                    hard: e.status.hard,
+                    used: e.status.used,
+                    selectors,
+                });
+        }
+        Ok(MemberQuotas { by_namespace })
+    }
+
+    /// The quotas of `namespace`; every quota for `""` (the lister's `NamespaceAll`).
+    fn in_namespace(&self, namespace: &str) -> Vec<QuotaView> {
+        if namespace.is_empty() {
+            self.by_namespace.values().flatten().cloned().collect()
+        } else {
+            self.by_namespace
+                .get(namespace)
+                .cloned()
+                .unwrap_or_default()
+        }
+    }
+
+    /// `ResourceQuotaEstimator.Estimate`: replicas with `replica_requirements` the quotas of
+    /// `namespace` still admit; `i32::MAX` when none constrains them (and without requirements).
+    pub fn replicas(&self, namespace: &str, replica_requirements: Option<&Value>) -> i32 {
+        let Some(rr) = replica_requirements else {
+            return i32::MAX;
+        };
+        let one = serde_json::json!([{"name": "", "replicas": 1, "replicaRequirements": rr}]);
+        quota_sets(
+            &self.in_namespace(namespace),
+            one.as_array().map(Vec::as_slice).unwrap_or_default(),
+        )
+    }
+
+    /// `ResourceQuotaEstimator.EstimateComponents`: complete sets of `components` the quotas of
+    /// `namespace` admit; `i32::MAX` when none constrains them or `namespace` is empty.
+    pub fn sets(&self, namespace: &str, components: &[Value]) -> i32 {
+        if namespace.is_empty() || components.is_empty() {
+            return i32::MAX;
+        }
+        quota_sets(&self.in_namespace(namespace), components)
+    }
+}
+
+/// The kind of a JSON error, without the text it was reading.
+fn serde_error_kind(e: &serde_json::Error) -> &'static str {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Io => "read error",
+        Category::Syntax => "syntax error",
+        Category::Data => "unexpected shape",
+        Category::Eof => "unexpected end",
+    }
+}
+
+/// A scope selector requirement as Karmada's `matchesScope` reads it: only `PriorityClass` can
+/// match a workload; unknown operators never match (Karmada logs and skips them).
+fn scope_match(scope: &str, operator: &str, values: &[String]) -> ScopeMatch {
+    if scope != "PriorityClass" {
+        return ScopeMatch::Never;
+    }
+    match operator {
+        "Exists" => ScopeMatch::AnyPriorityClass,
+        "In" => ScopeMatch::In(values.to_vec()),
+        "NotIn" => ScopeMatch::NotIn(values.to_vec()),
+        "DoesNotExist" => ScopeMatch::NoPriorityClass,
+        _ => ScopeMatch::Never,
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QuotaEntry {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    name: String,
+    #[serde(default)]
+    spec: QuotaSpec,
+    #[serde(default)]
+    status: QuotaStatus,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct QuotaSpec {
+    #[serde(default)]
+    scopes: Vec<String>,
+    #[serde(default)]
+    scope_selector: Option<ScopeSelector>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ScopeSelector {
+    #[serde(default)]
+    match_expressions: Vec<ScopeRequirement>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ScopeRequirement {
+    scope_name: String,
+    operator: String,
+    #[serde(default)]
+    values: Vec<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct QuotaStatus {
+    #[serde(default)]
+    hard: ResourceList,
+    #[serde(default)]
+    used: ResourceList,
 }
 
 #[cfg(test)]
@@ -900,7 +1117,7 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.into()))
             .collect(),
-            scoped_priority_classes: None,
+            selectors: Vec::new(),
         };
         let components = json!([
             {"name": "jobmanager", "replicas": 1,
@@ -912,10 +1129,103 @@ mod tests {
         assert_eq!(quota_sets(std::slice::from_ref(&q), c), 1);
         // A quota scoped to a priority class the components do not use does not apply.
         let scoped = QuotaView {
-            scoped_priority_classes: Some(ScopeMatch::In(vec!["high".into()])),
+            selectors: vec![ScopeMatch::In(vec!["high".into()])],
             ..q.clone()
         };
         assert_eq!(quota_sets(&[scoped], c), i32::MAX);
         assert_eq!(quota_sets(&[], c), i32::MAX);
+    }
+
+    fn quotas(v: Value) -> MemberQuotas {
+        MemberQuotas::parse(&v.to_string()).expect("quotas parse")
+    }
+
+    #[test]
+    fn member_quotas_cap_replicas_per_namespace_and_priority_class() {
+        let q = quotas(json!([
+            {"namespace": "team-a", "name": "compute",
+             "status": {"hard": {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "10"},
+                        "used": {"requests.cpu": "1500m", "requests.memory": "1Gi", "pods": "2"}}},
+            {"namespace": "team-a", "name": "gpus",
+             "spec": {"scopeSelector": {"matchExpressions": [
+                 {"scopeName": "PriorityClass", "operator": "In", "values": ["batch"]}]}},
+             "status": {"hard": {"requests.nvidia.com/gpu": "2"}, "used": {"requests.nvidia.com/gpu": "1"}}},
+            {"namespace": "team-b", "name": "tiny",
+             "status": {"hard": {"cpu": "1"}, "used": {"cpu": "0"}}}
+        ]));
+        let rr =
+            json!({"resourceRequest": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}});
+        // 2500m / 500m = 5; 7Gi / 1Gi = 7; the GPU quota is scoped to "batch": not this one.
+        assert_eq!(q.replicas("team-a", Some(&rr)), 5);
+        let batch = json!({"resourceRequest": {"cpu": "500m", "nvidia.com/gpu": "1"},
+                           "priorityClassName": "batch"});
+        assert_eq!(q.replicas("team-a", Some(&batch)), 1, "1 GPU left");
+        assert_eq!(q.replicas("team-b", Some(&rr)), 2);
+        assert_eq!(q.replicas("team-c", Some(&rr)), i32::MAX, "no quota there");
+        assert_eq!(q.replicas("team-a", None), i32::MAX, "no requirements");
+        // The lister's NamespaceAll: every quota counts.
+        assert_eq!(q.replicas("", Some(&rr)), 2);
+        // Over-used quota: nothing fits (never negative).
+        let over = quotas(
+            json!([{"namespace": "n", "status": {"hard": {"requests.cpu": "1"},
+                                                               "used": {"requests.cpu": "2"}}}]),
+        );
+        assert_eq!(over.replicas("n", Some(&rr)), 0);
+        // Components: only with a namespace.
+        let comps = json!([{"name": "a", "replicas": 2, "replicaRequirements": {"resourceRequest": {"cpu": "1"}}}]);
+        let c = comps.as_array().expect("array");
+        assert_eq!(q.sets("team-a", c), 1);
+        assert_eq!(q.sets("", c), i32::MAX);
+    }
+
+    #[test]
+    fn scope_selectors_follow_karmadas_match_rules() {
+        let scoped = |scope: Value| {
+            quotas(json!([{"namespace": "n", "spec": scope,
+                "status": {"hard": {"requests.cpu": "1"}, "used": {"requests.cpu": "0"}}}]))
+        };
+        let with =
+            |class: &str| json!({"resourceRequest": {"cpu": "1"}, "priorityClassName": class});
+        let exists = scoped(json!({"scopes": ["PriorityClass"]}));
+        assert_eq!(exists.replicas("n", Some(&with("x"))), 1);
+        assert_eq!(exists.replicas("n", Some(&with(""))), i32::MAX);
+        let not_in = scoped(json!({"scopeSelector": {"matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["x"]}]}}));
+        assert_eq!(not_in.replicas("n", Some(&with("x"))), i32::MAX);
+        assert_eq!(not_in.replicas("n", Some(&with(""))), 1);
+        let absent = scoped(json!({"scopeSelector": {"matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "DoesNotExist"}]}}));
+        assert_eq!(absent.replicas("n", Some(&with(""))), 1);
+        assert_eq!(absent.replicas("n", Some(&with("x"))), i32::MAX);
+        // Other scopes never apply to a workload's estimate; one matching selector is enough.
+        let terminating = scoped(json!({"scopes": ["Terminating"]}));
+        assert_eq!(terminating.replicas("n", Some(&with("x"))), i32::MAX);
+        let either = scoped(
+            json!({"scopes": ["BestEffort"], "scopeSelector": {"matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "In", "values": ["x"]}]}}),
+        );
+        assert_eq!(either.replicas("n", Some(&with("x"))), 1);
+    }
+
+    #[test]
+    fn malformed_quota_annotations_are_named_errors_without_their_text() {
+        let e = MemberQuotas::parse("{\"secret\": 1}").unwrap_err();
+        assert!(e.contains("not a list of ResourceQuotas"), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        let e = MemberQuotas::parse(
+            &json!([{"namespace": "n", "status": {"hard": {"cpu": "lots"}, "used": {}}}])
+                .to_string(),
+        )
+        .unwrap_err();
+        assert!(e.contains("[0].status.hard[cpu]: not a quantity"), "{e}");
+        assert!(!e.contains("lots"), "{e}");
+        let huge = format!("[{}]", vec!["{}"; MAX_QUOTAS + 1].join(","));
+        assert!(
+            MemberQuotas::parse(&huge)
+                .unwrap_err()
+                .contains("more than")
+        );
+        let long = " ".repeat(MAX_QUOTAS_TEXT + 1);
+        assert!(MemberQuotas::parse(&long).unwrap_err().contains("bytes"));
     }
 }

@@ -317,6 +317,32 @@ pub fn interpret_workload(
     Ok((0, None, Vec::new()))
 }
 
+/// What the `ResourceQuotaEstimate` gate adds to interpreted `replicaRequirements`: the
+/// template's namespace when the interpreter left it empty (Karmada's detector), and the pod's
+/// `priorityClassName` for the kinds whose built-in interpreter reads a pod template (Karmada's
+/// `GenerateReplicaRequirements`). A customization sets `priorityClassName` in its own answer.
+fn quota_requirements(template: &Object, rr: &mut ReplicaRequirements) {
+    if rr.namespace.is_empty() {
+        template.namespace().clone_into(&mut rr.namespace);
+    }
+    if !rr.priority_class_name.is_empty() {
+        return;
+    }
+    let pod = match (template.api_version(), template.kind()) {
+        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch/v1", "Job") => {
+            template.0.pointer("/spec/template/spec")
+        }
+        ("v1", "Pod") => template.0.get("spec"),
+        _ => None,
+    };
+    if let Some(class) = pod
+        .and_then(|p| p.get("priorityClassName"))
+        .and_then(Value::as_str)
+    {
+        class.clone_into(&mut rr.priority_class_name);
+    }
+}
+
 /// Build the ResourceBinding (namespaced template) or ClusterResourceBinding (cluster-scoped
 /// template) for `template` claimed by `claim`, as Karmada's `BuildResourceBinding` does, with
 /// the workload's replicas, requirements and components from `interpreters`.
@@ -328,6 +354,7 @@ pub fn build_binding(
     template: &Object,
     claim: Claim<'_>,
     interpreters: &Interpreters,
+    gates: crate::priority::FeatureGates,
 ) -> Result<ResourceBinding, PluginError> {
     let policy = claim.policy;
     let namespaced = !template.namespace().is_empty();
@@ -401,7 +428,13 @@ pub fn build_binding(
         block_owner_deletion: Some(true),
     });
 
-    let (replicas, replica_requirements, components) = interpret_workload(template, interpreters)?;
+    let (replicas, mut replica_requirements, components) =
+        interpret_workload(template, interpreters)?;
+    if gates.resource_quota_estimate
+        && let Some(rr) = replica_requirements.as_mut()
+    {
+        quota_requirements(template, rr);
+    }
     let ps = &policy.spec;
     let spec = ResourceBindingSpec {
         resource: ObjectReference {
@@ -662,7 +695,13 @@ mod tests {
             None,
             sel("nginx", false),
         )];
-        let rb = build_binding(&t, claim(&t, &pps, &[]).unwrap(), &stub()).unwrap();
+        let rb = build_binding(
+            &t,
+            claim(&t, &pps, &[]).unwrap(),
+            &stub(),
+            crate::priority::FeatureGates::default(),
+        )
+        .unwrap();
         assert_eq!(rb.metadata.name(), "nginx-deployment");
         assert_eq!(rb.kind, "ResourceBinding");
         assert_eq!(rb.spec.replicas, 3);

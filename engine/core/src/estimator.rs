@@ -145,6 +145,11 @@ pub struct Capacity {
     parsed: Option<ParsedSummary>,
     /// Pods a "what if" snapshot frees on the cluster (binding preemption).
     freed: Vec<FreedPods>,
+    /// The member's ResourceQuotas, when the `ResourceQuotaEstimate` gate is on
+    /// ([`Capacity::with_quotas`]).
+    quotas: Option<std::sync::Arc<crate::component_sets::MemberQuotas>>,
+    /// Why the member's quota annotation could not be read (the estimate then ignores quotas).
+    quota_error: Option<String>,
 }
 
 /// `count` pods that each requested `requests` (nano-units), freed on a cluster by a "what if"
@@ -196,7 +201,27 @@ impl Capacity {
         Capacity {
             parsed,
             freed: Vec::new(),
+            quotas: None,
+            quota_error: None,
         }
+    }
+
+    /// This capacity with `cluster`'s ResourceQuotas ([`flotilla_api::labels::RESOURCE_QUOTAS`])
+    /// capping the estimates, as Karmada's scheduler-estimator does under the
+    /// `ResourceQuotaEstimate` gate. A malformed annotation is recorded
+    /// ([`Capacity::quota_error`]) and quotas are then not applied.
+    #[must_use]
+    pub fn with_quotas(mut self, cluster: &Cluster) -> Self {
+        match crate::component_sets::MemberQuotas::of(cluster) {
+            Ok(q) => self.quotas = q.map(std::sync::Arc::new),
+            Err(e) => self.quota_error = Some(e),
+        }
+        self
+    }
+
+    /// Why the cluster's quota annotation was not applied, if it was not.
+    pub fn quota_error(&self) -> Option<&str> {
+        self.quota_error.as_deref()
     }
 
     /// [`Capacity::of`] with `freed` pods' room counted by the resource-model path.
@@ -226,12 +251,32 @@ pub fn available_replicas_with(
         return clusters
             .iter()
             .map(|(c, cap)| {
-                let sets = crate::component_sets::max_sets_with(c, &set, &cap.freed);
+                let mut sets = crate::component_sets::max_sets_with(c, &set, &cap.freed);
+                if let Some(q) = &cap.quotas {
+                    // The scheduler-estimator's answer joins the general one: the smaller wins.
+                    sets = sets.min(q.sets(&spec.resource.namespace, &spec.components));
+                }
                 merge_estimate(sets, spec)
             })
             .collect();
     }
     let requests = parse_requests(spec);
+    // `replicaRequirements.namespace` (the detector fills it with the template's under the gate).
+    let quota_namespace = spec
+        .replica_requirements
+        .as_ref()
+        .map(|rr| rr.namespace.as_str())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(&spec.resource.namespace);
+    let quota_requirements = clusters
+        .iter()
+        .any(|(_, cap)| cap.quotas.is_some())
+        .then(|| {
+            spec.replica_requirements
+                .as_ref()
+                .and_then(|rr| serde_json::to_value(rr).ok())
+        })
+        .flatten();
     clusters
         .iter()
         .map(|(c, cap)| {
@@ -240,11 +285,17 @@ pub fn available_replicas_with(
                 Some(p) if p.has_modelings => general_estimate(c, requests.as_deref(), &cap.freed),
                 Some(p) => cached_estimate(p, requests.as_deref()),
             };
-            let v = if estimate != -1 && i64::from(estimate) < MAX_INT32 {
+            let mut v = if estimate != -1 && i64::from(estimate) < MAX_INT32 {
                 i64::from(estimate)
             } else {
                 MAX_INT32
             };
+            if let Some(q) = &cap.quotas {
+                // The scheduler-estimator's answer joins the general one: the smaller wins.
+                v = v.min(i64::from(
+                    q.replicas(quota_namespace, quota_requirements.as_ref()),
+                ));
+            }
             if v == MAX_INT32 {
                 i64::from(spec.replicas)
             } else {
@@ -754,6 +805,62 @@ mod tests {
             available_replicas(&[&a, &b, &c], &spec(2, None)),
             vec![3, 0, 9]
         );
+    }
+
+    #[test]
+    fn member_quotas_cap_replicas_and_component_sets_only_with_them_attached() {
+        let mut c = cluster(
+            json!({}),
+            Some(json!({"allocatable": {"pods": "110", "cpu": "16", "memory": "64Gi"}})),
+        );
+        c.metadata.annotations.insert(
+            flotilla_api::labels::RESOURCE_QUOTAS.into(),
+            json!([{"namespace": "ns", "name": "q",
+                    "status": {"hard": {"requests.cpu": "3"}, "used": {"requests.cpu": "500m"}}}])
+            .to_string(),
+        );
+        let spec: ResourceBindingSpec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "ns", "name": "d"},
+            "replicas": 10,
+            "replicaRequirements": {"resourceRequest": {"cpu": "1"}}}))
+        .expect("spec");
+        let plain = Capacity::of(&c);
+        let quoted = Capacity::of(&c).with_quotas(&c);
+        assert_eq!(available_replicas_with(&[(&c, &plain)], &spec), vec![16]);
+        // 2.5 CPU of quota left: 2 replicas.
+        assert_eq!(available_replicas_with(&[(&c, &quoted)], &spec), vec![2]);
+        let elsewhere = ResourceBindingSpec {
+            resource: flotilla_api::meta::ObjectReference {
+                namespace: "other".into(),
+                ..spec.resource.clone()
+            },
+            ..spec.clone()
+        };
+        assert_eq!(
+            available_replicas_with(&[(&c, &quoted)], &elsewhere),
+            vec![16]
+        );
+        // A whole Flink-like set (1 + 2 CPU) fits once in the quota, five times on the nodes.
+        let sets: ResourceBindingSpec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "example.dev/v1", "kind": "Flink", "namespace": "ns", "name": "f"},
+            "components": [
+                {"name": "jm", "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": "1"}}},
+                {"name": "tm", "replicas": 2, "replicaRequirements": {"resourceRequest": {"cpu": "1"}}}],
+            "placement": {"spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}]}}))
+        .expect("spec");
+        assert_eq!(available_replicas_with(&[(&c, &plain)], &sets), vec![5]);
+        assert_eq!(available_replicas_with(&[(&c, &quoted)], &sets), vec![0]);
+        // A malformed annotation is reported, and the quotas are then not applied.
+        c.metadata
+            .annotations
+            .insert(flotilla_api::labels::RESOURCE_QUOTAS.into(), "{".into());
+        let broken = Capacity::of(&c).with_quotas(&c);
+        assert!(
+            broken
+                .quota_error()
+                .is_some_and(|e| e.contains("not a list"))
+        );
+        assert_eq!(available_replicas_with(&[(&c, &broken)], &spec), vec![16]);
     }
 }
 

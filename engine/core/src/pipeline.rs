@@ -47,6 +47,21 @@ impl Default for Options {
     }
 }
 
+/// `cluster`'s parsed capacity with `freed` pods, and its ResourceQuotas under the
+/// `ResourceQuotaEstimate` gate.
+fn capacity_of(
+    cluster: &Cluster,
+    freed: Vec<crate::estimator::FreedPods>,
+    options: &Options,
+) -> Capacity {
+    let cap = Capacity::with_freed(cluster, freed);
+    if options.gates.resource_quota_estimate {
+        cap.with_quotas(cluster)
+    } else {
+        cap
+    }
+}
+
 /// Source of [`Snapshot`] generations (0 is never handed out).
 static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -65,7 +80,10 @@ impl Snapshot {
     /// Snapshot `clusters` (any order; kept sorted by name) with the served `profiles`.
     pub fn new(mut clusters: Vec<Cluster>, profiles: Arc<Vec<Profile>>, options: Options) -> Self {
         clusters.sort_by(|a, b| a.name().cmp(b.name()));
-        let capacity = clusters.iter().map(Capacity::of).collect();
+        let capacity = clusters
+            .iter()
+            .map(|c| capacity_of(c, Vec::new(), &options))
+            .collect();
         let generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Snapshot {
             clusters,
@@ -92,7 +110,7 @@ impl Snapshot {
     ) -> Snapshot {
         let mut clusters = self.clusters.clone();
         let mut capacity = self.capacity.clone();
-        let cap = Capacity::with_freed(&cluster, freed);
+        let cap = capacity_of(&cluster, freed, &self.options);
         match clusters.binary_search_by(|c| c.name().cmp(cluster.name())) {
             Ok(i) => {
                 capacity[i] = cap;

@@ -535,7 +535,7 @@ pub fn binding_for_with<'a>(
         &inv.cluster_propagation_policies,
         gates.policy_preemption,
     )?;
-    let mut rb = match detector::build_binding(template, claim, &inv.interpreters) {
+    let mut rb = match detector::build_binding(template, claim, &inv.interpreters, gates) {
         Ok(rb) => rb,
         Err(e) => return Some(Err(e)),
     };

@@ -19,6 +19,13 @@ pub struct FeatureGates {
     /// for lack of capacity evicts lower-priority bindings from one cluster
     /// ([`crate::preemption`]).
     pub binding_preemption: bool,
+    /// `ResourceQuotaEstimate` (alpha, off by default): the members' ResourceQuotas cap the
+    /// replica and component-set estimates, as Karmada's scheduler-estimator's
+    /// `ResourceQuotaEstimator` does, and the interpreted `replicaRequirements` carry the
+    /// template's namespace and the pod's `priorityClassName` (for PriorityClass-scoped quotas).
+    /// Quotas come from each Cluster's `flotilla.dev/resource-quotas` annotation, which the
+    /// cluster status controller and the agent keep when the gate is on.
+    pub resource_quota_estimate: bool,
 }
 
 impl Default for FeatureGates {
@@ -27,15 +34,17 @@ impl Default for FeatureGates {
             priority_based_scheduling: true,
             policy_preemption: false,
             binding_preemption: false,
+            resource_quota_estimate: false,
         }
     }
 }
 
 /// The gate names, as Karmada spells them.
-pub const GATE_NAMES: [&str; 3] = [
+pub const GATE_NAMES: [&str; 4] = [
     "PriorityBasedScheduling",
     "PropagationPolicyPreemption",
     "BindingPreemption",
+    "ResourceQuotaEstimate",
 ];
 
 impl FeatureGates {
@@ -70,6 +79,7 @@ impl FeatureGates {
                 "PriorityBasedScheduling" => self.priority_based_scheduling = on,
                 "PropagationPolicyPreemption" => self.policy_preemption = on,
                 "BindingPreemption" => self.binding_preemption = on,
+                "ResourceQuotaEstimate" => self.resource_quota_estimate = on,
                 other => {
                     return Err(format!(
                         "--feature-gates: unrecognized feature gate: {} (known: {})",

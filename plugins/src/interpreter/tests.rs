@@ -72,12 +72,33 @@ fn detector_builds_the_binding_through_the_chain() {
     let t = Object(deploy());
     let pps = [policy];
     let claim = flotilla_core::detector::claim(&t, &pps, &[]).unwrap();
-    let rb = flotilla_core::detector::build_binding(&t, claim, &chain_native()).unwrap();
+    let gates = flotilla_core::priority::FeatureGates::default();
+    let rb = flotilla_core::detector::build_binding(&t, claim, &chain_native(), gates).unwrap();
     assert_eq!(rb.spec.replicas, 3);
+    let rr = rb.spec.replica_requirements.unwrap();
+    assert_eq!(rr.resource_request["cpu"].as_text(), "1250m");
     assert_eq!(
-        rb.spec.replica_requirements.unwrap().resource_request["cpu"].as_text(),
-        "1250m"
+        (rr.namespace.as_str(), rr.priority_class_name.as_str()),
+        ("", "")
     );
+    // Under ResourceQuotaEstimate: the template's namespace and the pod's priority class.
+    let mut with_class = deploy();
+    with_class["spec"]["template"]["spec"]["priorityClassName"] = json!("batch");
+    let t = Object(with_class);
+    let quota = flotilla_core::priority::FeatureGates {
+        resource_quota_estimate: true,
+        ..gates
+    };
+    let rr = flotilla_core::detector::build_binding(&t, claim, &chain_native(), quota)
+        .unwrap()
+        .spec
+        .replica_requirements
+        .unwrap();
+    assert_eq!(
+        (rr.namespace.as_str(), rr.priority_class_name.as_str()),
+        (t.namespace(), "batch")
+    );
+    assert!(!t.namespace().is_empty());
 }
 
 #[test]

@@ -34,6 +34,11 @@ pub struct Args {
     /// duration (`90s`, `1m30s`, `500ms`, `1h`).
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = parse_duration)]
     pub resync_period: Duration,
+    /// Feature gates, `Name=true|false,...`, as the control plane's: with
+    /// `ResourceQuotaEstimate=true` the agent reports the member's ResourceQuotas for the
+    /// scheduler's quota estimate.
+    #[arg(long, value_name = "GATES", default_value = "")]
+    pub feature_gates: String,
 }
 
 /// A Go-style duration of `h`, `m`, `s` and `ms` parts (`1h30m`, `45s`, `250ms`), more than zero.
@@ -125,6 +130,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             resync: args.resync_period,
             // The control plane's customizations are compiled with the same backends as there.
             rule_backends: flotilla_controller::controller::interpreters::RuleBackends(super::interpreters::rule_backends()),
+            pipeline: flotilla_core::pipeline::Options {
+                gates: super::plan::gates(&args.feature_gates)?,
+                ..Default::default()
+            },
             ..Default::default()
         };
         args.cluster_status.apply(&mut settings);

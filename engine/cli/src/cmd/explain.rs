@@ -24,6 +24,9 @@ pub struct Args {
     /// SchedulerProfile files; the binding's `schedulerName` picks one.
     #[arg(long = "profile")]
     pub profiles: Vec<PathBuf>,
+    /// Feature gates, `Name=true|false,...`, as for `flotilla plan`.
+    #[arg(long, value_name = "GATES", default_value = "")]
+    pub feature_gates: String,
 }
 
 /// Run.
@@ -43,7 +46,9 @@ pub fn main(args: Args) -> anyhow::Result<()> {
         .iter()
         .find(|t| t.kind().eq_ignore_ascii_case(kind) && t.namespace() == ns && t.name() == name)
         .with_context(|| format!("--resource: no template {kind} {ns}/{name} in the input"))?;
-    let (mut rb, claim) = flotilla_core::plan::binding_for(&inv, template)
+    let gates = super::plan::gates(&args.feature_gates)?;
+    super::plan::check_quotas(&inv, gates)?;
+    let (mut rb, claim) = flotilla_core::plan::binding_for_with(&inv, template, gates)
         .with_context(|| format!("no propagation policy matches {kind} {ns}/{name}"))?
         .with_context(|| format!("interpreting {kind} {ns}/{name}"))?;
     let key = format!("{}/{}", rb.metadata.namespace(), rb.metadata.name());
@@ -52,7 +57,10 @@ pub fn main(args: Args) -> anyhow::Result<()> {
     let snapshot = Snapshot::new(
         inv.clusters.clone(),
         std::sync::Arc::new(profiles),
-        Options::default(),
+        Options {
+            gates,
+            ..Options::default()
+        },
     );
     let profile = snapshot
         .profile(&rb.spec.scheduler_name)

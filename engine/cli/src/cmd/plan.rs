@@ -34,7 +34,8 @@ pub struct Args {
     pub no_taint_eviction: bool,
     /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
     /// `PropagationPolicyPreemption` (default false), and Flotilla's `BindingPreemption`
-    /// (default false: lower-priority bindings are evicted for one that fits nowhere).
+    /// (default false: lower-priority bindings are evicted for one that fits nowhere), and
+    /// `ResourceQuotaEstimate` (default false: members' ResourceQuotas cap the estimates).
     #[arg(long, value_name = "GATES", default_value = "")]
     pub feature_gates: String,
     /// SchedulerProfile files (built-in, Wasm and CEL plugins); bindings pick one by `schedulerName`.
@@ -53,6 +54,7 @@ pub fn main(args: Args) -> anyhow::Result<()> {
             ..Default::default()
         },
     };
+    check_quotas(&inv, options.pipeline.gates)?;
     let profiles = super::profiles::load(&args.profiles)?;
     let plan = plan(&inv, std::sync::Arc::new(profiles), options);
     match args.output {
@@ -77,6 +79,23 @@ pub fn main(args: Args) -> anyhow::Result<()> {
                 b.binding.metadata.namespace(),
                 b.binding.metadata.name()
             );
+        }
+    }
+    Ok(())
+}
+
+/// Under `ResourceQuotaEstimate`, every Cluster's quota annotation must read (the controllers
+/// log a malformed one and estimate without it; an input file is refused).
+pub fn check_quotas(
+    inv: &flotilla_core::plan::Inventory,
+    gates: flotilla_core::priority::FeatureGates,
+) -> anyhow::Result<()> {
+    if !gates.resource_quota_estimate {
+        return Ok(());
+    }
+    for c in &inv.clusters {
+        if let Err(e) = flotilla_core::component_sets::MemberQuotas::of(c) {
+            anyhow::bail!("Cluster {}: {e}", c.name());
         }
     }
     Ok(())

@@ -72,7 +72,8 @@ pub struct Args {
     pub no_controllers: bool,
     /// Karmada feature gates, `Name=true|false,...`: `PriorityBasedScheduling` (default true),
     /// `PropagationPolicyPreemption` (default false), and Flotilla's `BindingPreemption`
-    /// (default false: lower-priority bindings are evicted for one that fits nowhere).
+    /// (default false: lower-priority bindings are evicted for one that fits nowhere), and
+    /// `ResourceQuotaEstimate` (default false: members' ResourceQuotas cap the estimates).
     #[arg(long, value_name = "GATES", default_value = "")]
     pub feature_gates: String,
     /// The only directory WasmPlugin objects' `spec.module.path` may name files in (relative

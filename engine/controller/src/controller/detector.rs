@@ -49,7 +49,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     // fault is reported on the template (Karmada's GetReplicasFailed/GetComponentsFailed) and no
     // binding is written from it.
     let interpreters = ctx.interpreters.get();
-    let mut rb = match detector::build_binding(&template, claim, &interpreters) {
+    let mut rb = match detector::build_binding(&template, claim, &interpreters, gates) {
         Ok(rb) => rb,
         Err(e) => {
             let components = interpreters

@@ -26,9 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flotilla_api::cluster::Cluster;
+use flotilla_api::labels;
 use flotilla_core::quantity::{NANO_PER_MILLI, NANO_PER_UNIT, parse_nano};
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
@@ -111,6 +112,9 @@ pub struct Collected {
     pub node_summary: Value,
     /// `status.resourceSummary`.
     pub resource_summary: Value,
+    /// The member's ResourceQuotas for the Cluster's `flotilla.dev/resource-quotas` annotation
+    /// (gate `ResourceQuotaEstimate`; `None` when the gate is off or they do not fit).
+    pub resource_quotas: Option<String>,
 }
 
 impl Observation {
@@ -140,7 +144,7 @@ async fn health_status(client: &Client, path: &str) -> Result<u16, kube::Error> 
 
 /// Probe the member behind `config` over a fresh connection: health, then (when healthy) its
 /// version, API enablements and resource summary.
-pub async fn observe(config: &kube::Config, timeout: Duration) -> Observation {
+pub async fn observe(config: &kube::Config, timeout: Duration, quotas: bool) -> Observation {
     let Ok(client) = crate::client::probe_client(config, timeout) else {
         return Observation::default();
     };
@@ -163,7 +167,7 @@ pub async fn observe(config: &kube::Config, timeout: Duration) -> Observation {
             collected: None,
         };
     }
-    let collected = match tokio::time::timeout(timeout * 3, collect(&client)).await {
+    let collected = match tokio::time::timeout(timeout * 3, collect(&client, quotas)).await {
         Ok(Ok(c)) => Some(c),
         Ok(Err(e)) => {
             tracing::warn!(url = %config.cluster_url, error = %e, "collecting member status failed");
@@ -208,11 +212,12 @@ pub async fn api_enablements(client: &Client) -> Result<Value, Error> {
     ))
 }
 
-/// Collect version, API enablements and resource summary from a member.
+/// Collect version, API enablements and resource summary from a member, and with `quotas` its
+/// ResourceQuotas.
 ///
 /// # Errors
 /// Fails when a request fails.
-pub async fn collect(client: &Client) -> Result<Collected, Error> {
+pub async fn collect(client: &Client, quotas: bool) -> Result<Collected, Error> {
     let version = client.apiserver_version().await?.git_version;
     let api_enablements = api_enablements(client).await?;
     let nodes = Api::<Node>::all(client.clone())
@@ -224,12 +229,75 @@ pub async fn collect(client: &Client) -> Result<Collected, Error> {
         .await?
         .items;
     let (node_summary, resource_summary) = summarize(&nodes, &pods);
+    let resource_quotas = if quotas {
+        let list = Api::<ResourceQuota>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        quota_annotation(&list)
+    } else {
+        None
+    };
     Ok(Collected {
         kubernetes_version: version,
         api_enablements,
         node_summary,
         resource_summary,
+        resource_quotas,
     })
+}
+
+/// The `flotilla.dev/resource-quotas` annotation for `quotas`: what the scheduler's quota
+/// estimate reads of each (namespace, name, scopes, hard and used), sorted. `None`, with a
+/// warning, when it would not fit in an annotation or list more quotas than the scheduler reads
+/// ([`flotilla_core::component_sets::MAX_QUOTAS_TEXT`], `MAX_QUOTAS`).
+pub fn quota_annotation(quotas: &[ResourceQuota]) -> Option<String> {
+    let mut rows: Vec<Value> = quotas
+        .iter()
+        .map(|q| {
+            let spec = q.spec.as_ref();
+            let mut s = serde_json::Map::new();
+            if let Some(scopes) = spec
+                .and_then(|s| s.scopes.as_ref())
+                .filter(|v| !v.is_empty())
+            {
+                s.insert("scopes".into(), json!(scopes));
+            }
+            if let Some(sel) = spec.and_then(|s| s.scope_selector.as_ref()) {
+                s.insert("scopeSelector".into(), json!(sel));
+            }
+            let status = q.status.as_ref();
+            json!({
+                "namespace": q.metadata.namespace.clone().unwrap_or_default(),
+                "name": q.metadata.name.clone().unwrap_or_default(),
+                "spec": s,
+                "status": {
+                    "hard": status.and_then(|s| s.hard.clone()).unwrap_or_default(),
+                    "used": status.and_then(|s| s.used.clone()).unwrap_or_default(),
+                },
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a["namespace"].as_str(), a["name"].as_str())
+            .cmp(&(b["namespace"].as_str(), b["name"].as_str()))
+    });
+    if rows.len() > flotilla_core::component_sets::MAX_QUOTAS {
+        tracing::warn!(
+            quotas = rows.len(),
+            "the member has more ResourceQuotas than the scheduler reads; quotas not reported"
+        );
+        return None;
+    }
+    let text = Value::Array(rows).to_string();
+    if text.len() > flotilla_core::component_sets::MAX_QUOTAS_TEXT {
+        tracing::warn!(
+            bytes = text.len(),
+            "the member's ResourceQuotas do not fit in an annotation; quotas not reported"
+        );
+        return None;
+    }
+    Some(text)
 }
 
 type Sums = BTreeMap<String, i128>;
@@ -464,6 +532,23 @@ pub async fn write_status(
         status["nodeSummary"] = c.node_summary.clone();
         status["resourceSummary"] = c.resource_summary.clone();
     }
+    // The member's quotas ride on an annotation (Cluster status has no field for them).
+    let quotas = collected.and_then(|c| c.resource_quotas.as_deref());
+    if let Some(text) = quotas
+        && obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::RESOURCE_QUOTAS))
+            != Some(&text.to_owned())
+    {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {labels::RESOURCE_QUOTAS: text}}})),
+        )
+        .await?;
+    }
     if status == current {
         return Ok(());
     }
@@ -672,11 +757,12 @@ async fn round(
         }
     }
     let timeout = probe_timeout(&ctx.settings);
+    let quotas = ctx.settings.pipeline.gates.resource_quota_estimate;
     let probes = due
         .into_iter()
         .filter_map(|(c, r)| r.map(|r| (c, r)))
         .map(|(c, r)| async move {
-            let obs = observe(&r.config, timeout).await;
+            let obs = observe(&r.config, timeout, quotas).await;
             (c, obs)
         });
     for (c, obs) in futures::future::join_all(probes).await {
