@@ -88,6 +88,19 @@ fn flotilla(args: &[&str], paths: &[(&str, &Path)]) -> std::process::Output {
     cmd.output().expect("flotilla runs")
 }
 
+/// `flotilla <args>` that must succeed; its stdout.
+fn succeeded(args: &[&str], paths: &[(&str, &Path)]) -> String {
+    let out = flotilla(args, paths);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "flotilla {} failed: {stdout}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 async fn control(up: &Up) -> kube::Client {
     client_for(&up.kubeconfig(), true).await
 }
@@ -372,18 +385,12 @@ fn assert_forbidden<T: std::fmt::Debug>(res: Result<T, kube::Error>, message: &s
 async fn a_pull_agent_runs_with_scoped_credentials_that_reach_only_its_own_cluster() {
     let up = Up::start();
     let creds = up.dir.path().join("agent.kubeconfig");
-    let out = flotilla(
+    let stdout = succeeded(
         &["join", "scoped", "--mode", "pull"],
         &[
             ("--kubeconfig", &up.kubeconfig()),
             ("--agent-kubeconfig", &creds),
         ],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "join --mode pull failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     assert!(
         stdout.contains("ServiceAccount karmada-cluster/karmada-agent-scoped")
@@ -685,17 +692,12 @@ async fn crafted_pull_member_with_widgets(
     kube::Client,
 ) {
     let creds = up.dir.path().join("agent.kubeconfig");
-    let out = flotilla(
+    succeeded(
         &["join", "crafted", "--mode", "pull"],
         &[
             ("--kubeconfig", &up.kubeconfig()),
             ("--agent-kubeconfig", &creds),
         ],
-    );
-    assert!(
-        out.status.success(),
-        "join --mode pull failed: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let admin = control(up).await;
     let member = up.member_kubeconfig("crafted");
@@ -1183,17 +1185,12 @@ async fn member_resource_quotas_cap_the_estimate_live_and_in_plan_alike() {
                 .await
                 .expect("quota status");
         }
-        let out = flotilla(
+        succeeded(
             &["join", name],
             &[
                 ("--kubeconfig", &up.kubeconfig()),
                 ("--member-kubeconfig", &member),
             ],
-        );
-        assert!(
-            out.status.success(),
-            "join {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
         );
     }
     let clusters = api(
@@ -1318,19 +1315,10 @@ async fn member_resource_quotas_cap_the_estimate_live_and_in_plan_alike() {
         std::fs::write(&path, v.to_string()).expect("write");
         files.push(path);
     }
+    let plan_files: Vec<(&str, &Path)> = files.iter().map(|f| ("-f", f.as_path())).collect();
     let plan = |extra: &[&str]| -> Value {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-        cmd.args(["plan", "-o", "json"]).args(extra);
-        for f in &files {
-            cmd.arg("-f").arg(f);
-        }
-        let out = cmd.output().expect("plan runs");
-        assert!(
-            out.status.success(),
-            "plan: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("plan JSON")
+        let args = [&["plan", "-o", "json"], extra].concat();
+        serde_json::from_str(&succeeded(&args, &plan_files)).expect("plan JSON")
     };
     assert_eq!(
         planned_clusters(&plan(&gate), "web-deployment"),
@@ -1346,12 +1334,7 @@ async fn member_resource_quotas_cap_the_estimate_live_and_in_plan_alike() {
     qa["metadata"]["annotations"]["flotilla.dev/resource-quotas"] =
         json!("[{\"status\": \"hunter2\"}]");
     std::fs::write(&files[0], qa.to_string()).expect("write");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-    cmd.args(["plan", "-o", "json"]).args(gate);
-    for f in &files {
-        cmd.arg("-f").arg(f);
-    }
-    let out = cmd.output().expect("plan runs");
+    let out = flotilla(&[&["plan", "-o", "json"][..], &gate].concat(), &plan_files);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
