@@ -101,6 +101,18 @@ fn succeeded(args: &[&str], paths: &[(&str, &Path)]) -> String {
     stdout
 }
 
+/// The Clusters of the control plane `client` talks to.
+fn clusters_api(client: &kube::Client) -> Api<DynamicObject> {
+    api(
+        client,
+        "cluster.karmada.io",
+        "v1alpha1",
+        "Cluster",
+        "clusters",
+        None,
+    )
+}
+
 async fn control(up: &Up) -> kube::Client {
     client_for(&up.kubeconfig(), true).await
 }
@@ -195,14 +207,7 @@ async fn join_registers_a_push_cluster_with_a_karmada_secret_and_agent_a_pull_cl
     );
 
     let client = control(&up).await;
-    let clusters = api(
-        &client,
-        "cluster.karmada.io",
-        "v1alpha1",
-        "Cluster",
-        "clusters",
-        None,
-    );
+    let clusters = clusters_api(&client);
     let c = clusters.get("edge").await.expect("Cluster edge");
     assert_eq!(c.data["spec"]["syncMode"], json!("Push"));
     assert_eq!(
@@ -419,14 +424,7 @@ async fn a_pull_agent_runs_with_scoped_credentials_that_reach_only_its_own_clust
 
     // Another Pull cluster, with a Work of its own.
     let admin = control(&up).await;
-    let clusters = api(
-        &admin,
-        "cluster.karmada.io",
-        "v1alpha1",
-        "Cluster",
-        "clusters",
-        None,
-    );
+    let clusters = clusters_api(&admin);
     let pp = kube::api::PostParams::default();
     let obj = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("object") };
     clusters
@@ -590,14 +588,7 @@ async fn a_pull_agent_runs_with_scoped_credentials_that_reach_only_its_own_clust
             "works.work.karmada.io is forbidden: User \"{user}\" cannot list resource \"works\" in API group \"work.karmada.io\" at the cluster scope"
         ),
     );
-    let scoped_clusters = api(
-        &scoped,
-        "cluster.karmada.io",
-        "v1alpha1",
-        "Cluster",
-        "clusters",
-        None,
-    );
+    let scoped_clusters = clusters_api(&scoped);
     scoped_clusters
         .get("scoped")
         .await
@@ -1193,14 +1184,7 @@ async fn member_resource_quotas_cap_the_estimate_live_and_in_plan_alike() {
             ],
         );
     }
-    let clusters = api(
-        &client,
-        "cluster.karmada.io",
-        "v1alpha1",
-        "Cluster",
-        "clusters",
-        None,
-    );
+    let clusters = clusters_api(&client);
     let annotation = |o: &DynamicObject| {
         o.metadata
             .annotations
@@ -1247,28 +1231,21 @@ async fn member_resource_quotas_cap_the_estimate_live_and_in_plan_alike() {
                     "spec": {"priorityClassName": "batch",
                              "containers": [{"name": "web", "image": "nginx",
                                 "resources": {"requests": {"cpu": "1"}}}]}}}});
-    api(
-        &client,
-        "policy.karmada.io",
-        "v1alpha1",
-        "PropagationPolicy",
-        "propagationpolicies",
-        Some("default"),
-    )
-    .create(&pp, &obj(policy.clone()))
-    .await
-    .expect("policy");
-    api(
-        &client,
-        "apps",
-        "v1",
-        "Deployment",
-        "deployments",
-        Some("default"),
-    )
-    .create(&pp, &obj(deployment.clone()))
-    .await
-    .expect("deployment");
+    for (group, version, kind, plural, o) in [
+        (
+            "policy.karmada.io",
+            "v1alpha1",
+            "PropagationPolicy",
+            "propagationpolicies",
+            &policy,
+        ),
+        ("apps", "v1", "Deployment", "deployments", &deployment),
+    ] {
+        api(&client, group, version, kind, plural, Some("default"))
+            .create(&pp, &obj(o.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+    }
     let bindings = api(
         &client,
         "work.karmada.io",
