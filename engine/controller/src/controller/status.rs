@@ -113,8 +113,10 @@ pub struct Collected {
     /// `status.resourceSummary`.
     pub resource_summary: Value,
     /// The member's ResourceQuotas for the Cluster's `flotilla.dev/resource-quotas` annotation
-    /// (gate `ResourceQuotaEstimate`; `None` when the gate is off or they do not fit).
-    pub resource_quotas: Option<String>,
+    /// (gate `ResourceQuotaEstimate`): `None` with the gate off (the annotation is left alone),
+    /// `Some(None)` when they could not be listed or do not fit (the annotation is removed, so
+    /// the scheduler never estimates from stale quotas), `Some(Some(text))` otherwise.
+    pub resource_quotas: Option<Option<String>>,
 }
 
 impl Observation {
@@ -229,12 +231,19 @@ pub async fn collect(client: &Client, quotas: bool) -> Result<Collected, Error> 
         .await?
         .items;
     let (node_summary, resource_summary) = summarize(&nodes, &pods);
+    // A member whose quotas cannot be listed still reports its status; it is estimated without
+    // quotas.
     let resource_quotas = if quotas {
-        let list = Api::<ResourceQuota>::all(client.clone())
+        match Api::<ResourceQuota>::all(client.clone())
             .list(&ListParams::default())
-            .await?
-            .items;
-        quota_annotation(&list)
+            .await
+        {
+            Ok(list) => Some(quota_annotation(&list.items)),
+            Err(e) => {
+                tracing::warn!(error = %e, "listing the member's ResourceQuotas failed; estimating it without them");
+                Some(None)
+            }
+        }
     } else {
         None
     };
@@ -532,20 +541,20 @@ pub async fn write_status(
         status["nodeSummary"] = c.node_summary.clone();
         status["resourceSummary"] = c.resource_summary.clone();
     }
-    // The member's quotas ride on an annotation (Cluster status has no field for them).
-    let quotas = collected.and_then(|c| c.resource_quotas.as_deref());
-    if let Some(text) = quotas
+    // The member's quotas ride on an annotation (Cluster status has no field for them); a
+    // null removes it.
+    if let Some(quotas) = collected.and_then(|c| c.resource_quotas.as_ref())
         && obj
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(labels::RESOURCE_QUOTAS))
-            != Some(&text.to_owned())
+            != quotas.as_ref()
     {
         api.patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {labels::RESOURCE_QUOTAS: text}}})),
+            &Patch::Merge(json!({"metadata": {"annotations": {labels::RESOURCE_QUOTAS: quotas}}})),
         )
         .await?;
     }
@@ -1010,6 +1019,31 @@ mod tests {
             None,
             "recovery is held back too"
         );
+    }
+
+    #[test]
+    fn quota_annotations_read_back_and_refuse_more_than_the_scheduler_reads() {
+        let quota = |ns: &str, name: &str| ResourceQuota {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            status: Some(k8s_openapi::api::core::v1::ResourceQuotaStatus {
+                hard: Some(q(&[("requests.cpu", "2")])),
+                used: Some(q(&[("requests.cpu", "500m")])),
+            }),
+            ..Default::default()
+        };
+        let text = quota_annotation(&[quota("b", "x"), quota("a", "y")]).expect("fits");
+        let read = flotilla_core::component_sets::MemberQuotas::parse(&text).expect("reads back");
+        let rr = json!({"resourceRequest": {"cpu": "500m"}});
+        assert_eq!(read.replicas("a", Some(&rr)), 3);
+        assert!(text.find("\"a\"") < text.find("\"b\""), "sorted: {text}");
+        let many: Vec<ResourceQuota> = (0..=flotilla_core::component_sets::MAX_QUOTAS)
+            .map(|i| quota("n", &format!("q{i}")))
+            .collect();
+        assert_eq!(quota_annotation(&many), None);
     }
 
     #[test]
