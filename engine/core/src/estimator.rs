@@ -840,7 +840,7 @@ mod tests {
             available_replicas_with(&[(&c, &quoted)], &elsewhere),
             vec![16]
         );
-        // A whole Flink-like set (1 + 2 CPU) fits once in the quota, five times on the nodes.
+        // A whole Flink-like set needs 3 CPU: none fits in the quota's 2.5, five on the nodes.
         let sets: ResourceBindingSpec = serde_json::from_value(json!({
             "resource": {"apiVersion": "example.dev/v1", "kind": "Flink", "namespace": "ns", "name": "f"},
             "components": [
