@@ -602,6 +602,14 @@ impl ScopeMatch {
 /// resources (`hard − used`) divided by the per-set demand of the components the quota applies
 /// to; the minimum over quotas. `i32::MAX` when no quota constrains the set.
 pub fn quota_sets(quotas: &[QuotaView], components: &[Value]) -> i32 {
+    quota_sets_over(quotas, components)
+}
+
+/// [`quota_sets`] over any sequence of quotas (a member's, borrowed in place).
+fn quota_sets_over<'a>(
+    quotas: impl IntoIterator<Item = &'a QuotaView>,
+    components: &[Value],
+) -> i32 {
     let mut best = i32::MAX;
     for q in quotas {
         let matched: Vec<&Value> = components
@@ -770,15 +778,13 @@ impl MemberQuotas {
     }
 
     /// The quotas of `namespace`; every quota for `""` (the lister's `NamespaceAll`).
-    fn in_namespace(&self, namespace: &str) -> Vec<QuotaView> {
-        if namespace.is_empty() {
-            self.by_namespace.values().flatten().cloned().collect()
+    fn in_namespace<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a QuotaView> {
+        let (one, all) = if namespace.is_empty() {
+            (None, Some(self.by_namespace.values().flatten()))
         } else {
-            self.by_namespace
-                .get(namespace)
-                .cloned()
-                .unwrap_or_default()
-        }
+            (self.by_namespace.get(namespace), None)
+        };
+        one.into_iter().flatten().chain(all.into_iter().flatten())
     }
 
     /// `ResourceQuotaEstimator.Estimate`: replicas with `replica_requirements` the quotas of
@@ -788,8 +794,8 @@ impl MemberQuotas {
             return i32::MAX;
         };
         let one = serde_json::json!([{"name": "", "replicas": 1, "replicaRequirements": rr}]);
-        quota_sets(
-            &self.in_namespace(namespace),
+        quota_sets_over(
+            self.in_namespace(namespace),
             one.as_array().map(Vec::as_slice).unwrap_or_default(),
         )
     }
@@ -800,7 +806,7 @@ impl MemberQuotas {
         if namespace.is_empty() || components.is_empty() {
             return i32::MAX;
         }
-        quota_sets(&self.in_namespace(namespace), components)
+        quota_sets_over(self.in_namespace(namespace), components)
     }
 }
 
