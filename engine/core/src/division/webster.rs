@@ -182,26 +182,37 @@ fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
 /// Bulk shares when some party has positive votes (only those win seats: a positive priority
 /// beats the others' zero or negative ones). With the threshold `t = A / 2^64`, a party wins
 /// every offer above `t`: `K = #{odd d ≥ 1 : d·A < votes·2^64}` offers from 0 seats, so
-/// `max(0, K − seats)` from its initial seats. The smallest `A` whose total is at most `n` is
-/// found by binary search; the seats left over are offers in `(t − 2^-64, t]`, at most one per
-/// party (one party's consecutive offers differ by more than `2^-63` below `i32::MAX` seats).
+/// `max(0, K − seats)` from its initial seats. Any `A` whose total is at most `n` gives the same
+/// result (the offers above a threshold are the first ones the one-at-a-time order hands out, and
+/// [`seat`] hands out the rest one at a time); the smaller the leftover, the fewer one-at-a-time
+/// steps. The threshold comes from [`estimate_threshold`] (floating point, about a dozen `O(parties)`
+/// steps), checked exactly; when that check fails or leaves more than one seat per party over,
+/// the smallest `A` whose total is at most `n` is found by exact binary search (about 127 steps of
+/// `O(parties)` 128-bit divisions, each a library call on 32-bit targets such as Wasm). The seats
+/// left over at the smallest `A` are offers in `(t − 2^-64, t]`, at most one per party (one
+/// party's consecutive offers differ by more than `2^-63` below `i32::MAX` seats).
 fn bulk_positive<K>(parties: &[Party<K>], n: i32) -> Vec<i32> {
-    let total = |a: u128| -> u128 {
-        parties
-            .iter()
-            .filter(|p| p.votes > 0)
-            .map(|p| {
-                let m = u128::from(p.votes.unsigned_abs()) << 64; // votes < 2^63: fits
-                let offers = ((m - 1) / a).div_ceil(2);
-                offers.saturating_sub(u128::from(p.seats.unsigned_abs()))
-            })
-            .fold(0u128, u128::saturating_add)
-    };
+    let total = |a: u128| offers_above(parties, a);
     let want = u128::from(n.unsigned_abs());
     let top = parties.iter().map(|p| p.votes).max().unwrap_or(0);
     // At A = max votes · 2^64 no offer is above the threshold; at A = 0 every one is.
     let (mut lo, mut hi) = (0u128, u128::from(top.unsigned_abs()) << 64);
-    while hi - lo > 1 {
+    // Seats the one-at-a-time steps may hand out after the bulk (the exact search leaves fewer).
+    let slack = parties.iter().filter(|p| p.votes > 0).count() as u128;
+    // No more seats than parties: all of them one at a time (the top votes' threshold, where no
+    // offer is above, leaves them all over).
+    let mut settled = want <= slack;
+    if !settled && let Some(a) = estimate_threshold(parties, n, top) {
+        let a = a.clamp(1, hi);
+        let got = total(a);
+        if got <= want {
+            hi = a;
+            settled = want - got <= slack;
+        } else {
+            lo = a;
+        }
+    }
+    while !settled && hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if total(mid) <= want {
             hi = mid;
@@ -222,6 +233,76 @@ fn bulk_positive<K>(parties: &[Party<K>], n: i32) -> Vec<i32> {
             i32::try_from(share).unwrap_or(0)
         })
         .collect()
+}
+
+/// The seats the parties win above the threshold `A / 2^64` (`A ≥ 1`), beyond those they hold.
+fn offers_above<K>(parties: &[Party<K>], a: u128) -> u128 {
+    parties
+        .iter()
+        .filter(|p| p.votes > 0)
+        .map(|p| {
+            let m = u128::from(p.votes.unsigned_abs()) << 64; // votes < 2^63: fits
+            let offers = ((m - 1) / a).div_ceil(2);
+            offers.saturating_sub(u128::from(p.seats.unsigned_abs()))
+        })
+        .fold(0u128, u128::saturating_add)
+}
+
+/// A threshold `A` (as in [`bulk_positive`]) whose total is at most `n` and usually exactly `n`,
+/// found in floating point: the total at `t` is `Σ max(0, ⌈(votes/t − 1)/2⌉ − seats)`, a step
+/// function falling with `t` (and still monotone when computed with rounding), so it is bisected
+/// geometrically between a `t` where the top party alone wins more than `n` offers and the top
+/// votes (where no offer is above), stopping as soon as a total of exactly `n` is seen. `None`
+/// when floating point cannot bracket it; callers check the result exactly either way.
+fn estimate_threshold<K>(parties: &[Party<K>], n: i32, top: i64) -> Option<u128> {
+    let want = f64::from(n);
+    let count = |t: f64| -> f64 {
+        let inv = 1.0 / t;
+        parties
+            .iter()
+            .filter(|p| p.votes > 0)
+            .map(|p| {
+                // ⌈y⌉ for y ≥ 0 without `f64::ceil` (a library call on x86-64 without SSE4.1):
+                // truncation, plus one when something was cut off. Offers below 0 count as 0.
+                let y = ((p.votes as f64 * inv - 1.0) / 2.0).max(0.0);
+                let floor = y as i64;
+                let ceil = floor + i64::from((floor as f64) < y);
+                (ceil - i64::from(p.seats)).max(0) as f64
+            })
+            .sum()
+    };
+    let top_seats = parties
+        .iter()
+        .filter(|p| p.votes == top)
+        .map(|p| p.seats)
+        .max()
+        .unwrap_or(0);
+    let top = top as f64;
+    // The top party alone has `⌈want + seats + 1/2⌉ − seats > want` offers above `lo`.
+    let (mut lo, mut hi) = (top / (2.0 * (want + f64::from(top_seats)) + 2.0), top);
+    if !(lo > 0.0 && count(lo) > want) {
+        return None;
+    }
+    for _ in 0..128 {
+        let mid = (lo * hi).sqrt();
+        if !(mid > lo && mid < hi) {
+            break;
+        }
+        let got = count(mid);
+        if got <= want {
+            hi = mid;
+            if got == want {
+                break;
+            }
+        } else {
+            lo = mid;
+        }
+    }
+    // Rounding in `votes / t` can put an offer within a few ulps of `hi` on either side: the
+    // threshold goes a relative 2^-40 above `hi` (past any such offer, whose exact count can then
+    // only be lower), times 2^64, rounded up.
+    let a = (hi * (1.0 + f64::powi(2.0, -40)) * 18_446_744_073_709_551_616.0).ceil();
+    (a.is_finite() && a >= 1.0).then_some(a as u128)
 }
 
 /// Bulk shares when no party has positive votes but some have none: every zero-vote party has
@@ -748,6 +829,58 @@ mod tests {
         assert!(
             shortcut > 1_000,
             "{shortcut} cases used the threshold search"
+        );
+    }
+
+    #[test]
+    fn the_floating_point_threshold_is_exact_where_it_settles_and_settles_almost_always() {
+        let mut rng = Rng::with_seed(0x7e55_e1a7_e000_0001);
+        let (mut settled, mut cases) = (0, 0);
+        for _ in 0..3_000 {
+            let parties_n = 1 + rng.usize(..60);
+            let style = rng.u64(..4);
+            let descending = rng.bool();
+            let parties: Vec<Party<u32>> = (0..parties_n)
+                .map(|rank| Party {
+                    name: rank as u32,
+                    votes: match style {
+                        0 => rng.i64(1..8),
+                        1 => rng.i64(0..1_000),
+                        2 => rng.i64(1..i64::MAX),
+                        _ => [1, 7, 1 << 40, i64::MAX][rng.usize(..4)],
+                    },
+                    seats: if rng.bool() { 0 } else { rng.i32(0..50) },
+                    descending,
+                    rank,
+                })
+                .collect();
+            if parties.iter().all(|p| p.votes <= 0) {
+                continue;
+            }
+            let n = match rng.u64(..3) {
+                0 => rng.i32(1..100),
+                1 => rng.i32(1..100_000),
+                _ => rng.i32(1..=i32::MAX - 50),
+            };
+            cases += 1;
+            let top = parties.iter().map(|p| p.votes).max().unwrap();
+            if let Some(a) = estimate_threshold(&parties, n, top) {
+                let got = offers_above(&parties, a.max(1));
+                let slack = parties.iter().filter(|p| p.votes > 0).count() as u128;
+                if got <= n as u128 && n as u128 - got <= slack {
+                    settled += 1;
+                }
+            }
+            // Whatever the estimate, the seats are the one-at-a-time ones (small counts only:
+            // the reference hands out seats one by one).
+            if n < 5_000 {
+                let (fast, reference) = both(&parties, n);
+                assert_eq!(fast, reference, "{parties:?} + {n}");
+            }
+        }
+        assert!(
+            settled * 100 >= cases * 99,
+            "{settled} of {cases} settled by the estimate"
         );
     }
 
