@@ -19,6 +19,10 @@
 //! (plugins/wasm, loaded through `WasmPlugin` objects as a user would): equal work through the
 //! scheduler controller, native vs Wasm, in one process.
 
+/// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/diffsupport/mod.rs"]
 mod diffsupport;
 #[path = "../../engine/wasm/tests/common/guests.rs"]

@@ -15,6 +15,10 @@
 //! Environment: `FLOTILLA_BENCH_CLUSTERS` (default 1000), `FLOTILLA_BENCH_BINDINGS` (default
 //! 10000), `FLOTILLA_BENCH_LIVE=0` skips the live part.
 
+/// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/diffsupport/mod.rs"]
 mod diffsupport;
 

@@ -3,6 +3,14 @@
 mod cmd;
 mod logging;
 
+/// mimalloc instead of glibc's malloc: the control plane allocates and frees many small objects
+/// across threads (decoded API objects, per-decision vectors), where glibc's consolidation and
+/// chunk unlinking were ≈ 40 % of the samples of a live scheduling run; the scheduler's CPU per
+/// decision fell by about a quarter (BENCHMARKS.md, live scheduling). The benchmarks that run the
+/// control plane in process declare the same allocator, so they measure what ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]

@@ -21,6 +21,10 @@
 //! per-call time of the module's score export under each tier. Knobs: `FLOTILLA_BENCH_SAMPLES`
 //! (5), `FLOTILLA_BENCH_CALLS` (2000).
 
+/// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

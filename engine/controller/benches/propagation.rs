@@ -22,6 +22,10 @@
 //! Knobs: `FLOTILLA_BENCH_MEMBERS` (100), `FLOTILLA_BENCH_SAMPLES` (200), `FLOTILLA_BENCH_BURST`
 //! (1000), `FLOTILLA_BENCH_CASES` (`duplicated,divided,burst`), `FLOTILLA_BENCH_TIMEOUT_SECS` (120).
 
+/// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod common;
 
 use std::time::{Duration, Instant};

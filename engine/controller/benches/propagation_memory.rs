@@ -20,6 +20,10 @@
 //! `FLOTILLA_BENCH_MEMBERS` (100), `FLOTILLA_BENCH_CONCURRENCY` (32),
 //! `FLOTILLA_BENCH_DEADLINE_SECS` (540).
 
+/// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod common;
 
 use std::sync::Arc;

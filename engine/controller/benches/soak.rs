@@ -23,6 +23,10 @@
 //! Knobs: `FLOTILLA_BENCH_MINUTES` (30), `FLOTILLA_BENCH_MEMBERS` (20), `FLOTILLA_BENCH_POOL`
 //! (400), `FLOTILLA_BENCH_OPS` (20), `FLOTILLA_BENCH_FLIP_SECS` (60), `FLOTILLA_BENCH_SEED` (1).
 
+/// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
