@@ -185,8 +185,8 @@ fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
 /// `max(0, K − seats)` from its initial seats. Any `A` whose total is at most `n` gives the same
 /// result (the offers above a threshold are the first ones the one-at-a-time order hands out, and
 /// [`seat`] hands out the rest one at a time); the smaller the leftover, the fewer one-at-a-time
-/// steps. The threshold comes from [`estimate_threshold`] (floating point, about a dozen `O(parties)`
-/// steps), checked exactly; when that check fails or leaves more than one seat per party over,
+/// steps. The threshold comes from [`estimate_threshold`] (floating point, at most 128 `O(parties)`
+/// steps, a dozen or so unless ties make the total jump past `n`), checked exactly; when that check fails or leaves more than one seat per party over,
 /// the smallest `A` whose total is at most `n` is found by exact binary search (about 127 steps of
 /// `O(parties)` 128-bit divisions, each a library call on 32-bit targets such as Wasm). The seats
 /// left over at the smallest `A` are offers in `(t − 2^-64, t]`, at most one per party (one
