@@ -601,12 +601,8 @@ impl ScopeMatch {
 /// workload's namespace in one member: per quota, the free `requests.*`/compute/extended
 /// resources (`hard − used`) divided by the per-set demand of the components the quota applies
 /// to; the minimum over quotas. `i32::MAX` when no quota constrains the set.
-pub fn quota_sets(quotas: &[QuotaView], components: &[Value]) -> i32 {
-    quota_sets_over(quotas, components)
-}
-
-/// [`quota_sets`] over any sequence of quotas (a member's, borrowed in place).
-fn quota_sets_over<'a>(
+/// Takes any sequence of quotas, so a member's are read in place.
+pub fn quota_sets<'a>(
     quotas: impl IntoIterator<Item = &'a QuotaView>,
     components: &[Value],
 ) -> i32 {
@@ -794,7 +790,7 @@ impl MemberQuotas {
             return i32::MAX;
         };
         let one = serde_json::json!([{"name": "", "replicas": 1, "replicaRequirements": rr}]);
-        quota_sets_over(
+        quota_sets(
             self.in_namespace(namespace),
             one.as_array().map(Vec::as_slice).unwrap_or_default(),
         )
@@ -806,7 +802,7 @@ impl MemberQuotas {
         if namespace.is_empty() || components.is_empty() {
             return i32::MAX;
         }
-        quota_sets_over(self.in_namespace(namespace), components)
+        quota_sets(self.in_namespace(namespace), components)
     }
 }
 

@@ -220,31 +220,29 @@ fn bulk_positive<K>(parties: &[Party<K>], n: i32) -> Vec<i32> {
             lo = mid;
         }
     }
+    // Each share is at most the total, which is at most `n`.
     parties
         .iter()
-        .map(|p| {
-            if p.votes <= 0 {
-                return 0;
-            }
-            let m = u128::from(p.votes.unsigned_abs()) << 64;
-            let offers = ((m - 1) / hi).div_ceil(2);
-            let share = offers.saturating_sub(u128::from(p.seats.unsigned_abs()));
-            // At most the total, which is at most `n`.
-            i32::try_from(share).unwrap_or(0)
-        })
+        .map(|p| i32::try_from(share_above(p, hi)).unwrap_or(0))
         .collect()
 }
 
-/// The seats the parties win above the threshold `A / 2^64` (`A ≥ 1`), beyond those they hold.
+/// The seats one party wins above the threshold `A / 2^64` (`A ≥ 1`) beyond those it holds; none
+/// without positive votes.
+fn share_above<K>(p: &Party<K>, a: u128) -> u128 {
+    if p.votes <= 0 {
+        return 0;
+    }
+    let m = u128::from(p.votes.unsigned_abs()) << 64; // votes < 2^63: fits
+    let offers = ((m - 1) / a).div_ceil(2);
+    offers.saturating_sub(u128::from(p.seats.unsigned_abs()))
+}
+
+/// [`share_above`] summed over the parties.
 fn offers_above<K>(parties: &[Party<K>], a: u128) -> u128 {
     parties
         .iter()
-        .filter(|p| p.votes > 0)
-        .map(|p| {
-            let m = u128::from(p.votes.unsigned_abs()) << 64; // votes < 2^63: fits
-            let offers = ((m - 1) / a).div_ceil(2);
-            offers.saturating_sub(u128::from(p.seats.unsigned_abs()))
-        })
+        .map(|p| share_above(p, a))
         .fold(0u128, u128::saturating_add)
 }
 
