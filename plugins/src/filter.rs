@@ -12,7 +12,7 @@ use flotilla_core::expression;
 use flotilla_core::framework::{
     BindingContext, FilterInput, FilterPlugin, Plugin, Reason, Verdict,
 };
-use flotilla_core::selector::{cluster_matches, cluster_matches_inline};
+use flotilla_core::selector::{PreparedAffinity, cluster_matches, cluster_matches_inline};
 
 use crate::memo::RowMemo;
 
@@ -310,6 +310,50 @@ pub fn affinity_matches(b: &BindingContext<'_>, cluster: &Cluster) -> bool {
             .any(|o| cluster_matches_inline(cluster, &o.affinity))
 }
 
+/// [`affinity_matches`] prepared for a whole cluster list: the binding's affinities are read once
+/// and their long name lists sorted ([`PreparedAffinity`]), so each cluster costs a few lookups.
+#[derive(Debug, Clone)]
+pub enum AffinityMatcher<'a> {
+    /// No affinity: every cluster matches.
+    All,
+    /// The placement's `clusterAffinity`.
+    Placement(PreparedAffinity<'a>),
+    /// The ordered-affinity term being tried, then its overflow tiers (workloads only).
+    Term(PreparedAffinity<'a>, Vec<PreparedAffinity<'a>>),
+}
+
+impl<'a> AffinityMatcher<'a> {
+    /// The affinity `b` is scheduled against.
+    pub fn new(b: &BindingContext<'a>) -> Self {
+        if let Some(a) = &b.placement.cluster_affinity {
+            return AffinityMatcher::Placement(PreparedAffinity::new(a));
+        }
+        let Some(term) = b.affinity_term else {
+            return AffinityMatcher::All;
+        };
+        let overflow = if b.is_workload() {
+            let tiers = term.overflow_affinities.iter().flatten();
+            tiers
+                .map(|o| PreparedAffinity::inline(&o.affinity))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        AffinityMatcher::Term(PreparedAffinity::inline(&term.affinity), overflow)
+    }
+
+    /// [`affinity_matches`] for `cluster`.
+    pub fn matches(&self, cluster: &Cluster) -> bool {
+        match self {
+            AffinityMatcher::All => true,
+            AffinityMatcher::Placement(a) => a.matches(cluster),
+            AffinityMatcher::Term(a, overflow) => {
+                a.matches(cluster) || overflow.iter().any(|o| o.matches(cluster))
+            }
+        }
+    }
+}
+
 /// The `celSelector` in force for an affinity: the placement's `clusterAffinity` wins over the
 /// ordered-affinity term being tried (as in [`affinity_matches`]).
 pub fn affinity_cel<'a>(
@@ -337,8 +381,9 @@ impl FilterPlugin for ClusterAffinity {
         // Flotilla extension: `celSelector` expressions, ANDed with the rest of the affinity. The
         // template is bound once per binding, not per cluster (see flotilla_core::expression).
         let cel = affinity_cel(b.placement.cluster_affinity.as_ref(), b.affinity_term);
+        let matcher = AffinityMatcher::new(b);
         if !expression::has_cel(cel) {
-            each(input, out, |b, c| affinity_verdict(affinity_matches(b, c)));
+            each(input, out, |_, c| affinity_verdict(matcher.matches(c)));
             return Ok(());
         }
         let fault = |e: expression::ExpressionError| e.into_plugin_error(CLUSTER_AFFINITY);
@@ -350,7 +395,7 @@ impl FilterPlugin for ClusterAffinity {
         })?;
         let bound = engine.bind(b.object).map_err(fault)?;
         for c in input.clusters {
-            let fit = affinity_matches(b, c)
+            let fit = matcher.matches(c)
                 && expression::selector_matches(bound.as_ref(), cel, c).map_err(fault)?;
             out.push(affinity_verdict(fit));
         }
@@ -407,8 +452,14 @@ impl FilterPlugin for MemoisedClusterAffinity {
         let Some((s, rows, slot)) = memo else {
             return ClusterAffinity.filter(input, out);
         };
+        // Prepared on the first row the memo does not know yet.
+        let mut matcher = None;
         out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
-            affinity_verdict(slot.get(s.clusters, row, c, || affinity_matches(b, c)))
+            affinity_verdict(slot.get(s.clusters, row, c, || {
+                matcher
+                    .get_or_insert_with(|| AffinityMatcher::new(b))
+                    .matches(c)
+            }))
         }));
         Ok(())
     }

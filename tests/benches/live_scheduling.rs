@@ -17,7 +17,10 @@
 //! bindings are then scheduled a second time, under new names, by a `SchedulerProfile` whose
 //! `ClusterAffinity` filter and `StaticWeight` assigner are the Wasm builds of the built-ins
 //! (plugins/wasm, loaded through `WasmPlugin` objects as a user would): equal work through the
-//! scheduler controller, native vs Wasm, in one process.
+//! scheduler controller, native vs Wasm, in one process. The Wasm builds run under their own
+//! names in that profile (`WasmClusterAffinity`, `WasmStaticWeight`), so the per-plugin call
+//! times (`flotilla_plugin_duration_seconds`, wall) of the two builds are reported apart, with the
+//! Wasm host's instance and cluster-set push counts for the phase.
 
 /// The `flotilla` binary's allocator, so the control plane here allocates as it does there.
 #[global_allocator]
@@ -170,6 +173,7 @@ fn main() {
             ctx.metrics.scheduling.micros(),
             ctx.metrics.scheduling_cpu.micros(),
         );
+        let calls0 = plugin_calls(&ctx);
         let started = Instant::now();
         apply_all(
             &c,
@@ -193,6 +197,7 @@ fn main() {
         let count = ctx.metrics.scheduling.count() - count0;
         let micros = ctx.metrics.scheduling.micros() - micros0;
         let cpu = ctx.metrics.scheduling_cpu.micros() - cpu0;
+        let calls = since(calls0, plugin_calls(&ctx));
         let outcomes = outcomes(&ctx);
         for (n, what) in failures(&c, |n| index(n).is_some_and(|i| i < bindings))
             .await
@@ -232,13 +237,13 @@ fn main() {
             None
         };
         (
-            (wall, created, count, micros, cpu, outcomes),
+            (wall, created, count, micros, cpu, outcomes, calls),
             specs,
             stored,
             wasm,
         )
     });
-    let (wall, created, count, micros, cpu, outcomes) = live;
+    let (wall, created, count, micros, cpu, outcomes, calls) = live;
 
     let per_binding_us = micros as f64 / count.max(1) as f64;
     let cpu_us = cpu as f64 / count.max(1) as f64;
@@ -299,7 +304,26 @@ fn main() {
         "  ratio (Karmada / flotilla live CPU per binding): {:.1}×",
         karmada_ns / 1000.0 / cpu_us
     );
-    if let Some((n, wasm_cpu_us, wasm_outcomes)) = wasm {
+    let per_call = |(n, us): (u64, u64)| us as f64 / n.max(1) as f64;
+    println!(
+        "  native plugin calls (wall): ClusterAffinity {:.1} µs × {}, StaticWeight {:.1} µs × {}",
+        per_call(calls[0]),
+        calls[0].0,
+        per_call(calls[1]),
+        calls[1].0
+    );
+    if let Some((n, wasm_cpu_us, wasm_outcomes, wasm_calls)) = wasm {
+        println!(
+            "  Wasm plugin calls (wall): ClusterAffinity {:.1} µs × {} ({:.2}× native), StaticWeight {:.1} µs × {} ({:.2}× native); native calls meanwhile: {} and {}",
+            per_call(wasm_calls[2]),
+            wasm_calls[2].0,
+            per_call(wasm_calls[2]) / per_call(calls[0]),
+            per_call(wasm_calls[3]),
+            wasm_calls[3].0,
+            per_call(wasm_calls[3]) / per_call(calls[1]),
+            wasm_calls[0].0,
+            wasm_calls[1].0
+        );
         println!(
             "  the same bindings again with the Wasm ClusterAffinity and StaticWeight (profile wasm-builtins): {wasm_cpu_us:.1} µs CPU per decision over {n} decisions; outcomes {wasm_outcomes:?}"
         );
@@ -325,10 +349,10 @@ async fn wasm_setup(c: &Client) {
         json!({"apiVersion": "flotilla.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "wasm-builtins"},
         "spec": {
             "filters": [{"name": "APIEnablement"}, {"name": "TaintToleration"},
-                        {"name": "ClusterAffinity", "wasm": {"plugin": "cluster-affinity"}},
+                        {"name": WASM_FILTER, "wasm": {"plugin": "cluster-affinity"}},
                         {"name": "SpreadConstraint"}, {"name": "ClusterEviction"}],
             "assigners": [{"name": "Duplicated"},
-                          {"name": "StaticWeight", "wasm": {"plugin": "static-weight"}},
+                          {"name": WASM_ASSIGN, "wasm": {"plugin": "static-weight"}},
                           {"name": "DynamicWeight"}, {"name": "Aggregated"}],
         }}),
     ];
@@ -356,8 +380,11 @@ async fn wasm_phase(
     ctx: &flotilla_controller::Context,
     workloads: &[Value],
     bindings: u64,
-) -> (u64, f64, [(&'static str, u64); 3]) {
+) -> (u64, f64, [(&'static str, u64); 3], [(u64, u64); 4]) {
     let before_outcomes = outcomes(ctx);
+    let calls0 = plugin_calls(ctx);
+    let (instances0, pushes0) = flotilla_wasm::instance_counts();
+    let generation0 = ctx.snapshot().generation();
     let offset = bindings;
     apply_all(
         c,
@@ -428,9 +455,21 @@ async fn wasm_phase(
     }
     let n = ctx.metrics.scheduling.count() - count0;
     let cpu = ctx.metrics.scheduling_cpu.micros() - cpu0;
+    let (instances, pushes) = flotilla_wasm::instance_counts();
+    println!(
+        "  Wasm phase: {} instances created, {} cluster sets pushed; snapshot generation {generation0} -> {}",
+        instances - instances0,
+        pushes - pushes0,
+        ctx.snapshot().generation()
+    );
     let after = outcomes(ctx);
     let delta = [0, 1, 2].map(|k| (after[k].0, after[k].1 - before_outcomes[k].1));
-    (n, cpu as f64 / n.max(1) as f64, delta)
+    (
+        n,
+        cpu as f64 / n.max(1) as f64,
+        delta,
+        since(calls0, plugin_calls(ctx)),
+    )
 }
 
 /// Scheduled=False bindings by reason and message (first 90 characters), most frequent first.
@@ -464,6 +503,27 @@ async fn failures(c: &Client, names: impl Fn(&str) -> bool) -> Vec<(usize, Strin
     let mut v: Vec<(usize, String)> = by.into_iter().map(|(k, n)| (n, k)).collect();
     v.sort_by(|a, b| b.cmp(a));
     v
+}
+
+/// Profile names of the Wasm builds, so that their calls are timed apart from the native ones.
+const WASM_FILTER: &str = "WasmClusterAffinity";
+const WASM_ASSIGN: &str = "WasmStaticWeight";
+
+/// `(calls, µs)` so far of the native `ClusterAffinity` filter and `StaticWeight` assigner, then
+/// of their Wasm builds (`flotilla_plugin_duration_seconds`: wall time of each call).
+fn plugin_calls(ctx: &flotilla_controller::Context) -> [(u64, u64); 4] {
+    let m = ctx.plugins.metrics();
+    [
+        m.latency("filter", "ClusterAffinity"),
+        m.latency("assign", "StaticWeight"),
+        m.latency("filter", WASM_FILTER),
+        m.latency("assign", WASM_ASSIGN),
+    ]
+}
+
+/// `after - before`, element-wise.
+fn since(before: [(u64, u64); 4], after: [(u64, u64); 4]) -> [(u64, u64); 4] {
+    std::array::from_fn(|i| (after[i].0 - before[i].0, after[i].1 - before[i].1))
 }
 
 /// Scheduling decisions so far (every result).

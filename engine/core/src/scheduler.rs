@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use flotilla_api::cluster::Cluster;
-use flotilla_api::policy::{ClusterAffinityTerm, Placement};
+use flotilla_api::policy::Placement;
 use flotilla_api::work::{ResourceBindingSpec, ResourceBindingStatus, TargetCluster};
 
 use crate::framework::Reason;
@@ -14,7 +14,7 @@ use crate::framework::{
     Verdict,
 };
 use crate::pipeline::Snapshot;
-use crate::selector::cluster_matches_inline;
+use crate::selector::PreparedAffinity;
 use crate::time::parse_rfc3339;
 
 /// Overflow order of a cluster that matches no affinity of the term.
@@ -415,6 +415,7 @@ fn attempt_inner(
         .map(|&i| (candidates[i], &all.capacity()[candidate_idx[i]]))
         .collect();
     let allocatable = crate::estimator::available_replicas_with(&with_capacity, spec);
+    let tiers = OverflowTiers::new(ctx);
     let mut details: Vec<ClusterDetail<'_>> = feasible
         .iter()
         .zip(input_rows.iter())
@@ -424,7 +425,7 @@ fn attempt_inner(
             score,
             allocatable_replicas: alloc,
             available_replicas: alloc + i64::from(ctx.assigned_replicas(c.name())),
-            overflow_order: overflow_order(ctx, c),
+            overflow_order: tiers.of(c),
             row,
         })
         .collect();
@@ -508,26 +509,37 @@ fn fit_error(num_all: usize, reasons: &BTreeMap<&str, Reason>) -> Failure {
     )
 }
 
-/// 0 for the term's primary affinity, `i+1` for its i-th overflow affinity, 1000 for none; always
-/// 0 without ordered affinity groups.
-fn overflow_order(ctx: &BindingContext<'_>, cluster: &Cluster) -> u32 {
-    let Some(term) = ctx.affinity_term else {
-        return 0;
-    };
-    overflow_order_in_term(term, cluster)
-}
+/// The ordered-affinity term being tried, prepared for every candidate: its primary affinity,
+/// then its overflow affinities (none without ordered affinity groups).
+struct OverflowTiers<'a>(Vec<PreparedAffinity<'a>>);
 
-/// [`overflow_order`] for a given term.
-pub fn overflow_order_in_term(term: &ClusterAffinityTerm, cluster: &Cluster) -> u32 {
-    if cluster_matches_inline(cluster, &term.affinity) {
-        return 0;
+impl<'a> OverflowTiers<'a> {
+    fn new(ctx: &BindingContext<'a>) -> Self {
+        let Some(term) = ctx.affinity_term else {
+            return OverflowTiers(Vec::new());
+        };
+        let overflow = term
+            .overflow_affinities
+            .iter()
+            .flatten()
+            .map(|o| &o.affinity);
+        let tiers = std::iter::once(&term.affinity).chain(overflow);
+        OverflowTiers(tiers.map(PreparedAffinity::inline).collect())
     }
-    for (i, o) in term.overflow_affinities.iter().flatten().enumerate() {
-        if cluster_matches_inline(cluster, &o.affinity) {
-            return u32::try_from(i + 1).unwrap_or(NO_AFFINITY_MATCH);
+
+    /// 0 for the term's primary affinity, `i+1` for its i-th overflow affinity, 1000 for none;
+    /// always 0 without ordered affinity groups.
+    fn of(&self, cluster: &Cluster) -> u32 {
+        if self.0.is_empty() {
+            return 0;
         }
+        self.0
+            .iter()
+            .position(|a| a.matches(cluster))
+            .map_or(NO_AFFINITY_MATCH, |i| {
+                u32::try_from(i).unwrap_or(NO_AFFINITY_MATCH)
+            })
     }
-    NO_AFFINITY_MATCH
 }
 
 fn assign_replicas(

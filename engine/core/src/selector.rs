@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{LabelSelector, NodeSelectorRequirement};
+use flotilla_api::policy::FieldSelector;
 use flotilla_api::policy::{ClusterAffinity, ClusterAffinityInline, ResourceSelector};
 use serde_json::Value;
 
@@ -45,54 +46,146 @@ pub fn label_selector_matches(selector: &LabelSelector, labels: &BTreeMap<String
 
 /// `ClusterMatches`: exclude, label selector, field selector and cluster names, ANDed.
 pub fn cluster_matches(cluster: &Cluster, affinity: &ClusterAffinity) -> bool {
-    matches_parts(
-        cluster,
-        &affinity.exclude,
-        affinity.label_selector.as_ref(),
-        affinity
-            .field_selector
-            .as_ref()
-            .map(|f| f.match_expressions.as_slice()),
-        &affinity.cluster_names,
-    )
+    PreparedAffinity::scanning(affinity).matches(cluster)
 }
 
 /// [`cluster_matches`] for the inline affinity of a `clusterAffinities` term or overflow tier.
 pub fn cluster_matches_inline(cluster: &Cluster, affinity: &ClusterAffinityInline) -> bool {
-    matches_parts(
-        cluster,
-        &affinity.exclude,
-        affinity.label_selector.as_ref(),
-        affinity
-            .field_selector
-            .as_ref()
-            .map(|f| f.match_expressions.as_slice()),
-        &affinity.cluster_names,
-    )
+    PreparedAffinity::scanning_inline(affinity).matches(cluster)
 }
 
-fn matches_parts(
-    cluster: &Cluster,
-    exclude: &[String],
-    labels: Option<&LabelSelector>,
-    fields: Option<&[NodeSelectorRequirement]>,
-    names: &[String],
-) -> bool {
-    let name = cluster.name();
-    if exclude.iter().any(|e| e == name) {
-        return false;
+/// Lists longer than this are sorted by [`PreparedAffinity::new`] (shorter ones are scanned).
+const SCAN_LIMIT: usize = 16;
+
+/// A list of cluster names asked for membership: scanned, or sorted once for binary search.
+/// Membership is exact string equality either way (byte order, as `str`'s `Ord`).
+#[derive(Debug, Clone)]
+struct Names<'a> {
+    list: &'a [String],
+    sorted: Option<Vec<&'a str>>,
+}
+
+impl<'a> Names<'a> {
+    fn scanning(list: &'a [String]) -> Self {
+        Names { list, sorted: None }
     }
-    if let Some(sel) = labels
-        && !label_selector_matches(sel, cluster.labels())
-    {
-        return false;
+
+    fn prepared(list: &'a [String]) -> Self {
+        let sorted = (list.len() > SCAN_LIMIT).then(|| {
+            let mut v: Vec<&str> = list.iter().map(String::as_str).collect();
+            v.sort_unstable();
+            v
+        });
+        Names { list, sorted }
     }
-    if let Some(exprs) = fields
-        && !field_selector_matches(cluster, exprs)
-    {
-        return false;
+
+    fn contains(&self, name: &str) -> bool {
+        match &self.sorted {
+            Some(v) => v.binary_search(&name).is_ok(),
+            None => self.list.iter().any(|n| n == name),
+        }
     }
-    names.is_empty() || names.iter().any(|n| n == name)
+}
+
+/// A cluster affinity (a placement's `clusterAffinity` or the inline affinity of a term or
+/// overflow tier) prepared to be matched against many clusters: long `clusterNames` and `exclude`
+/// lists are sorted once, so a cluster's name is a binary search rather than a scan (a
+/// 500-name list over 1,000 clusters: ≈ 9,000 comparisons instead of ≈ 375,000). The verdicts
+/// are [`cluster_matches`]'s.
+#[derive(Debug, Clone)]
+pub struct PreparedAffinity<'a> {
+    exclude: Names<'a>,
+    labels: Option<&'a LabelSelector>,
+    fields: Option<&'a [NodeSelectorRequirement]>,
+    names: Names<'a>,
+}
+
+impl<'a> PreparedAffinity<'a> {
+    /// `affinity`, its long name lists sorted.
+    pub fn new(a: &'a ClusterAffinity) -> Self {
+        let fields = a.field_selector.as_ref();
+        Self::build(
+            &a.exclude,
+            a.label_selector.as_ref(),
+            fields,
+            &a.cluster_names,
+            true,
+        )
+    }
+
+    /// The inline form of [`PreparedAffinity::new`].
+    pub fn inline(a: &'a ClusterAffinityInline) -> Self {
+        let fields = a.field_selector.as_ref();
+        Self::build(
+            &a.exclude,
+            a.label_selector.as_ref(),
+            fields,
+            &a.cluster_names,
+            true,
+        )
+    }
+
+    /// `affinity` as it is, for one or a few clusters (nothing sorted, nothing allocated).
+    fn scanning(a: &'a ClusterAffinity) -> Self {
+        let fields = a.field_selector.as_ref();
+        Self::build(
+            &a.exclude,
+            a.label_selector.as_ref(),
+            fields,
+            &a.cluster_names,
+            false,
+        )
+    }
+
+    fn scanning_inline(a: &'a ClusterAffinityInline) -> Self {
+        let fields = a.field_selector.as_ref();
+        Self::build(
+            &a.exclude,
+            a.label_selector.as_ref(),
+            fields,
+            &a.cluster_names,
+            false,
+        )
+    }
+
+    fn build(
+        exclude: &'a [String],
+        labels: Option<&'a LabelSelector>,
+        fields: Option<&'a FieldSelector>,
+        names: &'a [String],
+        sort: bool,
+    ) -> Self {
+        let list = if sort {
+            Names::prepared
+        } else {
+            Names::scanning
+        };
+        PreparedAffinity {
+            exclude: list(exclude),
+            labels,
+            fields: fields.map(|f| f.match_expressions.as_slice()),
+            names: list(names),
+        }
+    }
+
+    /// Does `cluster` match: not excluded, label selector, field selector and cluster names, ANDed.
+    pub fn matches(&self, cluster: &Cluster) -> bool {
+        let name = cluster.name();
+        if self.exclude.contains(name) {
+            return false;
+        }
+        if let Some(sel) = self.labels
+            && !label_selector_matches(sel, cluster.labels())
+        {
+            return false;
+        }
+        if let Some(exprs) = self.fields
+            && !field_selector_matches(cluster, exprs)
+        {
+            return false;
+        }
+        self.names.list.is_empty() || self.names.contains(name)
+    }
 }
 
 /// Karmada's cluster field selector: `zone` against `spec.zones`, `provider`/`region` as a
@@ -209,7 +302,6 @@ pub fn selectors_priority(object: &Value, selectors: &[ResourceSelector]) -> u8 
 mod tests {
     use super::*;
     use flotilla_api::meta::LabelSelectorRequirement;
-    use flotilla_api::policy::FieldSelector;
 
     fn cluster(name: &str, labels: &[(&str, &str)], region: &str, zones: &[&str]) -> Cluster {
         let mut c = Cluster::default();
@@ -255,6 +347,52 @@ mod tests {
             &labels
         ));
         assert!(label_selector_matches(&LabelSelector::default(), &labels));
+    }
+
+    #[test]
+    fn prepared_affinities_match_exactly_what_a_scan_matches() {
+        // Names that sort differently by bytes than by length or case, with repeats and
+        // near-misses (prefixes, one byte off), in lists on both sides of the scan limit.
+        let pool: Vec<String> = (0..60)
+            .map(|i| match i % 5 {
+                0 => format!("member{i}"),
+                1 => format!("Member{i}"),
+                2 => format!("member{i}-x"),
+                3 => format!("m{}", "e".repeat(i % 7)),
+                _ => format!("membér{i}"),
+            })
+            .collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for round in 0..400 {
+            let mut pick = |max: usize| -> Vec<String> {
+                let n = next(max + 1);
+                (0..n).map(|_| pool[next(pool.len())].clone()).collect()
+            };
+            let a = ClusterAffinity {
+                cluster_names: pick(if round % 2 == 0 { 8 } else { 40 }),
+                exclude: pick(if round % 3 == 0 { 4 } else { 30 }),
+                ..Default::default()
+            };
+            let inline = ClusterAffinityInline {
+                cluster_names: a.cluster_names.clone(),
+                exclude: a.exclude.clone(),
+                ..Default::default()
+            };
+            let (p, q) = (PreparedAffinity::new(&a), PreparedAffinity::inline(&inline));
+            for name in pool.iter().map(String::as_str).chain(["", "member", "zzz"]) {
+                let c = cluster(name, &[], "", &[]);
+                let scanned = cluster_matches(&c, &a);
+                assert_eq!(p.matches(&c), scanned, "{name} in {a:?}");
+                assert_eq!(q.matches(&c), scanned, "{name} in {a:?}");
+                assert_eq!(cluster_matches_inline(&c, &inline), scanned);
+            }
+        }
     }
 
     #[test]

@@ -584,6 +584,12 @@ flotilla_wasm_incremental_functions_total{{result=\"miss\"}} {}
 # HELP flotilla_wasm_incremental_cache_bytes Bytes of compiled functions held by Cranelift's incremental cache.
 # TYPE flotilla_wasm_incremental_cache_bytes gauge
 flotilla_wasm_incremental_cache_bytes {}
+# HELP flotilla_wasm_instances_created_total Wasm instances created (plugin loads, concurrent calls, replacements after a fault).
+# TYPE flotilla_wasm_instances_created_total counter
+flotilla_wasm_instances_created_total {}
+# HELP flotilla_wasm_cluster_sets_pushed_total Cluster sets pushed into instances: one per instance and cluster-set generation.
+# TYPE flotilla_wasm_cluster_sets_pushed_total counter
+flotilla_wasm_cluster_sets_pushed_total {}
 ",
         t.baseline_compiles,
         t.optimized,
@@ -594,7 +600,18 @@ flotilla_wasm_incremental_cache_bytes {}
         i.hits,
         i.misses,
         i.bytes,
+        crate::instance::INSTANCES_CREATED.load(std::sync::atomic::Ordering::Relaxed),
+        crate::instance::CLUSTER_SETS_PUSHED.load(std::sync::atomic::Ordering::Relaxed),
     );
+}
+
+/// `(instances created, cluster sets pushed)` in this process so far (the counters of
+/// [`render_metrics`]).
+pub fn instance_counts() -> (u64, u64) {
+    (
+        crate::instance::INSTANCES_CREATED.load(std::sync::atomic::Ordering::Relaxed),
+        crate::instance::CLUSTER_SETS_PUSHED.load(std::sync::atomic::Ordering::Relaxed),
+    )
 }
 
 /// A module in [`Host::compile_tiered`]'s hands, for as long as this lives.

@@ -8,6 +8,14 @@ use flotilla_core::PluginError;
 use wasmtime::{AsContext, AsContextMut, Caller, Memory, ResourceLimiter, Store, Trap, TypedFunc};
 
 use crate::host::{Snapshot, TICK};
+
+/// Instances created (plugin loads, pool growth, replacements after a fault) and cluster sets
+/// pushed into instances (`flotilla_clusters_v1` calls): a push per instance and cluster-set
+/// generation is the design, more means the generation changes more often than the clusters do.
+pub(crate) static INSTANCES_CREATED: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+pub(crate) static CLUSTER_SETS_PUSHED: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
 use crate::module::{Compiled, Tier};
 
 /// Per-call limits of a plugin.
@@ -399,6 +407,7 @@ impl Warm {
         limits: &Limits,
         init: &[u8],
     ) -> Result<Warm, (Fail, bool)> {
+        INSTANCES_CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut store = Store::new(module.pre.module().engine(), State::new(limits));
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(limits.setup_ticks());
@@ -562,6 +571,7 @@ impl Warm {
             return Ok(());
         }
         self.generation = None;
+        CLUSTER_SETS_PUSHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.store.set_epoch_deadline(limits.setup_ticks());
         let ptr = self.write_temp(&snapshot.json)?;
         let len = snapshot.json.len() as i32;

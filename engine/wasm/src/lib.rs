@@ -38,7 +38,9 @@ mod plugin;
 mod wasi;
 
 pub use factory::WasmFactory;
-pub use host::{BASELINE_POOL_SLOTS, Host, MAX_MEMORY_BYTES, TieringStats, render_metrics};
+pub use host::{
+    BASELINE_POOL_SLOTS, Host, MAX_MEMORY_BYTES, TieringStats, instance_counts, render_metrics,
+};
 pub use incremental::IncrementalStats;
 pub use instance::{Limits, LimitsError, MAX_MESSAGE_BYTES, bound_message};
 pub use interpret::{PluginMap, PluginResolver, WasmRuleBackend, load_interpreter};

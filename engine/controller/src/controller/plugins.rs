@@ -1255,6 +1255,17 @@ impl PluginMetrics {
             })
     }
 
+    /// `(calls, total microseconds)` of plugin `name` at `point` (as [`PluginMetrics::calls`]).
+    pub fn latency(&self, point: &str, name: &str) -> (u64, u64) {
+        let m = self
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.iter()
+            .find(|((p, n), _)| *p == point && n == name)
+            .map_or((0, 0), |(_, s)| (s.latency.count(), s.latency.micros()))
+    }
+
     /// Prometheus text: `flotilla_plugin_duration_seconds` and `flotilla_plugin_failures_total`.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;

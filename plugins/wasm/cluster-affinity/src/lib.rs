@@ -14,6 +14,7 @@ use flotilla_api::work::{ReplicaRequirements, ResourceBindingSpec};
 use serde::de::IgnoredAny;
 use flotilla_core::expression;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Verdict};
+use flotilla_plugins::filter::AffinityMatcher;
 use flotilla_pdk::abi::{BindingRequest, InitRequest};
 use flotilla_pdk::{FilterOut, KeyedMemo, Plugin, Raw, RowIndex};
 
@@ -125,15 +126,18 @@ impl Plugin for ClusterAffinity {
             return Ok(());
         }
         let memo = &mut entry.verdicts;
+        // Prepared on the first cluster the memo does not know yet.
+        let mut matcher = None;
+        let mut matches = |c: &Cluster| matcher.get_or_insert_with(|| AffinityMatcher::new(&ctx)).matches(c);
         for c in clusters {
             let fit = match rows.row(*c) {
                 Some(i) => {
                     if memo[i] == 0 {
-                        memo[i] = if flotilla_plugins::filter::affinity_matches(&ctx, c) { 1 } else { 2 };
+                        memo[i] = if matches(c) { 1 } else { 2 };
                     }
                     memo[i] == 1
                 }
-                None => flotilla_plugins::filter::affinity_matches(&ctx, c),
+                None => matches(c),
             };
             if fit { out.fit() } else { out.unfit_static(MISMATCH) }
         }
