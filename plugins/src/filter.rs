@@ -1,5 +1,6 @@
 //! In-tree filter plugins (Karmada `pkg/scheduler/framework/plugins/*`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU8};
 
 use flotilla_api::cluster::Cluster;
@@ -8,9 +9,10 @@ use flotilla_api::policy::{
     CelSelector, ClusterAffinity as ClusterAffinityPolicy, ClusterAffinityTerm, spread_field,
 };
 use flotilla_core::PluginError;
+use flotilla_core::cluster_index::{ClusterIndex, Matching};
 use flotilla_core::expression;
 use flotilla_core::framework::{
-    BindingContext, FilterInput, FilterPlugin, Plugin, Reason, Verdict,
+    BindingContext, ClusterSnapshot, FilterInput, FilterPlugin, Plugin, Reason, Verdict,
 };
 use flotilla_core::selector::{PreparedAffinity, cluster_matches, cluster_matches_inline};
 
@@ -322,6 +324,20 @@ pub enum AffinityMatcher<'a> {
     Term(PreparedAffinity<'a>, Vec<PreparedAffinity<'a>>),
 }
 
+/// An [`AffinityMatcher`] resolved against a [`ClusterIndex`]: the term and its tiers (`None`:
+/// no affinity, everything matches).
+#[derive(Debug, Clone)]
+pub struct IndexedAffinity<'a>(Option<Vec<Matching<'a>>>);
+
+impl IndexedAffinity<'_> {
+    /// [`affinity_matches`] for `cluster`, found at `row` of the indexed set.
+    pub fn matches(&self, row: usize, cluster: &Cluster) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|tiers| tiers.iter().any(|t| t.matches(row, cluster)))
+    }
+}
+
 impl<'a> AffinityMatcher<'a> {
     /// The affinity `b` is scheduled against.
     pub fn new(b: &BindingContext<'a>) -> Self {
@@ -340,6 +356,19 @@ impl<'a> AffinityMatcher<'a> {
             Vec::new()
         };
         AffinityMatcher::Term(PreparedAffinity::inline(&term.affinity), overflow)
+    }
+
+    /// Resolved against `index` (the cluster set rows refer to), for
+    /// [`IndexedAffinity::matches`].
+    pub fn indexed(&self, index: &ClusterIndex) -> IndexedAffinity<'a> {
+        match self {
+            AffinityMatcher::All => IndexedAffinity(None),
+            AffinityMatcher::Placement(a) => IndexedAffinity(Some(vec![index.matching(a)])),
+            AffinityMatcher::Term(a, overflow) => {
+                let tiers = std::iter::once(a).chain(overflow);
+                IndexedAffinity(Some(tiers.map(|t| index.matching(t)).collect()))
+            }
+        }
     }
 
     /// [`affinity_matches`] for `cluster`.
@@ -418,6 +447,27 @@ type AffinityKey = (
 #[derive(Debug, Default)]
 pub struct MemoisedClusterAffinity {
     memo: RowMemo<AffinityKey, AtomicU8>,
+    /// The snapshot's clusters indexed by name and label, for the generation it names: an
+    /// affinity the memo has not seen resolves against it for all rows at once.
+    index: std::sync::Mutex<Option<(u64, Arc<ClusterIndex>)>>,
+}
+
+impl MemoisedClusterAffinity {
+    /// The index of `s`'s clusters (built on the first miss of its generation).
+    fn index(&self, s: &ClusterSnapshot<'_>) -> Arc<ClusterIndex> {
+        let mut index = self
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*index {
+            Some((g, i)) if *g == s.generation => Arc::clone(i),
+            _ => {
+                let i = Arc::new(ClusterIndex::new(s.clusters));
+                *index = Some((s.generation, Arc::clone(&i)));
+                i
+            }
+        }
+    }
 }
 
 impl Plugin for MemoisedClusterAffinity {
@@ -452,13 +502,21 @@ impl FilterPlugin for MemoisedClusterAffinity {
         let Some((s, rows, slot)) = memo else {
             return ClusterAffinity.filter(input, out);
         };
-        // Prepared on the first row the memo does not know yet.
-        let mut matcher = None;
+        // Resolved against the snapshot's index on the first row the memo does not know yet
+        // (`slot.get` computes for rows outside the snapshot too: those are matched one by one).
+        let matcher = AffinityMatcher::new(b);
+        let mut index = None;
+        let mut indexed = None;
         out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
-            affinity_verdict(slot.get(s.clusters, row, c, || {
-                matcher
-                    .get_or_insert_with(|| AffinityMatcher::new(b))
-                    .matches(c)
+            let row = row as usize;
+            affinity_verdict(slot.get(s.clusters, row as u32, c, || {
+                if !s.clusters.get(row).is_some_and(|r| std::ptr::eq(r, *c)) {
+                    return matcher.matches(c);
+                }
+                let index = index.get_or_insert_with(|| self.index(&s));
+                indexed
+                    .get_or_insert_with(|| matcher.indexed(index))
+                    .matches(row, c)
             }))
         }));
         Ok(())

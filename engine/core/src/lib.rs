@@ -16,6 +16,7 @@
 //! the traits in [`framework`] from their own crates.
 
 pub mod autoscaling;
+pub mod cluster_index;
 pub mod component_sets;
 pub mod detector;
 pub mod division;

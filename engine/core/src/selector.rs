@@ -168,6 +168,26 @@ impl<'a> PreparedAffinity<'a> {
         }
     }
 
+    /// The label selector, if any.
+    pub fn labels(&self) -> Option<&'a LabelSelector> {
+        self.labels
+    }
+
+    /// The field selector's requirements, if any.
+    pub fn fields(&self) -> Option<&'a [NodeSelectorRequirement]> {
+        self.fields
+    }
+
+    /// `clusterNames` (empty: any name).
+    pub fn cluster_names(&self) -> &'a [String] {
+        self.names.list
+    }
+
+    /// `exclude`.
+    pub fn exclude(&self) -> &'a [String] {
+        self.exclude.list
+    }
+
     /// Does `cluster` match: not excluded, label selector, field selector and cluster names, ANDed.
     pub fn matches(&self, cluster: &Cluster) -> bool {
         let name = cluster.name();
