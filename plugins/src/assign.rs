@@ -8,7 +8,7 @@ use flotilla_core::PluginError;
 use flotilla_core::division::{self, Strategy};
 use flotilla_core::framework::{AssignInput, AssignPlugin, Assignment, Plugin};
 
-use crate::memo::{KeyHash, RowMemo};
+use crate::memo::{KeyHash, RowMemo, SnapshotIndex};
 
 /// Name of [`Duplicated`].
 pub const DUPLICATED: &str = "Duplicated";
@@ -83,6 +83,7 @@ assigner!(
 #[derive(Debug, Default)]
 pub struct MemoisedStaticWeight {
     memo: RowMemo<Vec<StaticClusterWeight>, AtomicI64>,
+    index: SnapshotIndex,
 }
 
 impl Plugin for MemoisedStaticWeight {
@@ -110,9 +111,23 @@ impl AssignPlugin for MemoisedStaticWeight {
         let Some((s, rules, slot)) = memo else {
             return Ok(division::static_weight(input));
         };
+        // On the first row the memo does not know yet, every row's weight from the snapshot's
+        // index (`slot.get` computes for rows outside the snapshot too: those one by one).
+        let mut weights = None;
         Ok(division::static_weight_with(input, |c| {
             slot.get(s.clusters, c.row, c.cluster, || {
-                division::rule_weight(rules, c.cluster)
+                if !s
+                    .clusters
+                    .get(c.row as usize)
+                    .is_some_and(|r| std::ptr::eq(r, c.cluster))
+                {
+                    return division::rule_weight(rules, c.cluster);
+                }
+                let w = weights
+                    .get_or_insert_with(|| division::rule_weights(rules, &self.index.of(&s)));
+                w.get(c.row as usize)
+                    .copied()
+                    .unwrap_or_else(|| division::rule_weight(rules, c.cluster))
             })
         }))
     }

@@ -1,6 +1,5 @@
 //! In-tree filter plugins (Karmada `pkg/scheduler/framework/plugins/*`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU8};
 
 use flotilla_api::cluster::Cluster;
@@ -12,11 +11,11 @@ use flotilla_core::PluginError;
 use flotilla_core::cluster_index::{ClusterIndex, Matching};
 use flotilla_core::expression;
 use flotilla_core::framework::{
-    BindingContext, ClusterSnapshot, FilterInput, FilterPlugin, Plugin, Reason, Verdict,
+    BindingContext, FilterInput, FilterPlugin, Plugin, Reason, Verdict,
 };
 use flotilla_core::selector::{PreparedAffinity, cluster_matches, cluster_matches_inline};
 
-use crate::memo::RowMemo;
+use crate::memo::{RowMemo, SnapshotIndex};
 
 /// Name of [`ApiEnablement`].
 pub const API_ENABLEMENT: &str = "APIEnablement";
@@ -327,14 +326,14 @@ pub enum AffinityMatcher<'a> {
 /// An [`AffinityMatcher`] resolved against a [`ClusterIndex`]: the term and its tiers (`None`:
 /// no affinity, everything matches).
 #[derive(Debug, Clone)]
-pub struct IndexedAffinity<'a>(Option<Vec<Matching<'a>>>);
+pub struct IndexedAffinity(Option<Vec<Matching>>);
 
-impl IndexedAffinity<'_> {
-    /// [`affinity_matches`] for `cluster`, found at `row` of the indexed set.
-    pub fn matches(&self, row: usize, cluster: &Cluster) -> bool {
+impl IndexedAffinity {
+    /// [`affinity_matches`] for the cluster at `row` of the indexed set.
+    pub fn matches(&self, row: usize) -> bool {
         self.0
             .as_ref()
-            .is_none_or(|tiers| tiers.iter().any(|t| t.matches(row, cluster)))
+            .is_none_or(|tiers| tiers.iter().any(|t| t.matches(row)))
     }
 }
 
@@ -360,7 +359,7 @@ impl<'a> AffinityMatcher<'a> {
 
     /// Resolved against `index` (the cluster set rows refer to), for
     /// [`IndexedAffinity::matches`].
-    pub fn indexed(&self, index: &ClusterIndex) -> IndexedAffinity<'a> {
+    pub fn indexed(&self, index: &ClusterIndex) -> IndexedAffinity {
         match self {
             AffinityMatcher::All => IndexedAffinity(None),
             AffinityMatcher::Placement(a) => IndexedAffinity(Some(vec![index.matching(a)])),
@@ -447,27 +446,7 @@ type AffinityKey = (
 #[derive(Debug, Default)]
 pub struct MemoisedClusterAffinity {
     memo: RowMemo<AffinityKey, AtomicU8>,
-    /// The snapshot's clusters indexed by name and label, for the generation it names: an
-    /// affinity the memo has not seen resolves against it for all rows at once.
-    index: std::sync::Mutex<Option<(u64, Arc<ClusterIndex>)>>,
-}
-
-impl MemoisedClusterAffinity {
-    /// The index of `s`'s clusters (built on the first miss of its generation).
-    fn index(&self, s: &ClusterSnapshot<'_>) -> Arc<ClusterIndex> {
-        let mut index = self
-            .index
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &*index {
-            Some((g, i)) if *g == s.generation => Arc::clone(i),
-            _ => {
-                let i = Arc::new(ClusterIndex::new(s.clusters));
-                *index = Some((s.generation, Arc::clone(&i)));
-                i
-            }
-        }
-    }
+    index: SnapshotIndex,
 }
 
 impl Plugin for MemoisedClusterAffinity {
@@ -513,10 +492,10 @@ impl FilterPlugin for MemoisedClusterAffinity {
                 if !s.clusters.get(row).is_some_and(|r| std::ptr::eq(r, *c)) {
                     return matcher.matches(c);
                 }
-                let index = index.get_or_insert_with(|| self.index(&s));
+                let index = index.get_or_insert_with(|| self.index.of(&s));
                 indexed
                     .get_or_insert_with(|| matcher.indexed(index))
-                    .matches(row, c)
+                    .matches(row)
             }))
         }));
         Ok(())

@@ -1,8 +1,9 @@
-//! An index of a cluster set by name and label, so that an affinity's verdict for every cluster
-//! of the set is found with a few list lookups and bitwise operations instead of a label-selector
-//! evaluation per cluster ([`ClusterIndex::matching`]). Built once per cluster-set generation by
-//! the memoised `ClusterAffinity` filter and by its Wasm build. The verdicts are exactly
-//! [`PreparedAffinity::matches`]'s: a randomized test checks them against it.
+//! An index of a cluster set by name, label and field values, so that an affinity's verdict for
+//! every cluster of the set is found with a few list lookups and bitwise operations instead of a
+//! selector evaluation per cluster ([`ClusterIndex::matching`]). Built once per cluster-set
+//! generation by the memoised `ClusterAffinity` filter, the memoised `StaticWeight` assigner and
+//! their Wasm builds. The verdicts are exactly [`PreparedAffinity::matches`]'s: a randomized test
+//! checks them against it.
 
 use std::collections::BTreeMap;
 
@@ -111,21 +112,22 @@ impl Rows {
     }
 }
 
-/// An affinity resolved against a [`ClusterIndex`].
+/// An affinity resolved against a [`ClusterIndex`]: the rows it matches.
 #[derive(Debug, Clone)]
-pub struct Matching<'a> {
+pub struct Matching {
     rows: Rows,
-    fields: Option<&'a [NodeSelectorRequirement]>,
 }
 
-impl Matching<'_> {
-    /// Does the affinity match `cluster`, found at `row` of the indexed set?
+impl Matching {
+    /// Does the affinity match the cluster at `row` of the indexed set?
     /// ([`PreparedAffinity::matches`] for that cluster.)
-    pub fn matches(&self, row: usize, cluster: &Cluster) -> bool {
+    pub fn matches(&self, row: usize) -> bool {
         self.rows.contains(row)
-            && self
-                .fields
-                .is_none_or(|f| field_selector_matches(cluster, f))
+    }
+
+    /// The matched rows, ascending.
+    pub fn rows(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rows.iter()
     }
 }
 
@@ -136,13 +138,23 @@ struct Label {
     values: BTreeMap<String, Vec<u32>>,
 }
 
-/// A cluster set indexed by name and by label (rows are positions in the indexed slice).
-/// Memory is proportional to the clusters' names and labels, not to their product.
+/// The rows whose clusters carry the same values of what a field selector reads
+/// (`spec.provider`, `spec.region`, `spec.zones`: [`field_selector_matches`]), and a cluster with
+/// only those values set to evaluate a selector on once for all of them.
+#[derive(Debug)]
+struct FieldGroup {
+    fields: Cluster,
+    rows: Vec<u32>,
+}
+
+/// A cluster set indexed by name, by label and by field values (rows are positions in the indexed
+/// slice). Memory is proportional to the clusters' names and labels, not to their product.
 #[derive(Debug, Default)]
 pub struct ClusterIndex {
     len: usize,
     names: BTreeMap<String, Vec<u32>>,
     labels: BTreeMap<String, Label>,
+    fields: Vec<FieldGroup>,
 }
 
 impl ClusterIndex {
@@ -152,8 +164,27 @@ impl ClusterIndex {
             len: clusters.len(),
             ..Default::default()
         };
+        let mut groups: BTreeMap<(&str, &str, &[String]), usize> = BTreeMap::new();
         for (row, c) in clusters.iter().enumerate() {
             let row = u32::try_from(row).unwrap_or(u32::MAX);
+            let spec = &c.spec;
+            let key = (
+                spec.provider.as_str(),
+                spec.region.as_str(),
+                spec.zones.as_slice(),
+            );
+            let g = *groups.entry(key).or_insert_with(|| {
+                let mut fields = Cluster::default();
+                fields.spec.provider.clone_from(&spec.provider);
+                fields.spec.region.clone_from(&spec.region);
+                fields.spec.zones.clone_from(&spec.zones);
+                index.fields.push(FieldGroup {
+                    fields,
+                    rows: Vec::new(),
+                });
+                index.fields.len() - 1
+            });
+            index.fields[g].rows.push(row);
             index
                 .names
                 .entry(c.name().to_owned())
@@ -178,12 +209,16 @@ impl ClusterIndex {
         self.len == 0
     }
 
-    /// What `affinity` matches in the indexed set: names, labels and exclusions resolved to rows
-    /// here; a field selector, if any, is checked per cluster by [`Matching::matches`].
-    pub fn matching<'a>(&self, affinity: &PreparedAffinity<'a>) -> Matching<'a> {
+    /// What `affinity` matches in the indexed set: names, labels, field values and exclusions
+    /// resolved to rows (a field selector is evaluated once per group of clusters with the same
+    /// field values).
+    pub fn matching(&self, affinity: &PreparedAffinity<'_>) -> Matching {
         let mut rows = Rows::all(self.len);
         if let Some(sel) = affinity.labels() {
             self.and_labels(&mut rows, sel);
+        }
+        if let Some(fields) = affinity.fields() {
+            self.and_fields(&mut rows, fields);
         }
         let rows_of = |n: &String| self.names.get(n.as_str()).map_or(&[][..], Vec::as_slice);
         if !affinity.cluster_names().is_empty() {
@@ -196,10 +231,22 @@ impl ClusterIndex {
         for &r in affinity.exclude().iter().flat_map(rows_of) {
             rows.clear(r as usize);
         }
-        Matching {
-            rows,
-            fields: affinity.fields(),
+        Matching { rows }
+    }
+
+    /// `rows &=` the rows whose field values `exprs` matches ([`field_selector_matches`]).
+    fn and_fields(&self, rows: &mut Rows, exprs: &[NodeSelectorRequirement]) {
+        let mut matched = Rows::none(self.len);
+        for g in self
+            .fields
+            .iter()
+            .filter(|g| field_selector_matches(&g.fields, exprs))
+        {
+            for &r in &g.rows {
+                matched.set(r as usize);
+            }
         }
+        rows.and(&matched);
     }
 
     /// `rows &=` the rows `sel` matches ([`crate::selector::label_selector_matches`]).
@@ -272,6 +319,10 @@ mod tests {
                         );
                     }
                     c.spec.provider = ["", "aws", "gcp"][i % 3].into();
+                    c.spec.region = ["", "eu", "us", "10"][next(4)].into();
+                    c.spec.zones = (0..next(3))
+                        .map(|_| ["z1", "z2", ""][next(3)].into())
+                        .collect();
                     c
                 })
                 .collect();
@@ -299,12 +350,18 @@ mod tests {
                     })
                     .collect(),
             });
-            let field_selector = (next(4) == 0).then(|| FieldSelector {
-                match_expressions: vec![NodeSelectorRequirement {
-                    key: "provider".into(),
-                    operator: ["In", "NotIn"][next(2)].into(),
-                    values: vec!["aws".into()],
-                }],
+            let field_ops = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"];
+            let field_values = ["aws", "eu", "z1", "z2", "", "5", "20"];
+            let field_selector = (next(3) == 0).then(|| FieldSelector {
+                match_expressions: (0..next(3) + 1)
+                    .map(|_| NodeSelectorRequirement {
+                        key: ["provider", "region", "zone", "", "other"][next(5)].into(),
+                        operator: field_ops[next(field_ops.len())].into(),
+                        values: (0..next(3))
+                            .map(|_| field_values[next(field_values.len())].into())
+                            .collect(),
+                    })
+                    .collect(),
             });
             let a = ClusterAffinity {
                 cluster_names,
@@ -319,7 +376,7 @@ mod tests {
             for (i, c) in clusters.iter().enumerate() {
                 verdicts[usize::from(prepared.matches(c))] += 1;
                 assert_eq!(
-                    matching.matches(i, c),
+                    matching.matches(i),
                     prepared.matches(c),
                     "round {round}, row {i} ({c:?}) under {a:?}"
                 );

@@ -117,6 +117,24 @@ pub fn rule_weight(
         .fold(0i64, |w, r| w.max(r.weight))
 }
 
+/// [`rule_weight`] for every row of the set `index` indexes: each rule's `targetCluster` resolved
+/// against the index once instead of matched per cluster.
+pub fn rule_weights(
+    rules: &[flotilla_api::policy::StaticClusterWeight],
+    index: &crate::cluster_index::ClusterIndex,
+) -> Vec<i64> {
+    let mut weights = vec![0i64; index.len()];
+    for r in rules {
+        let m = index.matching(&crate::selector::PreparedAffinity::new(&r.target_cluster));
+        for row in m.rows() {
+            if let Some(w) = weights.get_mut(row) {
+                *w = (*w).max(r.weight);
+            }
+        }
+    }
+    weights
+}
+
 /// [`static_weight`] with each cluster's weight from `weight` (plugins that memoise
 /// [`rule_weight`] per cluster set use this): weight-0 clusters are left out, all clusters weigh 1
 /// when none has a weight, then Webster. The division is [`static_weight_rows`], named.

@@ -142,7 +142,7 @@ impl Plugin for ClusterAffinity {
                 Some(i) => {
                     if memo[i] == 0 {
                         let m = m.get_or_insert_with(|| AffinityMatcher::new(&ctx));
-                        let fit = indexed.get_or_insert_with(|| m.indexed(&self.index)).matches(i, c);
+                        let fit = indexed.get_or_insert_with(|| m.indexed(&self.index)).matches(i);
                         memo[i] = if fit { 1 } else { 2 };
                     }
                     memo[i] == 1

@@ -4,13 +4,15 @@
 //! A call parses only what the assigner reads ([`Fields`]): the binding's `resource.uid` (Webster's
 //! tie seed) and `replicas`, and the placement's `replicaScheduling`, which it keeps as text: that
 //! text keys a memo (per cluster-set generation) of the parsed strategy and each cluster's static
-//! weight (the `staticWeightList` rules it matches), so a binding whose strategy was seen before
-//! is not parsed again and costs one memo lookup per cluster; the division itself runs every time.
+//! weight (the `staticWeightList` rules it matches, every row's at once from an index of the
+//! cluster set built when the set is pushed), so a binding whose strategy was seen before is not
+//! parsed again and costs one memo lookup per cluster; the division itself runs every time.
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::ObjectReference;
 use flotilla_api::policy::{Placement, StaticClusterWeight};
 use flotilla_api::work::ResourceBindingSpec;
+use flotilla_core::cluster_index::ClusterIndex;
 use flotilla_core::division::{self, Strategy};
 use flotilla_core::framework::{AssignInput, AssignMode, BindingContext, ClusterDetail};
 use flotilla_pdk::abi::{self, AssignReply, BindingRequest, InitRequest};
@@ -72,6 +74,9 @@ struct Entry {
 pub struct StaticWeight {
     rows: usize,
     memo: KeyedMemo<Entry>,
+    /// The cluster set by name, label and field values: a rule list the memo has not seen gets
+    /// every row's weight from it at once, as the native memoised assigner does.
+    index: ClusterIndex,
 }
 
 impl Plugin for StaticWeight {
@@ -79,11 +84,12 @@ impl Plugin for StaticWeight {
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
-        Ok(StaticWeight { rows: 0, memo: KeyedMemo::new(MEMO_LIMIT) })
+        Ok(StaticWeight { rows: 0, memo: KeyedMemo::new(MEMO_LIMIT), index: ClusterIndex::default() })
     }
 
     fn cluster_set(&mut self, clusters: &[Cluster]) {
         self.rows = clusters.len();
+        self.index = ClusterIndex::new(clusters);
         self.memo.clear();
     }
 
@@ -115,15 +121,15 @@ impl Plugin for StaticWeight {
         let mode = if b.mode == Some(abi::AssignMode::Fresh) { AssignMode::Fresh } else { AssignMode::Steady };
         let input = AssignInput::new(&ctx, &details, b.replicas.unwrap_or(spec.replicas), mode);
         let rules: Option<&[StaticClusterWeight]> = division::static_weight_rules(&input);
-        let weights = &mut entry.weights;
+        let (weights, index) = (&mut entry.weights, &self.index);
         let weight = |c: &ClusterDetail<'_>| {
             let compute = || rules.map_or(1, |r| division::rule_weight(r, c.cluster));
-            match weights.get_mut(c.row as usize) {
-                Some(w) => {
-                    if *w < 0 {
-                        *w = compute();
-                    }
-                    *w
+            match weights.get(c.row as usize) {
+                Some(&w) if w >= 0 => w,
+                // Every row's weight at once, on the first row not known yet.
+                Some(_) => {
+                    *weights = rules.map_or_else(|| vec![1; weights.len()], |r| division::rule_weights(r, index));
+                    weights.get(c.row as usize).copied().unwrap_or_else(compute)
                 }
                 None => compute(),
             }
