@@ -5,7 +5,8 @@
 //! their Wasm builds. The verdicts are exactly [`PreparedAffinity::matches`]'s: a randomized test
 //! checks them against it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::{LabelSelector, NodeSelectorRequirement};
@@ -131,11 +132,49 @@ impl Matching {
     }
 }
 
+/// A hash of names and label text a word at a time: lookups cost one hash and one comparison
+/// rather than a tree search's many (names often share long prefixes, and a Wasm build's `memcmp`
+/// is a byte loop). The keys are the cluster set's own names and labels; a lookup's text only
+/// selects a bucket.
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl WordHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        // Mixed down, so that the table's bucket bits depend on every word.
+        let h = self.0;
+        (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
+    }
+}
+
+type Map<V> = HashMap<String, V, BuildHasherDefault<WordHasher>>;
+
 /// The rows carrying a label key, and by value.
 #[derive(Debug, Default)]
 struct Label {
     any: Vec<u32>,
-    values: BTreeMap<String, Vec<u32>>,
+    values: Map<Vec<u32>>,
 }
 
 /// The rows whose clusters carry the same values of what a field selector reads
@@ -152,20 +191,18 @@ struct FieldGroup {
 #[derive(Debug, Default)]
 pub struct ClusterIndex {
     len: usize,
-    names: BTreeMap<String, Vec<u32>>,
-    labels: BTreeMap<String, Label>,
+    names: Map<Vec<u32>>,
+    labels: Map<Label>,
     fields: Vec<FieldGroup>,
 }
 
 impl ClusterIndex {
     /// Index `clusters` (any order; rows are their positions).
-    pub fn new(clusters: &[Cluster]) -> Self {
-        let mut index = ClusterIndex {
-            len: clusters.len(),
-            ..Default::default()
-        };
+    pub fn new<'c>(clusters: impl IntoIterator<Item = &'c Cluster>) -> Self {
+        let mut index = ClusterIndex::default();
         let mut groups: BTreeMap<(&str, &str, &[String]), usize> = BTreeMap::new();
-        for (row, c) in clusters.iter().enumerate() {
+        for (row, c) in clusters.into_iter().enumerate() {
+            index.len = row + 1;
             let row = u32::try_from(row).unwrap_or(u32::MAX);
             let spec = &c.spec;
             let key = (
@@ -292,6 +329,8 @@ mod tests {
     use flotilla_api::meta::LabelSelectorRequirement;
     use flotilla_api::policy::{ClusterAffinity, FieldSelector};
 
+    use crate::selector::SelectorView;
+
     #[test]
     fn index_verdicts_are_the_per_cluster_verdicts() {
         let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -319,6 +358,9 @@ mod tests {
                         );
                     }
                     c.spec.provider = ["", "aws", "gcp"][i % 3].into();
+                    // Fields a selector does not read, skipped by `SelectorView`.
+                    c.spec.zone = "z1".into();
+                    c.metadata.annotations.insert("note".into(), "x".into());
                     c.spec.region = ["", "eu", "us", "10"][next(4)].into();
                     c.spec.zones = (0..next(3))
                         .map(|_| ["z1", "z2", ""][next(3)].into())
@@ -373,6 +415,12 @@ mod tests {
             let index = ClusterIndex::new(&clusters);
             let prepared = PreparedAffinity::new(&a);
             let matching = index.matching(&prepared);
+            // The same clusters as a selector-only reader takes them in from JSON.
+            let views: Vec<SelectorView> = clusters
+                .iter()
+                .map(|c| serde_json::from_value(serde_json::to_value(c).unwrap()).unwrap())
+                .collect();
+            let from_views = ClusterIndex::new(views.iter().map(|v| &v.0)).matching(&prepared);
             for (i, c) in clusters.iter().enumerate() {
                 verdicts[usize::from(prepared.matches(c))] += 1;
                 assert_eq!(
@@ -380,6 +428,8 @@ mod tests {
                     prepared.matches(c),
                     "round {round}, row {i} ({c:?}) under {a:?}"
                 );
+                assert_eq!(prepared.matches(&views[i].0), prepared.matches(c));
+                assert_eq!(from_views.matches(i), matching.matches(i));
             }
             assert!(!matching.rows.contains(n), "no row past the set");
             assert!(matching.rows.iter().all(|r| r < n));

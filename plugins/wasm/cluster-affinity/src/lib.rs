@@ -16,6 +16,7 @@ use flotilla_api::work::{ReplicaRequirements, ResourceBindingSpec};
 use serde::de::IgnoredAny;
 use flotilla_core::cluster_index::ClusterIndex;
 use flotilla_core::expression;
+use flotilla_core::selector::SelectorView;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Verdict};
 use flotilla_plugins::filter::AffinityMatcher;
 use flotilla_pdk::abi::{BindingRequest, InitRequest};
@@ -92,20 +93,21 @@ fn parse<T: serde::de::DeserializeOwned>(raw: Option<&Raw>, what: &str) -> Resul
 }
 
 impl Plugin for ClusterAffinity {
-    type Cluster = Cluster;
+    /// Clusters are taken in as selectors read them (the rest of each object is skipped).
+    type Cluster = SelectorView;
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
         Ok(ClusterAffinity { rows: RowIndex::default(), memo: KeyedMemo::new(MEMO_LIMIT), key: String::new(), index: ClusterIndex::default() })
     }
 
-    fn cluster_set(&mut self, clusters: &[Cluster]) {
+    fn cluster_set(&mut self, clusters: &[SelectorView]) {
         self.rows = RowIndex::new(clusters);
-        self.index = ClusterIndex::new(clusters);
+        self.index = ClusterIndex::new(clusters.iter().map(|v| &v.0));
         self.memo.clear();
     }
 
-    fn filter(&mut self, b: &Self::Binding, clusters: &[&Cluster], out: &mut FilterOut) -> Result<(), String> {
+    fn filter(&mut self, b: &Self::Binding, clusters: &[&SelectorView], out: &mut FilterOut) -> Result<(), String> {
         let spec = &b.binding.0;
         // JSON text has no raw NUL, so the parts cannot run into each other.
         self.key.clear();
@@ -123,7 +125,8 @@ impl Plugin for ClusterAffinity {
         let ctx = BindingContext::new(spec, &entry.placement, entry.term.as_ref());
         if entry.cel {
             let mut verdicts = Vec::with_capacity(clusters.len());
-            flotilla_plugins::filter::ClusterAffinity.filter(&FilterInput::new(&ctx, clusters), &mut verdicts).map_err(|e| e.to_string())?;
+            let plain: Vec<&Cluster> = clusters.iter().map(|v| &v.0).collect();
+            flotilla_plugins::filter::ClusterAffinity.filter(&FilterInput::new(&ctx, &plain), &mut verdicts).map_err(|e| e.to_string())?;
             for v in verdicts {
                 match v {
                     Verdict::Fit => out.fit(),
@@ -147,7 +150,7 @@ impl Plugin for ClusterAffinity {
                     }
                     memo[i] == 1
                 }
-                None => m.get_or_insert_with(|| AffinityMatcher::new(&ctx)).matches(c),
+                None => m.get_or_insert_with(|| AffinityMatcher::new(&ctx)).matches(&c.0),
             };
             if fit { out.fit() } else { out.unfit_static(MISMATCH) }
         }

@@ -8,12 +8,12 @@
 //! cluster set built when the set is pushed), so a binding whose strategy was seen before is not
 //! parsed again and costs one memo lookup per cluster; the division itself runs every time.
 
-use flotilla_api::cluster::Cluster;
 use flotilla_api::meta::ObjectReference;
 use flotilla_api::policy::{Placement, StaticClusterWeight};
 use flotilla_api::work::ResourceBindingSpec;
 use flotilla_core::cluster_index::ClusterIndex;
 use flotilla_core::division::{self, Strategy};
+use flotilla_core::selector::SelectorView;
 use flotilla_core::framework::{AssignInput, AssignMode, BindingContext, ClusterDetail};
 use flotilla_pdk::abi::{self, AssignReply, BindingRequest, InitRequest};
 use flotilla_pdk::{Detail, KeyedMemo, Plugin, Raw};
@@ -80,20 +80,22 @@ pub struct StaticWeight {
 }
 
 impl Plugin for StaticWeight {
-    type Cluster = Cluster;
+    /// Clusters are taken in as selectors read them (the rest of each object is skipped): a
+    /// weight rule's `targetCluster` and the division's name order need no more.
+    type Cluster = SelectorView;
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
         Ok(StaticWeight { rows: 0, memo: KeyedMemo::new(MEMO_LIMIT), index: ClusterIndex::default() })
     }
 
-    fn cluster_set(&mut self, clusters: &[Cluster]) {
+    fn cluster_set(&mut self, clusters: &[SelectorView]) {
         self.rows = clusters.len();
-        self.index = ClusterIndex::new(clusters);
+        self.index = ClusterIndex::new(clusters.iter().map(|v| &v.0));
         self.memo.clear();
     }
 
-    fn assign(&mut self, b: &Self::Binding, clusters: &[Detail<'_, Cluster>]) -> Result<AssignReply, String> {
+    fn assign(&mut self, b: &Self::Binding, clusters: &[Detail<'_, SelectorView>]) -> Result<AssignReply, String> {
         let text = b.placement.replica_scheduling.as_ref().map_or("", |r| r.get());
         let rows = self.rows;
         let entry = self.memo.get_or_try_insert(text, || {
@@ -109,7 +111,7 @@ impl Plugin for StaticWeight {
         let details: Vec<ClusterDetail<'_>> = clusters
             .iter()
             .map(|d| ClusterDetail {
-                cluster: d.cluster,
+                cluster: &d.cluster.0,
                 score: d.row.score,
                 allocatable_replicas: d.row.allocatable_replicas,
                 available_replicas: d.row.available_replicas,
