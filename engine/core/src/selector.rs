@@ -154,71 +154,63 @@ pub struct PreparedAffinity<'a> {
     names: Names<'a>,
 }
 
+/// What a match reads of an affinity; a placement's `clusterAffinity` and the inline affinity of a
+/// term or overflow tier carry the same four fields.
+struct Parts<'a> {
+    exclude: &'a [String],
+    labels: Option<&'a LabelSelector>,
+    fields: Option<&'a FieldSelector>,
+    names: &'a [String],
+}
+
+macro_rules! parts_of {
+    ($($t:ty),*) => {$(
+        impl<'a> From<&'a $t> for Parts<'a> {
+            fn from(a: &'a $t) -> Self {
+                Parts {
+                    exclude: &a.exclude,
+                    labels: a.label_selector.as_ref(),
+                    fields: a.field_selector.as_ref(),
+                    names: &a.cluster_names,
+                }
+            }
+        }
+    )*};
+}
+
+parts_of!(ClusterAffinity, ClusterAffinityInline);
+
 impl<'a> PreparedAffinity<'a> {
     /// `affinity`, its long name lists sorted when first asked.
     pub fn new(a: &'a ClusterAffinity) -> Self {
-        let fields = a.field_selector.as_ref();
-        Self::build(
-            &a.exclude,
-            a.label_selector.as_ref(),
-            fields,
-            &a.cluster_names,
-            true,
-        )
+        Self::build(a.into(), true)
     }
 
     /// The inline form of [`PreparedAffinity::new`].
     pub fn inline(a: &'a ClusterAffinityInline) -> Self {
-        let fields = a.field_selector.as_ref();
-        Self::build(
-            &a.exclude,
-            a.label_selector.as_ref(),
-            fields,
-            &a.cluster_names,
-            true,
-        )
+        Self::build(a.into(), true)
     }
 
     /// `affinity` as it is, for one or a few clusters (nothing sorted, nothing allocated).
     fn scanning(a: &'a ClusterAffinity) -> Self {
-        let fields = a.field_selector.as_ref();
-        Self::build(
-            &a.exclude,
-            a.label_selector.as_ref(),
-            fields,
-            &a.cluster_names,
-            false,
-        )
+        Self::build(a.into(), false)
     }
 
     fn scanning_inline(a: &'a ClusterAffinityInline) -> Self {
-        let fields = a.field_selector.as_ref();
-        Self::build(
-            &a.exclude,
-            a.label_selector.as_ref(),
-            fields,
-            &a.cluster_names,
-            false,
-        )
+        Self::build(a.into(), false)
     }
 
-    fn build(
-        exclude: &'a [String],
-        labels: Option<&'a LabelSelector>,
-        fields: Option<&'a FieldSelector>,
-        names: &'a [String],
-        sort: bool,
-    ) -> Self {
+    fn build(p: Parts<'a>, sort: bool) -> Self {
         let list = if sort {
             Names::prepared
         } else {
             Names::scanning
         };
         PreparedAffinity {
-            exclude: list(exclude),
-            labels,
-            fields: fields.map(|f| f.match_expressions.as_slice()),
-            names: list(names),
+            exclude: list(p.exclude),
+            labels: p.labels,
+            fields: p.fields.map(|f| f.match_expressions.as_slice()),
+            names: list(p.names),
         }
     }
 

@@ -1244,26 +1244,30 @@ impl PluginMetrics {
     /// `(calls, failures)` of plugin `name` at `point` (`filter`, `score`, `select`, `assign`, `override`,
     /// or `victims` for binding preemption's victim plugin).
     pub fn calls(&self, point: &str, name: &str) -> (u64, u64) {
-        let m = self
-            .stats
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.iter()
-            .find(|((p, n), _)| *p == point && n == name)
-            .map_or((0, 0), |(_, s)| {
-                (s.latency.count(), s.failures.load(Ordering::Relaxed))
-            })
+        self.read(point, name, |s| {
+            (s.latency.count(), s.failures.load(Ordering::Relaxed))
+        })
     }
 
     /// `(calls, total microseconds)` of plugin `name` at `point` (as [`PluginMetrics::calls`]).
     pub fn latency(&self, point: &str, name: &str) -> (u64, u64) {
+        self.read(point, name, |s| (s.latency.count(), s.latency.micros()))
+    }
+
+    /// `what` of the statistics of plugin `name` at `point` (`(0, 0)` before its first call).
+    fn read(
+        &self,
+        point: &str,
+        name: &str,
+        what: impl Fn(&PluginStat) -> (u64, u64),
+    ) -> (u64, u64) {
         let m = self
             .stats
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         m.iter()
             .find(|((p, n), _)| *p == point && n == name)
-            .map_or((0, 0), |(_, s)| (s.latency.count(), s.latency.micros()))
+            .map_or((0, 0), |(_, s)| what(s))
     }
 
     /// Prometheus text: `flotilla_plugin_duration_seconds` and `flotilla_plugin_failures_total`.
