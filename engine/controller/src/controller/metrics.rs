@@ -1,8 +1,21 @@
 //! Reconcile and scheduling metrics: per-controller counters and latency histograms, rendered as
 //! Prometheus text.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// A Prometheus label value, escaped.
+pub(crate) fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Scheduler profiles with a CPU histogram of their own; decisions of further profiles count in
+/// the unlabelled histogram only (profiles are operator-defined, but the series stay bounded).
+const MAX_PROFILE_SERIES: usize = 64;
 
 /// Upper bounds (seconds) of the latency histogram buckets.
 pub const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -108,6 +121,8 @@ pub struct Metrics {
     pub scheduling: Histogram,
     /// The same decisions' CPU time (the deciding thread's).
     pub scheduling_cpu: Histogram,
+    /// The same CPU time by the scheduler profile that decided.
+    pub scheduling_cpu_by_profile: Mutex<BTreeMap<String, Arc<Histogram>>>,
     /// Scheduling attempts by result (see [`RESULTS`]).
     pub scheduling_results: [AtomicU64; RESULTS.len()],
     /// Bindings waiting in the scheduling queue, by sub-queue (see [`QUEUES`]).
@@ -173,12 +188,32 @@ impl Id {
 }
 
 impl Metrics {
-    /// Count one scheduling decision: its wall time and, where the platform tells, its CPU time.
-    pub fn record_scheduling(&self, elapsed: Duration, cpu: Option<Duration>) {
+    /// Count one scheduling decision: its wall time and, where the platform tells, its CPU time,
+    /// also under the profile that decided.
+    pub fn record_scheduling(&self, elapsed: Duration, cpu: Option<Duration>, profile: &str) {
         self.scheduling.observe(elapsed);
         if let Some(cpu) = cpu {
             self.scheduling_cpu.observe(cpu);
+            if let Some(h) = self.profile_cpu(profile) {
+                h.observe(cpu);
+            }
         }
+    }
+
+    /// The CPU histogram of `profile` (created on its first decision; `None` past
+    /// [`MAX_PROFILE_SERIES`] profiles).
+    pub fn profile_cpu(&self, profile: &str) -> Option<Arc<Histogram>> {
+        let mut m = self
+            .scheduling_cpu_by_profile
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(h) = m.get(profile) {
+            return Some(Arc::clone(h));
+        }
+        if m.len() >= MAX_PROFILE_SERIES {
+            return None;
+        }
+        Some(Arc::clone(m.entry(profile.to_owned()).or_default()))
     }
 
     /// Count one scheduling attempt's result (index into [`RESULTS`]).
@@ -264,6 +299,21 @@ impl Metrics {
         out.push_str("# HELP flotilla_scheduling_cpu_seconds Scheduler CPU time per binding.\n# TYPE flotilla_scheduling_cpu_seconds histogram\n");
         self.scheduling_cpu
             .render("flotilla_scheduling_cpu_seconds", "", &mut out);
+        out.push_str("# HELP flotilla_scheduling_profile_cpu_seconds Scheduler CPU time per binding, by scheduler profile.\n# TYPE flotilla_scheduling_profile_cpu_seconds histogram\n");
+        let profiles: Vec<(String, Arc<Histogram>)> = self
+            .scheduling_cpu_by_profile
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(p, h)| (p.clone(), Arc::clone(h)))
+            .collect();
+        for (p, h) in profiles {
+            h.render(
+                "flotilla_scheduling_profile_cpu_seconds",
+                &format!("profile=\"{}\"", escape(&p)),
+                &mut out,
+            );
+        }
         out.push_str("# HELP flotilla_scheduling_attempts_total Scheduling attempts by result.\n# TYPE flotilla_scheduling_attempts_total counter\n");
         for (i, r) in RESULTS.iter().enumerate() {
             let _ = writeln!(

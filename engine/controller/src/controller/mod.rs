@@ -888,7 +888,11 @@ mod tests {
         let m = Metrics::default();
         m.record(Id::Detector, Duration::from_micros(500), true);
         m.record(Id::Detector, Duration::from_millis(20), false);
-        m.record_scheduling(Duration::from_millis(2), Some(Duration::from_millis(1)));
+        m.record_scheduling(
+            Duration::from_millis(2),
+            Some(Duration::from_millis(1)),
+            "wasm-\"builtins\"",
+        );
         let text = m.render();
         assert!(
             text.contains("flotilla_reconcile_total{controller=\"detector\"} 2\n"),
@@ -914,6 +918,12 @@ mod tests {
         );
         assert!(
             text.contains("flotilla_scheduling_cpu_seconds_bucket{le=\"0.001\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "flotilla_scheduling_profile_cpu_seconds_count{profile=\"wasm-\\\"builtins\\\"\"} 1\n"
+            ),
             "{text}"
         );
         assert_eq!(m.reconciles_of("detector"), 2);

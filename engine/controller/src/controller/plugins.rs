@@ -39,7 +39,7 @@ use sha2::Digest as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
-use super::metrics::Histogram;
+use super::metrics::{Histogram, escape};
 use crate::{Cached, Context, Topic};
 
 /// API version of the plugin kinds.
@@ -1301,12 +1301,6 @@ impl PluginMetrics {
             );
         }
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 struct Observed<P: ?Sized> {

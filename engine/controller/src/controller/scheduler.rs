@@ -131,7 +131,10 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
             .insert(key.clone(), memory);
     }
     if decision.scheduled {
-        ctx.metrics.record_scheduling(took, cpu);
+        // Scheduled: the snapshot serves a profile of this name (so the label's values are
+        // the served profiles').
+        ctx.metrics
+            .record_scheduling(took, cpu, &rb.spec.scheduler_name);
     }
     if let Some(i) = decision.result_index() {
         ctx.metrics.record_scheduling_result(i);
