@@ -189,12 +189,17 @@ impl Id {
 
 impl Metrics {
     /// Count one scheduling decision: its wall time and, where the platform tells, its CPU time,
-    /// also under the profile that decided.
-    pub fn record_scheduling(&self, elapsed: Duration, cpu: Option<Duration>, profile: &str) {
+    /// also under the served profile that decided (none: no profile by the binding's name).
+    pub fn record_scheduling(
+        &self,
+        elapsed: Duration,
+        cpu: Option<Duration>,
+        profile: Option<&str>,
+    ) {
         self.scheduling.observe(elapsed);
         if let Some(cpu) = cpu {
             self.scheduling_cpu.observe(cpu);
-            if let Some(h) = self.profile_cpu(profile) {
+            if let Some(h) = profile.and_then(|p| self.profile_cpu(p)) {
                 h.observe(cpu);
             }
         }

@@ -884,6 +884,29 @@ mod tests {
     }
 
     #[test]
+    fn profile_cpu_series_are_the_served_profiles_and_bounded() {
+        let m = Metrics::default();
+        let cpu = Some(Duration::from_millis(1));
+        // No served profile by the binding's name: counted, but under no profile.
+        m.record_scheduling(Duration::from_millis(2), cpu, None);
+        assert_eq!(m.scheduling_cpu.count(), 1);
+        assert!(
+            !m.render()
+                .contains("flotilla_scheduling_profile_cpu_seconds_count")
+        );
+        for i in 0..100 {
+            m.record_scheduling(Duration::from_millis(2), cpu, Some(&format!("p{i}")));
+        }
+        let text = m.render();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("flotilla_scheduling_profile_cpu_seconds_count"))
+            .count();
+        assert_eq!(series, 64, "{text}");
+        assert_eq!(m.scheduling_cpu.count(), 101);
+    }
+
+    #[test]
     fn metrics_render_counters_and_cumulative_histograms() {
         let m = Metrics::default();
         m.record(Id::Detector, Duration::from_micros(500), true);
@@ -891,7 +914,7 @@ mod tests {
         m.record_scheduling(
             Duration::from_millis(2),
             Some(Duration::from_millis(1)),
-            "wasm-\"builtins\"",
+            Some("wasm-\"builtins\""),
         );
         let text = m.render();
         assert!(

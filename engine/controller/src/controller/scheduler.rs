@@ -92,6 +92,11 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
         now_ms: crate::clock::now_epoch_millis(),
     };
     let before = rb.clone();
+    // The profile deciding, when the snapshot serves one by that name (the metrics label: its
+    // values are the operator's profiles, not whatever name a policy asks for).
+    let profile = snapshot
+        .profile(&rb.spec.scheduler_name)
+        .map(|p| p.name.clone());
     // What binding preemption decides from again, should this decision leave it Unschedulable.
     let retry = (snapshot.clone(), template.clone(), memory.clone());
     // The CPU-heavy part off the async workers, at most one decision per core at a time (as
@@ -131,10 +136,7 @@ pub async fn run(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Verdict, 
             .insert(key.clone(), memory);
     }
     if decision.scheduled {
-        // Scheduled: the snapshot serves a profile of this name (so the label's values are
-        // the served profiles').
-        ctx.metrics
-            .record_scheduling(took, cpu, &rb.spec.scheduler_name);
+        ctx.metrics.record_scheduling(took, cpu, profile.as_deref());
     }
     if let Some(i) = decision.result_index() {
         ctx.metrics.record_scheduling_result(i);
