@@ -8,7 +8,7 @@ use flotilla_core::PluginError;
 use flotilla_core::division::{self, Strategy};
 use flotilla_core::framework::{AssignInput, AssignPlugin, Assignment, Plugin};
 
-use crate::memo::{KeyHash, RowMemo, SnapshotIndex};
+use crate::memo::{KeyHash, RowMemo};
 
 /// Name of [`Duplicated`].
 pub const DUPLICATED: &str = "Duplicated";
@@ -83,7 +83,6 @@ assigner!(
 #[derive(Debug, Default)]
 pub struct MemoisedStaticWeight {
     memo: RowMemo<Vec<StaticClusterWeight>, AtomicI64>,
-    index: SnapshotIndex,
 }
 
 impl Plugin for MemoisedStaticWeight {
@@ -123,8 +122,7 @@ impl AssignPlugin for MemoisedStaticWeight {
                 {
                     return division::rule_weight(rules, c.cluster);
                 }
-                let w = weights
-                    .get_or_insert_with(|| division::rule_weights(rules, &self.index.of(&s)));
+                let w = weights.get_or_insert_with(|| division::rule_weights(rules, s.index()));
                 w.get(c.row as usize)
                     .copied()
                     .unwrap_or_else(|| division::rule_weight(rules, c.cluster))

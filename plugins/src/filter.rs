@@ -15,7 +15,7 @@ use flotilla_core::framework::{
 };
 use flotilla_core::selector::{PreparedAffinity, cluster_matches, cluster_matches_inline};
 
-use crate::memo::{RowMemo, SnapshotIndex};
+use crate::memo::RowMemo;
 
 /// Name of [`ApiEnablement`].
 pub const API_ENABLEMENT: &str = "APIEnablement";
@@ -446,7 +446,6 @@ type AffinityKey = (
 #[derive(Debug, Default)]
 pub struct MemoisedClusterAffinity {
     memo: RowMemo<AffinityKey, AtomicU8>,
-    index: SnapshotIndex,
 }
 
 impl Plugin for MemoisedClusterAffinity {
@@ -484,7 +483,6 @@ impl FilterPlugin for MemoisedClusterAffinity {
         // Resolved against the snapshot's index on the first row the memo does not know yet
         // (`slot.get` computes for rows outside the snapshot too: those are matched one by one).
         let matcher = AffinityMatcher::new(b);
-        let mut index = None;
         let mut indexed = None;
         out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
             let row = row as usize;
@@ -492,9 +490,8 @@ impl FilterPlugin for MemoisedClusterAffinity {
                 if !s.clusters.get(row).is_some_and(|r| std::ptr::eq(r, *c)) {
                     return matcher.matches(c);
                 }
-                let index = index.get_or_insert_with(|| self.index.of(&s));
                 indexed
-                    .get_or_insert_with(|| matcher.indexed(index))
+                    .get_or_insert_with(|| matcher.indexed(s.index()))
                     .matches(row)
             }))
         }));

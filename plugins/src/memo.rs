@@ -12,29 +12,7 @@ use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use flotilla_api::cluster::Cluster;
-use flotilla_core::cluster_index::ClusterIndex;
 use flotilla_core::framework::{ClusterSnapshot, FilterInput};
-
-/// The [`ClusterIndex`] of the snapshot generation a memoised built-in last saw (built on its
-/// first memo miss in that generation): a key the memo has not seen resolves against it for all
-/// rows at once.
-#[derive(Debug, Default)]
-pub(crate) struct SnapshotIndex(std::sync::Mutex<Option<(u64, Arc<ClusterIndex>)>>);
-
-impl SnapshotIndex {
-    /// The index of `s`'s clusters.
-    pub(crate) fn of(&self, s: &ClusterSnapshot<'_>) -> Arc<ClusterIndex> {
-        let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*index {
-            Some((g, i)) if *g == s.generation => Arc::clone(i),
-            _ => {
-                let i = Arc::new(ClusterIndex::new(s.clusters));
-                *index = Some((s.generation, Arc::clone(&i)));
-                i
-            }
-        }
-    }
-}
 
 /// Most distinct keys kept per generation; inserting one more starts over with an empty memo.
 pub(crate) const MAX_KEYS: usize = 512;
@@ -270,9 +248,11 @@ mod tests {
     #[test]
     fn keys_are_capped_and_generations_only_move_forward() {
         let clusters = [Cluster::default(), Cluster::default()];
+        let index = std::sync::OnceLock::new();
         let snapshot = |generation| ClusterSnapshot {
             generation,
             clusters: &clusters,
+            index: &index,
         };
         let memo = RowMemo::<u64, AtomicU8>::default();
         let slot =

@@ -1,8 +1,9 @@
 //! An index of a cluster set by name, label and field values, so that an affinity's verdict for
 //! every cluster of the set is found with a few list lookups and bitwise operations instead of a
 //! selector evaluation per cluster ([`ClusterIndex::matching`]). Built once per cluster-set
-//! generation by the memoised `ClusterAffinity` filter, the memoised `StaticWeight` assigner and
-//! their Wasm builds. The verdicts are exactly [`PreparedAffinity::matches`]'s: a randomized test
+//! generation: the pipeline's snapshot keeps one for the native memoised `ClusterAffinity` filter
+//! and `StaticWeight` assigner ([`crate::framework::ClusterSnapshot::index`]), and their Wasm
+//! builds build one when a set is pushed. The verdicts are exactly [`PreparedAffinity::matches`]'s: a randomized test
 //! checks them against it.
 
 use std::collections::{BTreeMap, HashMap};

@@ -17,6 +17,7 @@ use flotilla_api::policy::{ClusterAffinityTerm, Placement};
 use flotilla_api::work::{ResourceBinding, ResourceBindingSpec, TargetCluster};
 use serde_json::Value;
 
+use crate::cluster_index::ClusterIndex;
 use crate::error::PluginError;
 use crate::expression::ExpressionEngine;
 
@@ -134,6 +135,16 @@ pub struct ClusterSnapshot<'a> {
     pub generation: u64,
     /// All clusters of the set, sorted by name.
     pub clusters: &'a [Cluster],
+    /// Where the set's [`ClusterIndex`] is kept once built ([`ClusterSnapshot::index`]).
+    pub index: &'a std::sync::OnceLock<ClusterIndex>,
+}
+
+impl<'a> ClusterSnapshot<'a> {
+    /// The clusters indexed by name, label and field values, built on first use and shared by
+    /// every plugin deciding against this generation.
+    pub fn index(&self) -> &'a ClusterIndex {
+        self.index.get_or_init(|| ClusterIndex::new(self.clusters))
+    }
 }
 
 impl<'a> BindingContext<'a> {

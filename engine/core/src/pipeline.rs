@@ -74,6 +74,8 @@ pub struct Snapshot {
     generation: u64,
     profiles: Arc<Vec<Profile>>,
     options: Options,
+    /// The clusters' index, built on first use (clones share it, as they share the generation).
+    index: Arc<std::sync::OnceLock<crate::cluster_index::ClusterIndex>>,
 }
 
 impl Snapshot {
@@ -91,6 +93,7 @@ impl Snapshot {
             generation,
             profiles,
             options,
+            index: Arc::default(),
         }
     }
 
@@ -127,6 +130,7 @@ impl Snapshot {
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             profiles: self.profiles.clone(),
             options: self.options,
+            index: Arc::default(),
         }
     }
 
@@ -173,6 +177,7 @@ impl Snapshot {
         crate::framework::ClusterSnapshot {
             generation: self.generation,
             clusters: &self.clusters,
+            index: &self.index,
         }
     }
 }

@@ -72,7 +72,6 @@ struct Entry {
 
 /// The plugin.
 pub struct StaticWeight {
-    rows: usize,
     memo: KeyedMemo<Entry>,
     /// The cluster set by name, label and field values: a rule list the memo has not seen gets
     /// every row's weight from it at once, as the native memoised assigner does.
@@ -86,18 +85,17 @@ impl Plugin for StaticWeight {
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
-        Ok(StaticWeight { rows: 0, memo: KeyedMemo::new(MEMO_LIMIT), index: ClusterIndex::default() })
+        Ok(StaticWeight { memo: KeyedMemo::new(MEMO_LIMIT), index: ClusterIndex::default() })
     }
 
     fn cluster_set(&mut self, clusters: &[SelectorView]) {
-        self.rows = clusters.len();
         self.index = ClusterIndex::new(clusters.iter().map(|v| &v.0));
         self.memo.clear();
     }
 
     fn assign(&mut self, b: &Self::Binding, clusters: &[Detail<'_, SelectorView>]) -> Result<AssignReply, String> {
         let text = b.placement.replica_scheduling.as_ref().map_or("", |r| r.get());
-        let rows = self.rows;
+        let rows = self.index.len();
         let entry = self.memo.get_or_try_insert(text, || {
             let replica_scheduling =
                 if text.is_empty() { None } else { Some(flotilla_pdk::serde_json::from_str(text).map_err(|e| format!("placement.replicaScheduling: {e}"))?) };
