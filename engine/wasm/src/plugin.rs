@@ -599,7 +599,8 @@ pub(crate) mod decode {
     }
 
     /// An assign reply: rows in range and each at most once, replicas in `0..=replicas`, and for
-    /// a divided placement a sum of exactly `replicas`.
+    /// a divided placement a sum of exactly `replicas`. Rows given 0 replicas are left out of the
+    /// assignment (the scheduler keeps no zero-replica target).
     pub(crate) fn assign(
         names: &[&str],
         request: AssignRequest,
@@ -654,7 +655,10 @@ pub(crate) mod decode {
                 ));
             }
             sum += i64::from(replicas);
-            out.push(TargetCluster::new(name, replicas));
+            // A zero-replica target is checked but not named: the scheduler drops it.
+            if replicas > 0 {
+                out.push(TargetCluster::new(name, replicas));
+            }
         }
         if request.divided && sum != i64::from(want) {
             return Err(format!(
@@ -881,8 +885,8 @@ mod tests {
     #[test]
     fn assign_replies_in_json_and_in_binary_decode_alike() {
         let names = ["a", "b", "c"];
-        let want =
-            Assignment::Assigned(vec![TargetCluster::new("c", 2), TargetCluster::new("a", 0)]);
+        // Row 0's zero replicas are checked (in range, once) but leave no target.
+        let want = Assignment::Assigned(vec![TargetCluster::new("c", 2)]);
         let json = decode::assign(
             &names,
             DIVIDED_2,

@@ -84,8 +84,10 @@ pub fn duplicated(input: &AssignInput<'_>) -> Assignment {
 /// `assignByStaticWeightStrategy`: each selected cluster's weight is the maximum weight of the
 /// `staticWeightList` rules whose `targetCluster` matches it; clusters with weight 0 are left out;
 /// when no cluster has a weight (or there is no `weightPreference`) every cluster weighs 1.
-/// `input.replicas` are divided with Webster (tie seed: the resource UID), sorted by name. The
-/// previous assignment is not used (Karmada v1.16+).
+/// `input.replicas` are divided with Webster (tie seed: the resource UID), sorted by name; clusters
+/// that get no replicas are left out (Karmada lists them with 0, and drops zero-replica targets
+/// before they reach the binding, as the scheduler does here). The previous assignment is not used
+/// (Karmada v1.16+).
 pub fn static_weight(input: &AssignInput<'_>) -> Assignment {
     let rules = static_weight_rules(input);
     static_weight_with(input, |c| {
@@ -151,9 +153,9 @@ pub fn static_weight_with(
 }
 
 /// The static-weight division by position in `input.clusters` ([`webster::dispense_rows`]):
-/// `(position, replicas)` pairs sorted by cluster name. Assigners that reply with rows (the Wasm
-/// build of `StaticWeight`) use it directly; [`static_weight_with`] names the positions, so both
-/// backends run the same division.
+/// `(position, replicas)` pairs sorted by cluster name, for the clusters given at least one
+/// replica. Assigners that reply with rows (the Wasm build of `StaticWeight`) use it directly;
+/// [`static_weight_with`] names the positions, so both backends run the same division.
 ///
 /// When every cluster has its [`ClusterDetail::row`] in the name-sorted snapshot, parties are
 /// ordered by row instead of by name (the same order, an integer comparison instead of a string
@@ -193,9 +195,12 @@ fn static_weight_by<'a, K: Ord + Copy>(
         positions.extend(0..input.clusters.len());
     }
     let mut rows = webster::dispense_by(input.replicas, &votes, &input.binding.spec.resource.uid);
-    for r in &mut rows {
+    // Parties that win no seat are not targets (the scheduler drops zero-replica targets): left
+    // out here, so that no backend names them or sends them across the Wasm boundary.
+    rows.retain_mut(|r| {
         r.0 = positions[r.0];
-    }
+        r.1 > 0
+    });
     rows
 }
 

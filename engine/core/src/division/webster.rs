@@ -156,6 +156,15 @@ fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
     if n == 0 || parties.is_empty() {
         return parties;
     }
+    if let Some(cut) = contender_cut(&parties, n) {
+        // Only parties with at least the `n`-th largest votes can win a seat: the one-at-a-time
+        // steps run over them alone (a few replicas over many clusters: the usual division).
+        let (contenders, mut rest): (Vec<_>, Vec<_>) =
+            parties.into_iter().partition(|p| p.votes >= cut);
+        let mut seated = seat_one_by_one(contenders.into(), n).into_vec();
+        seated.append(&mut rest);
+        return seated;
+    }
     if parties
         .iter()
         .any(|p| p.seats < 0 || p.seats.checked_add(n).is_none())
@@ -177,6 +186,27 @@ fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
     }
     let rest = i32::try_from(i64::from(n) - given).unwrap_or(0);
     seat_one_by_one(parties.into(), rest).into_vec()
+}
+
+/// When every party starts without seats and at least `n` parties have positive votes: the `n`-th
+/// largest votes `V`. A party with fewer votes never wins one of the `n` seats: before each of them
+/// is handed out, fewer than `n` seats are taken, so one of the `n` parties with votes `≥ V` still
+/// has none and its priority (its votes, `≥ V`) is strictly above the other's best (its votes).
+fn contender_cut<K>(parties: &[Party<K>], n: i32) -> Option<i64> {
+    let n = usize::try_from(n).ok().filter(|&n| n >= 1)?;
+    if parties.iter().any(|p| p.seats != 0) {
+        return None;
+    }
+    let mut votes: Vec<i64> = parties
+        .iter()
+        .filter(|p| p.votes > 0)
+        .map(|p| p.votes)
+        .collect();
+    if votes.len() < n {
+        return None;
+    }
+    let (_, nth, _) = votes.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    Some(*nth)
 }
 
 /// Bulk shares when some party has positive votes (only those win seats: a positive priority
@@ -201,8 +231,12 @@ fn bulk_positive<K>(parties: &[Party<K>], n: i32) -> Vec<i32> {
     let slack = parties.iter().filter(|p| p.votes > 0).count() as u128;
     // No more seats than parties: all of them one at a time (the top votes' threshold, where no
     // offer is above, leaves them all over).
-    let mut settled = want <= slack;
-    if !settled && let Some(a) = estimate_threshold(parties, n, top) {
+    if want <= slack {
+        // Every share at the top votes' threshold is 0 (`share_above`): no division needed.
+        return vec![0; parties.len()];
+    }
+    let mut settled = false;
+    if let Some(a) = estimate_threshold(parties, n, top) {
         let a = a.clamp(1, hi);
         let got = total(a);
         if got <= want {
@@ -389,16 +423,14 @@ pub fn dispense_by<K: Ord + Copy>(
         return Vec::new();
     }
     let descending = names_descending(uid);
-    // Parties in name order, each name once with its last entry. A stable sort keeps equal names
-    // in input order; inputs already in name order are recognised in one pass.
-    let mut order: Vec<usize> = (0..votes.len()).collect();
-    order.sort_by(|&a, &b| votes[a].0.cmp(&votes[b].0));
+    // Parties in name order, each name once with its last entry: (key, position) pairs are all
+    // distinct, so sorting them puts equal names in input order, with no indirection per
+    // comparison; inputs already in name order are recognised in one pass.
+    let mut order: Vec<(K, usize)> = votes.iter().enumerate().map(|(i, v)| (v.0, i)).collect();
+    order.sort_unstable();
     let mut out: Vec<(usize, i32)> = Vec::with_capacity(order.len());
-    for (k, &i) in order.iter().enumerate() {
-        if order
-            .get(k + 1)
-            .is_none_or(|&next| votes[next].0 != votes[i].0)
-        {
+    for (k, &(key, i)) in order.iter().enumerate() {
+        if order.get(k + 1).is_none_or(|next| next.0 != key) {
             out.push((i, 0));
         }
     }
@@ -828,6 +860,39 @@ mod tests {
             shortcut > 1_000,
             "{shortcut} cases used the threshold search"
         );
+    }
+
+    #[test]
+    fn fewer_seats_than_voters_go_to_the_contenders_exactly_as_seat_by_seat() {
+        // Many parties without seats, few seats: `seat` runs over the contenders only
+        // (`contender_cut`). Small vote ranges make ties at the cut common.
+        let mut rng = Rng::with_seed(0xc0a7_e4de_5eed_0002);
+        let mut cut_used = 0;
+        for _ in 0..3_000 {
+            let parties_n = 1 + rng.usize(..300);
+            let range = [2, 5, 40, 1_000][rng.usize(..4)];
+            let descending = rng.bool();
+            let parties: Vec<Party<u32>> = (0..parties_n)
+                .map(|rank| Party {
+                    name: rank as u32,
+                    votes: rng.i64(-1..range),
+                    seats: 0,
+                    descending,
+                    rank,
+                })
+                .collect();
+            let positive = parties.iter().filter(|p| p.votes > 0).count() as i32;
+            let n = rng.i32(1..=positive.max(1) + 2);
+            let (fast, reference) = both(&parties, n);
+            assert_eq!(
+                fast, reference,
+                "{parties_n} parties, votes < {range}, {n} seats"
+            );
+            if contender_cut(&parties, n).is_some_and(|cut| parties.iter().any(|p| p.votes < cut)) {
+                cut_used += 1;
+            }
+        }
+        assert!(cut_used > 1_000, "{cut_used} cases left parties out");
     }
 
     #[test]
