@@ -224,6 +224,13 @@ pub struct Metadata {
     /// `override`, `log`, `wasi`), informational.
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// Assign plugins: the replica division strategies the plugin handles (`Duplicated`,
+    /// `StaticWeight`, `DynamicWeight`, `Aggregated`, as Karmada derives them from the
+    /// placement). For a binding with another strategy, or with none Karmada supports, the host
+    /// answers `skip` without calling the plugin. Empty: the plugin is called for every binding.
+    /// Another name refuses the module at load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strategies: Vec<String>,
 }
 
 /// `flotilla_init_v1` input: once per instance, before anything else.

@@ -345,6 +345,18 @@ impl<'a> Source<'a> {
                 if m.abi != flotilla_abi::ABI_VERSION {
                     return Err(LoadError::AbiVersion { found: m.abi });
                 }
+                if let Some(bad) = m
+                    .strategies
+                    .iter()
+                    .find(|s| flotilla_core::division::Strategy::named(s).is_none())
+                {
+                    return Err(LoadError::Metadata {
+                        message: crate::instance::bound_message(format!(
+                            "strategies: unknown strategy {bad:?}; expected Duplicated, \
+                             StaticWeight, DynamicWeight or Aggregated"
+                        )),
+                    });
+                }
                 Some(m)
             }
             None => None,

@@ -351,6 +351,80 @@ fn an_assigner_placing_more_replicas_than_requested_is_a_fault_under_its_failure
     }
 }
 
+/// `greedy_assign.wat` with a `flotilla.plugin` section declaring `strategies`, written to `dir`.
+fn greedy_declaring(dir: &std::path::Path, strategies: &str) -> std::path::PathBuf {
+    let wat = std::fs::read_to_string(testdata("greedy_assign.wat")).expect("greedy_assign.wat");
+    let body = wat.trim_end().strip_suffix(')').expect("a module");
+    let meta = format!(r#"{{"abi":1,"name":"greedy","strategies":{strategies}}}"#);
+    let path = dir.join("greedy.wat");
+    std::fs::write(
+        &path,
+        format!(
+            "{body}  (@custom \"flotilla.plugin\" \"{}\")\n)\n",
+            meta.replace('"', "\\\"")
+        ),
+    )
+    .expect("write");
+    path
+}
+
+#[test]
+fn an_assigner_is_not_called_for_strategies_it_did_not_declare_and_unknown_names_do_not_load() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cl = clusters(&["a", "b"]);
+    // `Divided` + `Weighted` without a dynamic weight: Karmada's static-weight division.
+    let rb = divided_binding();
+    let status = Default::default();
+    let run = |strategies: &str| {
+        let path = greedy_declaring(tmp.path(), strategies);
+        let greedy = WasmFactory::new()
+            .load(
+                ExtensionPoint::Assign,
+                &spec("greedy", &path, FailurePolicy::Fail, 50),
+                &path,
+            )
+            .expect("load");
+        let mut profile = flotilla_plugins::default_profile();
+        profile.assigners.insert(
+            0,
+            flotilla_core::framework::Slot::new(
+                Arc::new(greedy) as Arc<dyn flotilla_core::framework::AssignPlugin>
+            ),
+        );
+        let set = Snapshot::new(cl.to_vec(), Arc::default(), Options::default());
+        schedule(&set, &profile, &rb, &status, None, None).outcome
+    };
+    // Declared for another strategy: never called, the built-in static weight places the binding.
+    let placed = run(r#"["DynamicWeight","Aggregated"]"#).expect("the built-ins place it");
+    assert_eq!(
+        placed.iter().map(|t| t.replicas).sum::<i32>(),
+        2,
+        "{placed:?}"
+    );
+    // Declared for this strategy (or nothing declared): called, and its greedy reply refused.
+    for strategies in [r#"["StaticWeight"]"#, "[]"] {
+        let f = run(strategies).expect_err("the greedy reply is refused");
+        assert!(
+            f.message.contains("each row takes 0..=2"),
+            "{strategies}: {}",
+            f.message
+        );
+    }
+    // A name the host does not know refuses the module, naming it.
+    let path = greedy_declaring(tmp.path(), r#"["Weighted"]"#);
+    let err = WasmFactory::new()
+        .load(
+            ExtensionPoint::Assign,
+            &spec("greedy", &path, FailurePolicy::Fail, 50),
+            &path,
+        )
+        .expect_err("must not load");
+    assert!(
+        matches!(&err, LoadError::Metadata { message } if message.contains("unknown strategy \"Weighted\"")),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_selection_out_of_range_or_repeated_is_a_fault_under_its_failure_policy() {
     let bad = load("bad_select.wat", ExtensionPoint::Select);

@@ -609,13 +609,15 @@ macro_rules! __capability {
 /// Export `$ty` (a [`Plugin`]) as an ABI v1 module implementing `points` (any of `filter`,
 /// `score`, `select`, `assign`, `override_manifest`, `interpret`), with the `flotilla.plugin` metadata section
 /// ([`plugin_metadata!`]; capabilities: the points plus `log`). `version` is optional (default: the
-/// crate's `CARGO_PKG_VERSION`).
+/// crate's `CARGO_PKG_VERSION`). An assigner may add `strategies = ["StaticWeight", ...]`: the
+/// division strategies it handles, so that the host answers `skip` for the others without a call
+/// (sdk/ABI.md §1).
 #[macro_export]
 macro_rules! export_plugin {
-    ($ty:ty, name = $name:literal, points = [$($point:ident),+ $(,)?]) => {
-        $crate::export_plugin!($ty, name = $name, version = env!("CARGO_PKG_VERSION"), points = [$($point),+]);
+    ($ty:ty, name = $name:literal, points = [$($point:ident),+ $(,)?] $(, strategies = [$first:literal $(, $strategy:literal)* $(,)?])? $(,)?) => {
+        $crate::export_plugin!($ty, name = $name, version = env!("CARGO_PKG_VERSION"), points = [$($point),+] $(, strategies = [$first $(, $strategy)*])?);
     };
-    ($ty:ty, name = $name:literal, version = $version:expr, points = [$($point:ident),+ $(,)?]) => {
+    ($ty:ty, name = $name:literal, version = $version:expr, points = [$($point:ident),+ $(,)?] $(, strategies = [$first:literal $(, $strategy:literal)* $(,)?])? $(,)?) => {
         const _: () = {
             ::std::thread_local! {
                 static RUNTIME: ::std::cell::RefCell<$crate::rt::Runtime<$ty>> = ::std::cell::RefCell::new(::std::default::Default::default());
@@ -623,7 +625,9 @@ macro_rules! export_plugin {
 
             const META: &str = concat!(
                 "{\"abi\":1,\"name\":\"", $name, "\",\"version\":\"", $version, "\",\"capabilities\":[",
-                $( "\"", $crate::__capability!($point), "\",", )+ "\"log\"]}"
+                $( "\"", $crate::__capability!($point), "\",", )+ "\"log\"]",
+                $( ",\"strategies\":[\"", $first, "\"" $(, ",\"", $strategy, "\"")*, "]", )?
+                "}"
             );
             #[used]
             #[unsafe(link_section = "flotilla.plugin")]

@@ -23,7 +23,7 @@ pub mod webster;
 pub use webster::dispense;
 
 /// Karmada's replica assignment strategies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// Every selected cluster runs all replicas.
     Duplicated,
@@ -33,6 +33,21 @@ pub enum Strategy {
     DynamicWeight,
     /// Divide over as few clusters as possible (proportionally over the minimal prefix).
     Aggregated,
+}
+
+impl Strategy {
+    /// Every strategy with its name (as a Wasm assigner's metadata names it, sdk/ABI.md §1).
+    pub const ALL: [(Strategy, &'static str); 4] = [
+        (Strategy::Duplicated, "Duplicated"),
+        (Strategy::StaticWeight, "StaticWeight"),
+        (Strategy::DynamicWeight, "DynamicWeight"),
+        (Strategy::Aggregated, "Aggregated"),
+    ];
+
+    /// The strategy named `name` ([`Strategy::ALL`]).
+    pub fn named(name: &str) -> Option<Strategy> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(s, _)| *s)
+    }
 }
 
 /// The strategy Karmada uses for `placement` (`newAssignState`).
