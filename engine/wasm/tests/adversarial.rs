@@ -375,15 +375,16 @@ fn an_assigner_is_not_called_for_strategies_it_did_not_declare_and_unknown_names
     // `Divided` + `Weighted` without a dynamic weight: Karmada's static-weight division.
     let rb = divided_binding();
     let status = Default::default();
-    let run = |strategies: &str| {
+    let load = |strategies: &str| {
         let path = greedy_declaring(tmp.path(), strategies);
-        let greedy = WasmFactory::new()
-            .load(
-                ExtensionPoint::Assign,
-                &spec("greedy", &path, FailurePolicy::Fail, 50),
-                &path,
-            )
-            .expect("load");
+        WasmFactory::new().load(
+            ExtensionPoint::Assign,
+            &spec("greedy", &path, FailurePolicy::Fail, 50),
+            &path,
+        )
+    };
+    let run = |strategies: &str| {
+        let greedy = load(strategies).expect("load");
         let mut profile = flotilla_plugins::default_profile();
         profile.assigners.insert(
             0,
@@ -411,14 +412,7 @@ fn an_assigner_is_not_called_for_strategies_it_did_not_declare_and_unknown_names
         );
     }
     // A name the host does not know refuses the module, naming it.
-    let path = greedy_declaring(tmp.path(), r#"["Weighted"]"#);
-    let err = WasmFactory::new()
-        .load(
-            ExtensionPoint::Assign,
-            &spec("greedy", &path, FailurePolicy::Fail, 50),
-            &path,
-        )
-        .expect_err("must not load");
+    let err = load(r#"["Weighted"]"#).expect_err("must not load");
     assert!(
         matches!(&err, LoadError::Metadata { message } if message.contains("unknown strategy \"Weighted\"")),
         "{err}"
