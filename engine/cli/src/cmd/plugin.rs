@@ -297,6 +297,10 @@ fn inspect(path: &Path) -> anyhow::Result<()> {
             println!("name:      {}", m.name);
             println!("version:   {}", m.version);
             println!("declares:  {}", m.capabilities.join(", "));
+            if !m.strategies.is_empty() {
+                // An assigner called only for these (sdk/ABI.md §1).
+                println!("strategies: {}", m.strategies.join(", "));
+            }
         }
         None => println!(
             "abi:       v{} (no flotilla.plugin section)",
