@@ -428,6 +428,7 @@ impl Host {
             source: Source {
                 wasm: std::borrow::Cow::Owned(source.wasm.to_vec()),
                 metadata: source.metadata.clone(),
+                strategies: source.strategies.clone(),
             },
             cache: cache.to_path_buf(),
         };

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use flotilla_abi::{CUSTOM_SECTION, HOST_MODULE, Metadata, WASI_MODULE, export, import};
+use flotilla_core::division::Strategy;
 use sha2::Digest as _;
 use wasmtime::{ExternType, InstancePre, Linker, Module};
 
@@ -137,6 +138,9 @@ pub struct Compiled {
     pub(crate) pre: InstancePre<State>,
     /// The `flotilla.plugin` section, if present.
     pub metadata: Option<Metadata>,
+    /// The division strategies an assigner declared in its metadata (`None`: none declared, it is
+    /// asked for every binding; see [`Metadata::strategies`]).
+    pub strategies: Option<Vec<Strategy>>,
     /// Which of [`export::POINTS`] the module exports.
     pub points: [bool; 5],
     /// Exports `flotilla_init_v1`.
@@ -281,6 +285,7 @@ impl Compiled {
             digest,
             pre,
             metadata: source.metadata.clone(),
+            strategies: source.strategies.clone(),
             points,
             has_init,
             has_interpret,
@@ -324,6 +329,8 @@ impl Tier {
 pub(crate) struct Source<'a> {
     pub(crate) wasm: std::borrow::Cow<'a, [u8]>,
     pub(crate) metadata: Option<Metadata>,
+    /// The metadata's `strategies`, known by the host.
+    pub(crate) strategies: Option<Vec<Strategy>>,
 }
 
 impl<'a> Source<'a> {
@@ -345,23 +352,35 @@ impl<'a> Source<'a> {
                 if m.abi != flotilla_abi::ABI_VERSION {
                     return Err(LoadError::AbiVersion { found: m.abi });
                 }
-                if let Some(bad) = m
-                    .strategies
-                    .iter()
-                    .find(|s| flotilla_core::division::Strategy::named(s).is_none())
-                {
-                    return Err(LoadError::Metadata {
-                        message: crate::instance::bound_message(format!(
-                            "strategies: unknown strategy {bad:?}; expected Duplicated, \
-                             StaticWeight, DynamicWeight or Aggregated"
-                        )),
-                    });
-                }
                 Some(m)
             }
             None => None,
         };
-        Ok(Source { wasm, metadata })
+        let strategies = match metadata.as_ref().map(|m| &m.strategies) {
+            Some(names) if !names.is_empty() => Some(
+                names
+                    .iter()
+                    .map(|s| Strategy::named(s).ok_or_else(|| unknown_strategy(s)))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            _ => None,
+        };
+        Ok(Source {
+            wasm,
+            metadata,
+            strategies,
+        })
+    }
+}
+
+/// The load error for a `strategies` entry the host does not know, listing the names it does.
+fn unknown_strategy(name: &str) -> LoadError {
+    let known: Vec<&str> = Strategy::ALL.iter().map(|(_, n)| *n).collect();
+    LoadError::Metadata {
+        message: crate::instance::bound_message(format!(
+            "strategies: unknown strategy {name:?}; expected one of {}",
+            known.join(", ")
+        )),
     }
 }
 

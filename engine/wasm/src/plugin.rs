@@ -12,7 +12,7 @@ use flotilla_abi::{
 use flotilla_api::cluster::Cluster;
 use flotilla_api::work::TargetCluster;
 use flotilla_core::PluginError;
-use flotilla_core::division::{self, Strategy};
+use flotilla_core::division;
 use flotilla_core::framework::{
     AssignInput, AssignMode, AssignPlugin, Assignment, BindingContext, ClusterDetail, FilterInput,
     FilterPlugin, OverrideInput, OverridePatch, OverridePlugin, Plugin, Reason, ScoreInput,
@@ -62,9 +62,6 @@ pub struct WasmPlugin {
     init: Vec<u8>,
     limits: Limits,
     host: &'static Host,
-    /// The division strategies an assigner declared in its metadata (`None`: it is asked for
-    /// every binding; see [`flotilla_abi::Metadata::strategies`]).
-    strategies: Option<Vec<Strategy>>,
     pool: Mutex<Pool>,
     /// Log lines of the most recent call, when capturing (for `flotilla plugin test`).
     last_logs: Mutex<Option<Vec<(i32, String)>>>,
@@ -104,24 +101,12 @@ impl WasmPlugin {
             Warm::new(&module, &limits, &init).map_err(|(f, hit)| LoadError::Instantiate {
                 message: f.into_plugin_error(&name, hit).to_string(),
             })?;
-        // Names were checked when the module loaded (`module::Source::parse`).
-        let strategies = module
-            .metadata
-            .as_ref()
-            .filter(|m| !m.strategies.is_empty())
-            .map(|m| {
-                m.strategies
-                    .iter()
-                    .filter_map(|s| Strategy::named(s))
-                    .collect()
-            });
         Ok(WasmPlugin {
             name,
             module: Arc::clone(&module),
             init,
             limits,
             host,
-            strategies,
             pool: Mutex::new(Pool {
                 module: Arc::clone(&module),
                 idle: vec![warm],
@@ -405,7 +390,7 @@ impl SelectPlugin for WasmPlugin {
 impl AssignPlugin for WasmPlugin {
     fn assign(&self, input: &AssignInput<'_>) -> Result<Assignment, PluginError> {
         // Not a strategy the plugin declared: its answer would be `skip`, given without a call.
-        if let Some(declared) = &self.strategies
+        if let Some(declared) = &self.module.strategies
             && !division::strategy(input.binding.placement).is_ok_and(|s| declared.contains(&s))
         {
             return Ok(Assignment::Skip);
