@@ -611,6 +611,9 @@ pub struct Context {
     pub backoff: controller::Backoff,
     /// Scheduling decisions in flight: one per core.
     pub deciding: Arc<tokio::sync::Semaphore>,
+    /// The binding controller's Work writes in flight, over all its workers
+    /// ([`controller::binding::WORK_WRITES_IN_FLIGHT`]).
+    pub work_writes: tokio::sync::Semaphore,
     /// Kubernetes Events about bindings and templates.
     pub recorder: recorder::Recorder,
     /// `ResourceInterpreterCustomization` objects.
@@ -1049,6 +1052,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
         deciding: Arc::new(tokio::sync::Semaphore::new(
             std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
         )),
+        work_writes: tokio::sync::Semaphore::new(controller::binding::WORK_WRITES_IN_FLIGHT),
     });
     controller::spawn_all(&ctx, &mut tasks);
     Ok(Running {

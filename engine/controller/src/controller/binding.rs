@@ -101,6 +101,36 @@ fn up_to_date(cached: &DynamicObject, body: &Value) -> bool {
         && finalizers
 }
 
+/// Work writes (applies and deletes) of the binding controller in flight at once, over all its
+/// workers. Each is a durable write: one after another, a binding over 100 clusters waited for
+/// 100 store commits before its last Work existed, where concurrent writes share group commits.
+/// Shared by the workers, so that a burst of large bindings stays well within a
+/// kube-apiserver's default of 200 mutating requests in flight.
+pub const WORK_WRITES_IN_FLIGHT: usize = 64;
+
+/// Run `requests` concurrently within [`Context::work_writes`], every one to its end; the first
+/// error, if any. (A `Vec`, not an iterator: a reconcile future holding iterator closures
+/// across this await is not `Send` for every lifetime the controller asks.)
+async fn all_of<F>(ctx: &Context, requests: Vec<F>) -> Result<(), Error>
+where
+    F: std::future::Future<Output = Result<(), Error>>,
+{
+    use futures::StreamExt;
+    let mut results = futures::stream::iter(requests.into_iter().map(|request| async {
+        // The semaphore is never closed: a permit always comes.
+        let _permit = ctx.work_writes.acquire().await;
+        request.await
+    }))
+    .buffer_unordered(WORK_WRITES_IN_FLIGHT);
+    let mut first = None;
+    while let Some(r) = results.next().await {
+        if let Err(e) = r {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 async fn delete_work(ctx: &Context, w: &DynamicObject) -> Result<(), Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.client.clone(),
@@ -139,11 +169,15 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
     if rb.metadata.deletion_timestamp.is_some() {
         let works = works_of(&ctx, &rb);
-        for w in &works {
-            if w.metadata.deletion_timestamp.is_none() {
-                delete_work(&ctx, w).await?;
-            }
-        }
+        all_of(
+            &ctx,
+            works
+                .iter()
+                .filter(|w| w.metadata.deletion_timestamp.is_none())
+                .map(|w| delete_work(&ctx, w))
+                .collect(),
+        )
+        .await?;
         if works.is_empty() && rb.metadata.finalizers.iter().any(|f| f == finalizer) {
             let rest: Vec<&String> = rb
                 .metadata
@@ -204,17 +238,20 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .into_iter()
         .map(flotilla_core::render::execution_namespace)
         .collect();
-    let mut waiting = false;
-    for w in works
+    let purging: Vec<&Arc<DynamicObject>> = works
         .iter()
         .filter(|w| purged.contains(w.metadata.namespace.as_deref().unwrap_or("")))
-    {
-        waiting = true;
-        if w.metadata.deletion_timestamp.is_none() {
-            delete_work(&ctx, w).await?;
-        }
-    }
-    if waiting {
+        .collect();
+    all_of(
+        &ctx,
+        purging
+            .iter()
+            .filter(|w| w.metadata.deletion_timestamp.is_none())
+            .map(|w| delete_work(&ctx, w))
+            .collect(),
+    )
+    .await?;
+    if !purging.is_empty() {
         return Ok(Action::requeue(std::time::Duration::from_millis(200)));
     }
     let rendered = flotilla_core::pipeline::render(
@@ -226,8 +263,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     );
     let mut desired = BTreeSet::new();
     let mut failures = Vec::new();
-    // A Work was created or changed: worth an event (unchanged resyncs are not).
-    let mut synced = false;
+    let mut writes = Vec::new();
     for r in rendered {
         match r {
             Ok(work) => {
@@ -246,38 +282,57 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     .get(&ns, &name)
                     .is_some_and(|cached| up_to_date(&cached, &body))
                 {
-                    let api: Api<DynamicObject> =
-                        Api::namespaced_with(ctx.client.clone(), &ns, &ctx.works.resource);
-                    api.patch(
-                        &name,
-                        &PatchParams::apply(MANAGER).force(),
-                        &Patch::Apply(body),
-                    )
-                    .await?;
-                    synced = true;
+                    writes.push((ns.clone(), name.clone(), body));
                 }
                 desired.insert((ns, name));
             }
             Err(e) => failures.push(e.to_string()),
         }
     }
+    // A Work was created or changed: worth an event (unchanged resyncs are not).
+    let synced = !writes.is_empty();
+    all_of(
+        &ctx,
+        writes
+            .into_iter()
+            .map(|(ns, name, body)| {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(ctx.client.clone(), &ns, &ctx.works.resource);
+                async move {
+                    api.patch(
+                        &name,
+                        &PatchParams::apply(MANAGER).force(),
+                        &Patch::Apply(body),
+                    )
+                    .await?;
+                    Ok(())
+                }
+            })
+            .collect(),
+    )
+    .await?;
     // Orphans go, except the copies eviction tasks keep until the new placement is healthy.
     let retained: BTreeSet<String> = flotilla_core::failover::retained_by_eviction(&rb)
         .into_iter()
         .map(flotilla_core::render::execution_namespace)
         .collect();
-    for w in &works {
-        let key = (
-            w.metadata.namespace.clone().unwrap_or_default(),
-            w.metadata.name.clone().unwrap_or_default(),
-        );
-        if !desired.contains(&key)
-            && !retained.contains(&key.0)
-            && w.metadata.deletion_timestamp.is_none()
-        {
-            delete_work(&ctx, w).await?;
-        }
-    }
+    all_of(
+        &ctx,
+        works
+            .iter()
+            .filter(|w| {
+                let key = (
+                    w.metadata.namespace.clone().unwrap_or_default(),
+                    w.metadata.name.clone().unwrap_or_default(),
+                );
+                !desired.contains(&key)
+                    && !retained.contains(&key.0)
+                    && w.metadata.deletion_timestamp.is_none()
+            })
+            .map(|w| delete_work(&ctx, w))
+            .collect(),
+    )
+    .await?;
 
     // Aggregate Work status into the binding, then into the template. As Karmada's
     // `assembleWorkStatus`, every Work of the binding that is not going away counts, including
