@@ -915,11 +915,13 @@ impl ApiServer {
         }
     }
 
-    fn render(obj: &Value, headers: &HeaderMap) -> Value {
+    /// What a request gets back of `obj`: the object itself (borrowed, not copied) or its
+    /// metadata only.
+    fn render<'a>(obj: &'a Value, headers: &HeaderMap) -> std::borrow::Cow<'a, Value> {
         if wants(headers, "PartialObjectMetadata") {
-            partial_metadata(obj)
+            std::borrow::Cow::Owned(partial_metadata(obj))
         } else {
-            obj.clone()
+            std::borrow::Cow::Borrowed(obj)
         }
     }
 
@@ -1364,7 +1366,7 @@ impl ApiServer {
         old: &Value,
         mut new: Value,
         dry_run: bool,
-    ) -> Result<(Value, bool), ApiError> {
+    ) -> Result<(Arc<Value>, bool), ApiError> {
         let name = t.name.as_deref().unwrap_or_default();
         let status_sub = t.sub.as_deref() == Some("status");
         if status_sub {
@@ -1481,11 +1483,11 @@ impl ApiServer {
             }
         }
         if same_for_noop(&new, old) {
-            return Ok((old.clone(), false));
+            return Ok((Arc::new(old.clone()), false));
         }
         limits::check_object(&new)?;
         if dry_run {
-            return Ok((new, true));
+            return Ok((Arc::new(new), true));
         }
         let key = Self::key(t, name);
         let pre = Precondition::ModRev(rv_of(old));
@@ -1496,9 +1498,9 @@ impl ApiServer {
                 // The last finalizer gone: the object leaves the store, its dependents follow.
                 self.collect_dependents(&t.cluster, &c.object, false)
                     .await?;
-                Ok(((*c.object).clone(), true))
+                Ok((c.object, true))
             }
-            Ok(c) => Ok(((*c.object).clone(), true)),
+            Ok(c) => Ok((c.object, true)),
             Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&t.res.qualified(), name)),
             Err(e) => Err(store_err(e)),
         }
