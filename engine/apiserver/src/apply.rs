@@ -10,6 +10,7 @@
 //!
 //! Non-apply writes do not record `Update` entries; only appliers own fields.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
@@ -342,24 +343,41 @@ pub fn apply(req: &ApplyRequest<'_>, live: &Value, config: &Value) -> Result<Val
             m.set.remove(&p);
         }
     }
-    let mut result = live.clone();
-    let old_set = managed
+    // Fields this manager applied before and no longer does, and nobody else owns, go. The
+    // live object and the configuration are copied only when something must be taken out of
+    // them (merge_config builds the result from borrowed trees).
+    let dropped: Vec<&FieldPath> = managed
         .iter()
         .find(|m| mine(m))
-        .map(|m| m.set.clone())
-        .unwrap_or_default();
-    for p in old_set.difference(&new_set) {
-        let owned_by_other = managed.iter().any(|m| !mine(m) && m.set.contains(p));
-        if !owned_by_other {
-            remove_at(&mut result, p);
+        .into_iter()
+        .flat_map(|m| m.set.difference(&new_set))
+        .filter(|p| !managed.iter().any(|m| !mine(m) && m.set.contains(*p)))
+        .collect();
+    let live = if dropped.is_empty() {
+        Cow::Borrowed(live)
+    } else {
+        let mut pruned = live.clone();
+        for p in dropped {
+            remove_at(&mut pruned, p);
         }
-    }
-    let mut config = config.clone();
-    if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-        meta.remove("resourceVersion");
-    }
-    let mut result = smp::merge_config(req.kind, req.strategic, &result, &config)?;
+        Cow::Owned(pruned)
+    };
+    let server_meta = |c: &Value| {
+        c.get("metadata")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.contains_key("managedFields") || m.contains_key("resourceVersion"))
+    };
+    let config = if server_meta(config) {
+        let mut c = config.clone();
+        if let Some(meta) = c.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+            meta.remove("resourceVersion");
+        }
+        Cow::Owned(c)
+    } else {
+        Cow::Borrowed(config)
+    };
+    let mut result = smp::merge_config(req.kind, req.strategic, &live, &config)?;
     // Record the new ownership.
     managed.retain(|m| !mine(m));
     let mut entries: Vec<Value> = managed
