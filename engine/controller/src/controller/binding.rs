@@ -131,6 +131,16 @@ where
     first.map_or(Ok(()), Err)
 }
 
+/// Delete those of `works` not already going away, concurrently ([`all_of`]).
+async fn delete_works(ctx: &Context, works: &[Arc<DynamicObject>]) -> Result<(), Error> {
+    let deletes = works
+        .iter()
+        .filter(|w| w.metadata.deletion_timestamp.is_none())
+        .map(|w| delete_work(ctx, w))
+        .collect();
+    all_of(ctx, deletes).await
+}
+
 async fn delete_work(ctx: &Context, w: &DynamicObject) -> Result<(), Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.client.clone(),
@@ -169,15 +179,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
     if rb.metadata.deletion_timestamp.is_some() {
         let works = works_of(&ctx, &rb);
-        all_of(
-            &ctx,
-            works
-                .iter()
-                .filter(|w| w.metadata.deletion_timestamp.is_none())
-                .map(|w| delete_work(&ctx, w))
-                .collect(),
-        )
-        .await?;
+        delete_works(&ctx, &works).await?;
         if works.is_empty() && rb.metadata.finalizers.iter().any(|f| f == finalizer) {
             let rest: Vec<&String> = rb
                 .metadata
@@ -238,19 +240,12 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .into_iter()
         .map(flotilla_core::render::execution_namespace)
         .collect();
-    let purging: Vec<&Arc<DynamicObject>> = works
+    let purging: Vec<Arc<DynamicObject>> = works
         .iter()
         .filter(|w| purged.contains(w.metadata.namespace.as_deref().unwrap_or("")))
+        .cloned()
         .collect();
-    all_of(
-        &ctx,
-        purging
-            .iter()
-            .filter(|w| w.metadata.deletion_timestamp.is_none())
-            .map(|w| delete_work(&ctx, w))
-            .collect(),
-    )
-    .await?;
+    delete_works(&ctx, &purging).await?;
     if !purging.is_empty() {
         return Ok(Action::requeue(std::time::Duration::from_millis(200)));
     }
