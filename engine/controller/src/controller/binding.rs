@@ -311,23 +311,18 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .into_iter()
         .map(flotilla_core::render::execution_namespace)
         .collect();
-    all_of(
-        &ctx,
-        works
-            .iter()
-            .filter(|w| {
-                let key = (
-                    w.metadata.namespace.clone().unwrap_or_default(),
-                    w.metadata.name.clone().unwrap_or_default(),
-                );
-                !desired.contains(&key)
-                    && !retained.contains(&key.0)
-                    && w.metadata.deletion_timestamp.is_none()
-            })
-            .map(|w| delete_work(&ctx, w))
-            .collect(),
-    )
-    .await?;
+    let orphans: Vec<Arc<DynamicObject>> = works
+        .iter()
+        .filter(|w| {
+            let key = (
+                w.metadata.namespace.clone().unwrap_or_default(),
+                w.metadata.name.clone().unwrap_or_default(),
+            );
+            !desired.contains(&key) && !retained.contains(&key.0)
+        })
+        .cloned()
+        .collect();
+    delete_works(&ctx, &orphans).await?;
 
     // Aggregate Work status into the binding, then into the template. As Karmada's
     // `assembleWorkStatus`, every Work of the binding that is not going away counts, including
