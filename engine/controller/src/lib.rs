@@ -158,9 +158,10 @@ impl std::fmt::Debug for Subscriber {
 struct Pending {
     all: bool,
     objects: HashSet<(String, String)>,
-    /// [`Targets::Soon`](controller::Targets::Soon) requests, and when the oldest came.
+    /// [`Targets::Soon`](controller::Targets::Soon) requests, when the oldest and the latest came.
     soon: HashSet<(String, String)>,
     soon_since: Option<tokio::time::Instant>,
+    soon_last: Option<tokio::time::Instant>,
 }
 
 /// The receiving end of a [`Bus`] subscription; dropping it unsubscribes.
@@ -185,16 +186,18 @@ impl Subscription {
                     p.objects.clear();
                     p.soon.clear();
                     p.soon_since = None;
+                    p.soon_last = None;
                     return controller::Targets::All;
                 }
-                let due = p
-                    .soon_since
-                    .map(|since| since + controller::COALESCE_WINDOW);
+                let due = p.soon_since.zip(p.soon_last).map(|(since, last)| {
+                    (since + controller::COALESCE_WINDOW).min(last + controller::COALESCE_QUIET)
+                });
                 let soon_due = due.is_some_and(|d| d <= tokio::time::Instant::now());
                 if !p.objects.is_empty() || soon_due {
                     // What waits for its window goes along with anything due now.
                     let soon = std::mem::take(&mut p.soon);
                     p.soon_since = None;
+                    p.soon_last = None;
                     p.objects.extend(soon);
                     return controller::Targets::Objects(p.objects.drain().collect());
                 }
@@ -263,7 +266,9 @@ impl Bus {
                 controller::Targets::Objects(objects) => p.objects.extend(objects),
                 controller::Targets::Soon(objects) => {
                     p.soon.extend(objects);
-                    p.soon_since.get_or_insert_with(tokio::time::Instant::now);
+                    let now = tokio::time::Instant::now();
+                    p.soon_since.get_or_insert(now);
+                    p.soon_last = Some(now);
                 }
             }
             drop(p);
@@ -616,6 +621,8 @@ pub struct Context {
     pub work_writes: tokio::sync::Semaphore,
     /// Kubernetes Events about bindings and templates.
     pub recorder: recorder::Recorder,
+    /// What the binding controller last left in each binding's `FullyApplied` condition.
+    pub fully_applied: Arc<controller::binding::FullyAppliedSeen>,
     /// `ResourceInterpreterCustomization` objects.
     pub customizations: Cached,
     /// The resource interpreter chain in force (customizations, webhooks, native), swapped
@@ -1026,6 +1033,7 @@ pub async fn start(client: Client, members: Members, settings: Settings) -> Resu
     let recorder = recorder::Recorder::new(client.clone(), "flotilla-controller-manager");
     let ctx = Arc::new(Context {
         recorder,
+        fully_applied: Arc::default(),
         client,
         members,
         settings,
@@ -1122,18 +1130,39 @@ mod bus_tests {
             tokio::time::advance(std::time::Duration::from_millis(1)).await;
         }
         assert_eq!(sub.next().await, Targets::Objects(vec![key("a")]));
-        assert!(
-            started.elapsed() >= controller::COALESCE_WINDOW,
-            "released after the window, not before: {:?}",
-            started.elapsed()
+        let quiet = std::time::Duration::from_millis(49) + controller::COALESCE_QUIET;
+        assert_eq!(
+            started.elapsed(),
+            quiet,
+            "released once requests stopped for the quiet time"
         );
+        let lone = tokio::time::Instant::now();
         bus.send(Change::any(Topic::Work));
         let next = tokio::time::timeout(controller::COALESCE_WINDOW * 2, sub.next()).await;
         assert_eq!(
             next.ok(),
             Some(Targets::Objects(vec![key("a")])),
-            "a later request is served in its own window"
+            "a later request is served on its own"
         );
+        assert_eq!(lone.elapsed(), controller::COALESCE_QUIET);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_storm_of_soon_requests_is_served_within_the_window() {
+        let bus = Bus::default();
+        let sub = subscription(&bus);
+        let started = tokio::time::Instant::now();
+        let storm = async {
+            loop {
+                bus.send(Change::any(Topic::Work));
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            got = sub.next() => assert_eq!(got, Targets::Objects(vec![key("a")])),
+            () = storm => unreachable!(),
+        }
+        assert_eq!(started.elapsed(), controller::COALESCE_WINDOW);
     }
 
     #[tokio::test(start_paused = true)]

@@ -101,6 +101,83 @@ fn up_to_date(cached: &DynamicObject, body: &Value) -> bool {
         && finalizers
 }
 
+/// Whether `o` (a binding) has no target clusters yet and is not going away: there is nothing to
+/// render for it until the scheduler writes its clusters.
+pub fn unscheduled(o: &DynamicObject) -> bool {
+    o.metadata.deletion_timestamp.is_none()
+        && o.data
+            .pointer("/spec/clusters")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+}
+
+/// What the binding controller last made of each binding's `FullyApplied` condition (its status
+/// and reason, hashed): a binding change carrying anything else was written by someone else
+/// (the scheduler rewriting the condition list from an older copy), and the controller's own
+/// writes are not news to it.
+#[derive(Debug, Default)]
+pub struct FullyAppliedSeen(std::sync::Mutex<std::collections::HashMap<(String, String), u64>>);
+
+impl FullyAppliedSeen {
+    fn fingerprint(condition: Option<(&str, &str)>) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        condition.hash(&mut h);
+        h.finish()
+    }
+
+    fn key(o: &DynamicObject) -> (String, String) {
+        (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Record the condition the controller left on `rb` (`None`: it has none).
+    pub(crate) fn record(&self, rb: &ResourceBinding, conditions: &[Condition]) {
+        let condition = conditions
+            .iter()
+            .find(|c| c.type_ == fully_applied::TYPE)
+            .map(|c| (c.status.as_str(), c.reason.as_str()));
+        let key = (
+            rb.metadata.namespace().to_owned(),
+            rb.metadata.name().to_owned(),
+        );
+        self.lock().insert(key, Self::fingerprint(condition));
+    }
+
+    /// Whether `o`'s `FullyApplied` condition is not what the controller last left on it (a
+    /// binding it has not reconciled yet is not stale: its first reconcile is due anyway).
+    pub fn stale(&self, o: &DynamicObject) -> bool {
+        let condition = o
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some(fully_applied::TYPE))
+            })
+            .map(|c| {
+                let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
+                (text("status"), text("reason"))
+            });
+        self.lock()
+            .get(&Self::key(o))
+            .is_some_and(|&left| left != Self::fingerprint(condition))
+    }
+
+    /// Forget a deleted binding.
+    pub fn forget(&self, o: &DynamicObject) {
+        self.lock().remove(&Self::key(o));
+    }
+}
+
 /// Work writes (applies and deletes) of the binding controller in flight at once, over all its
 /// workers. Each is a durable write: one after another, a binding over 100 clusters waited for
 /// 100 store commits before its last Work existed, where concurrent writes share group commits.
@@ -339,8 +416,25 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         })
         .map(|w| aggregated_item(w))
         .collect();
+    // The Works this reconcile created count as not applied yet, as they will be reported:
+    // their creation is not news to the mapper (`controller::binding_mapper`).
+    let cached: BTreeSet<(&str, &str)> = works
+        .iter()
+        .map(|w| {
+            (
+                w.metadata.namespace.as_deref().unwrap_or(""),
+                w.metadata.name.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    items.extend(
+        desired
+            .iter()
+            .filter(|(ns, name)| !cached.contains(&(ns.as_str(), name.as_str())))
+            .map(|(ns, _)| not_yet_applied(ns)),
+    );
     items.sort_by(|a, b| a.cluster_name.cmp(&b.cluster_name));
-    write_binding_status(&rb_api, &rb, &items).await?;
+    write_binding_status(&ctx.fully_applied, &rb_api, &rb, &items).await?;
     aggregate_into_template(
         &ctx,
         &template,
@@ -377,13 +471,28 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     Ok(Action::requeue(ctx.settings.resync))
 }
 
+/// The cluster of the execution namespace `ns`.
+fn cluster_of(ns: &str) -> String {
+    ns.strip_prefix(labels::EXECUTION_NAMESPACE_PREFIX)
+        .unwrap_or(ns)
+        .to_owned()
+}
+
+/// The entry of a Work in execution namespace `ns` that reports no status yet: what
+/// [`aggregated_item`] makes of it.
+fn not_yet_applied(ns: &str) -> AggregatedStatusItem {
+    AggregatedStatusItem {
+        cluster_name: cluster_of(ns),
+        status: None,
+        applied: false,
+        applied_message: String::new(),
+        health: "Unknown".to_owned(),
+    }
+}
+
 /// One cluster's entry of `status.aggregatedStatus`, from its Work.
 pub fn aggregated_item(w: &DynamicObject) -> AggregatedStatusItem {
-    let ns = w.metadata.namespace.as_deref().unwrap_or("");
-    let cluster = ns
-        .strip_prefix(labels::EXECUTION_NAMESPACE_PREFIX)
-        .unwrap_or(ns)
-        .to_owned();
+    let cluster = cluster_of(w.metadata.namespace.as_deref().unwrap_or(""));
     let status = w.data.get("status");
     let applied_cond = status
         .and_then(|s| s.get("conditions"))
@@ -535,6 +644,7 @@ fn is_scheduled(rb: &ResourceBinding) -> bool {
 /// (the scheduler writes `Scheduled` into the same list): a conflict re-reads the binding and
 /// tries again, as Karmada's `RetryOnConflict`.
 async fn write_binding_status(
+    seen: &FullyAppliedSeen,
     api: &Api<DynamicObject>,
     rb: &ResourceBinding,
     items: &[AggregatedStatusItem],
@@ -551,6 +661,8 @@ async fn write_binding_status(
                 fully_applied_condition(&current.spec, items),
                 &now,
             );
+        // Before the write: its echo may come before the response does.
+        seen.record(current, &conditions);
         if status.aggregated_status == items && !conditions_changed {
             return Ok(());
         }

@@ -207,6 +207,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             cached,
             Topic::Binding,
             super::spec_changes,
+            |_| false,
             mapper(cached.store.clone()),
         ),
         true,

@@ -149,12 +149,19 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         }
         labels_patch.insert(id_key.into(), Value::from(id));
         let patch = json!({"metadata": {"labels": labels_patch, "annotations": annotations}});
-        api.patch(
-            template.name(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
+        let claimed = api
+            .patch(
+                template.name(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        // The binding refers to the template as claimed: what the claim's own change would
+        // write into it on the next reconcile (a second binding generation, and a second
+        // rendering of its Works) is written now.
+        if let Some(rv) = claimed.metadata.resource_version {
+            rb.spec.resource.resource_version = rv;
+        }
         if let Some(from) = &preempted {
             // Karmada's PreemptPolicySucceed, worded as its detector words it.
             let by = match scope {

@@ -70,15 +70,21 @@ pub enum Targets {
     All,
     /// Re-check these `(namespace, name)`s.
     Objects(Vec<(String, String)>),
-    /// Re-check these `(namespace, name)`s within [`COALESCE_WINDOW`]: however many changes ask
-    /// for one of them in that window, it is re-checked once (a storm of Work status updates is
-    /// one status aggregation of their binding, not one per Work). Anything asked for at once
-    /// takes these along.
+    /// Re-check these `(namespace, name)`s once requests stop coming for [`COALESCE_QUIET`], and
+    /// within [`COALESCE_WINDOW`] at the latest: however many changes ask for one of them
+    /// meanwhile, it is re-checked once (a storm of Work status updates is one status
+    /// aggregation of their binding, not one per Work). Anything asked for at once takes these
+    /// along.
     Soon(Vec<(String, String)>),
 }
 
-/// How long a [`Targets::Soon`] request may wait for others to join it.
-pub const COALESCE_WINDOW: Duration = Duration::from_millis(100);
+/// How long [`Targets::Soon`] requests wait, at most, for others to join them.
+pub const COALESCE_WINDOW: Duration = Duration::from_millis(250);
+
+/// How long [`Targets::Soon`] requests wait after the last of them: a lone change is served
+/// after this, a storm when it has died down (or after [`COALESCE_WINDOW`]). The Work status
+/// updates of one binding's apply come a millisecond or so apart while they last.
+pub const COALESCE_QUIET: Duration = Duration::from_millis(50);
 
 /// Maps a change to the objects a controller must re-check (may keep state between changes).
 pub type Mapper = Box<dyn FnMut(&Change) -> Targets + Send>;
@@ -199,6 +205,12 @@ impl Seen {
     /// Whether `c` concerns what the fingerprint covers: a change to anything, a deletion, an
     /// object not seen before or with a new fingerprint (or none).
     fn changed(&mut self, c: &Change) -> bool {
+        self.changed_unless_new(c, |_| true)
+    }
+
+    /// [`Seen::changed`], except that an object seen for the first time counts only when `news`
+    /// says so of it.
+    fn changed_unless_new(&mut self, c: &Change, news: impl Fn(&DynamicObject) -> bool) -> bool {
         let Some(o) = &c.object else { return true };
         let key = (
             o.metadata.namespace.clone().unwrap_or_default(),
@@ -208,7 +220,13 @@ impl Seen {
             self.seen.remove(&key);
             return true;
         }
-        (self.fingerprint)(o).is_none_or(|fp| self.seen.insert(key, fp) != Some(fp))
+        match (self.fingerprint)(o) {
+            None => true,
+            Some(fp) => match self.seen.insert(key, fp) {
+                None => news(o),
+                Some(before) => before != fp,
+            },
+        }
     }
 }
 
@@ -267,9 +285,10 @@ fn detector_mapper(resource: &ApiResource) -> Mapper {
     })
 }
 
-/// The binding controller re-checks a template's binding, a Work's binding, and everything on
-/// override, profile and relevant Cluster changes.
-fn binding_mapper() -> Mapper {
+/// The binding controller re-checks a template's binding, a Work's binding, a binding whose
+/// `FullyApplied` condition someone else changed, and everything on override, profile and
+/// relevant Cluster changes.
+fn binding_mapper(bindings: Cached, fully_applied: Arc<binding::FullyAppliedSeen>) -> Mapper {
     let mut clusters = cluster_changes();
     let mut works = work_changes();
     let mut templates = Seen::new(spec_and_annotations);
@@ -277,9 +296,31 @@ fn binding_mapper() -> Mapper {
         // A customization change re-renders (ReviseReplica) and re-aggregates every binding.
         Topic::Override | Topic::Profiles | Topic::InterpreterChain => Targets::All,
         Topic::Cluster if clusters.changed(c) => Targets::All,
+        // The scheduler rewrites the binding's whole condition list; one it wrote from a copy
+        // that predates the controller's last `FullyApplied` drops or reverts that condition,
+        // and this puts it back. The controller's own writes are not news.
+        Topic::Binding => match &c.object {
+            Some(o) if !c.deleted => {
+                if fully_applied.stale(o) {
+                    Targets::Objects(vec![(
+                        o.metadata.namespace.clone().unwrap_or_default(),
+                        o.metadata.name.clone().unwrap_or_default(),
+                    )])
+                } else {
+                    Targets::Nothing
+                }
+            }
+            Some(o) => {
+                fully_applied.forget(o);
+                Targets::Nothing
+            }
+            None => Targets::Nothing,
+        },
         // Work status is aggregated: a burst of Work updates is one aggregation. A Work gone is
-        // handled at once (it may have to be put back).
-        Topic::Work if works.changed(c) => {
+        // handled at once (it may have to be put back). A Work seen first without a status is
+        // one the controller has just written: its reconcile counted it already
+        // (`binding::reconcile` aggregates the Works it creates as not yet applied).
+        Topic::Work if works.changed_unless_new(c, |o| o.data.get("status").is_some()) => {
             match annotated(c, labels::RB_NAMESPACE, labels::RB_NAME) {
                 Targets::Objects(v) if !c.deleted => Targets::Soon(v),
                 other => other,
@@ -288,15 +329,25 @@ fn binding_mapper() -> Mapper {
         // What renders the Works (spec-like content, labels, annotations) or deletes the
         // binding; not the status this controller aggregates into the template itself.
         Topic::Template if !templates.changed(c) => Targets::Nothing,
+        // A binding not created yet is reconciled when it is (the detector's claim of a new
+        // template comes before it); one not scheduled yet has nothing to render, and its
+        // scheduling takes the deferred reconcile along.
         Topic::Template => match &c.object {
             Some(o) => match &o.types {
-                Some(t) => Targets::Objects(vec![(
-                    o.metadata.namespace.clone().unwrap_or_default(),
-                    flotilla_core::detector::binding_name(
+                Some(t) => {
+                    let namespace = o.metadata.namespace.clone().unwrap_or_default();
+                    let name = flotilla_core::detector::binding_name(
                         &t.kind,
                         o.metadata.name.as_deref().unwrap_or(""),
-                    ),
-                )]),
+                    );
+                    match bindings.get(&namespace, &name) {
+                        None if !c.deleted => Targets::Nothing,
+                        Some(b) if binding::unscheduled(&b) => {
+                            Targets::Soon(vec![(namespace, name)])
+                        }
+                        _ => Targets::Objects(vec![(namespace, name)]),
+                    }
+                }
                 None => Targets::All,
             },
             None => Targets::All,
@@ -408,29 +459,6 @@ pub fn spec_and_annotations(o: &DynamicObject) -> Option<u64> {
     Some(hash_of((spec_changes(o), &o.metadata.annotations)))
 }
 
-/// The binding controller: [`spec_changes`], and its `FullyApplied` condition changing under it.
-/// The scheduler rewrites the binding's whole condition list; one it wrote from a copy that
-/// predates `FullyApplied` drops that condition, and this puts it back.
-pub fn binding_changes(o: &DynamicObject) -> Option<u64> {
-    let fully_applied = o
-        .data
-        .pointer("/status/conditions")
-        .and_then(serde_json::Value::as_array)
-        .and_then(|cs| {
-            cs.iter().find(|c| {
-                c.get("type").and_then(serde_json::Value::as_str)
-                    == Some(binding::fully_applied::TYPE)
-            })
-        })
-        .map(|c| {
-            (
-                c.get("status").map(ToString::to_string),
-                c.get("reason").map(ToString::to_string),
-            )
-        });
-    Some(hash_of((spec_changes(o), fully_applied)))
-}
-
 /// The scheduler: [`spec_changes`], and every change of a binding whose failover decisions read
 /// its status (graceful eviction tasks to assess, application failover to watch).
 pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
@@ -452,8 +480,16 @@ pub fn scheduling_changes(o: &DynamicObject) -> Option<u64> {
 
 /// `mapper` for a controller of the objects of `cached`, whose changes are published as `topic`:
 /// a change of one of them re-checks it when `relevant` says something it reacts to changed
-/// (not the status the controller writes itself), a relist re-checks all of them.
-fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) -> Mapper {
+/// (not the status the controller writes itself), a relist re-checks all of them. Such a change
+/// of an object `defer` holds for waits out the coalescing window ([`Targets::Soon`]) unless
+/// something else asks for it at once.
+fn own(
+    cached: &Cached,
+    topic: Topic,
+    relevant: Relevant,
+    defer: fn(&DynamicObject) -> bool,
+    mut mapper: Mapper,
+) -> Mapper {
     let (api_version, kind) = (
         cached.resource.api_version.clone(),
         cached.resource.kind.clone(),
@@ -479,10 +515,16 @@ fn own(cached: &Cached, topic: Topic, relevant: Relevant, mut mapper: Mapper) ->
         );
         // A deleted object is gone from the cache: nothing of its own to re-check.
         let mine = seen.changed(c) && !c.deleted;
+        let later = mine && defer(o);
         match (mine, mapper(c)) {
             (false, other) => other,
             (true, Targets::All) => Targets::All,
+            (true, Targets::Nothing) if later => Targets::Soon(vec![key]),
             (true, Targets::Nothing) => Targets::Objects(vec![key]),
+            (true, Targets::Soon(mut v)) if later => {
+                v.push(key);
+                Targets::Soon(v)
+            }
             (true, Targets::Objects(mut v) | Targets::Soon(mut v)) => {
                 v.push(key);
                 Targets::Objects(v)
@@ -501,8 +543,10 @@ struct Declared {
     topic: Topic,
     /// What of its own objects it reacts to ([`Relevant`]).
     relevant: Relevant,
+    /// Which of its own objects' changes wait out the coalescing window ([`own`]).
+    defer: fn(&DynamicObject) -> bool,
     /// Other changes → the objects to re-check ([`Mapper`]), given the kind of the objects.
-    watches: fn(&ApiResource) -> Mapper,
+    watches: fn(&Context, &ApiResource) -> Mapper,
     reconcile: ReconcileFn,
 }
 
@@ -514,15 +558,19 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| ctx.templates.values().collect(),
         topic: Topic::Template,
         relevant: spec_and_annotations,
-        watches: detector_mapper,
+        defer: |_| false,
+        watches: |_, r| detector_mapper(r),
         reconcile: |o, c| Box::pin(detector::reconcile(o, c)),
     },
     Declared {
         id: Id::Binding,
         objects: |ctx| vec![&ctx.bindings],
         topic: Topic::Binding,
-        relevant: binding_changes,
-        watches: |_| binding_mapper(),
+        relevant: spec_changes,
+        // A binding not scheduled yet has nothing to render (its scheduling comes within
+        // milliseconds and takes the deferred reconcile along).
+        defer: binding::unscheduled,
+        watches: |ctx, _| binding_mapper(ctx.bindings.clone(), ctx.fully_applied.clone()),
         reconcile: |o, c| Box::pin(binding::reconcile(o, c)),
     },
     Declared {
@@ -530,7 +578,8 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| vec![&ctx.works],
         topic: Topic::Work,
         relevant: spec_changes,
-        watches: |_| Box::new(work_of_member),
+        defer: |_| false,
+        watches: |_, _| Box::new(work_of_member),
         reconcile: |o, c| Box::pin(execution::reconcile(o, c)),
     },
     Declared {
@@ -538,7 +587,8 @@ const CONTROLLERS: [Declared; 4] = [
         objects: |ctx| vec![&ctx.clusters],
         topic: Topic::Cluster,
         relevant: |o| o.metadata.resource_version.as_deref().map(hash_of),
-        watches: |_| all_on(&[]),
+        defer: |_| false,
+        watches: |_, _| all_on(&[]),
         reconcile: |o, c| Box::pin(cluster::reconcile(o, c)),
     },
 ];
@@ -549,7 +599,13 @@ const CONTROLLERS: [Declared; 4] = [
 fn run(tasks: &mut tokio::task::JoinSet<()>, ctx: &Arc<Context>, d: &Declared, cached: &Cached) {
     // Subscribed before anything runs, so no change made from now on is missed.
     let events = ctx.events.subscribe_with(
-        own(cached, d.topic, d.relevant, (d.watches)(&cached.resource)),
+        own(
+            cached,
+            d.topic,
+            d.relevant,
+            d.defer,
+            (d.watches)(ctx, &cached.resource),
+        ),
         true,
     );
     let ctx = ctx.clone();
@@ -609,6 +665,23 @@ mod tests {
 
     fn object(v: serde_json::Value) -> Arc<DynamicObject> {
         Arc::new(serde_json::from_value(v).expect("a valid object"))
+    }
+
+    /// A binding cache holding `objects`.
+    fn bindings(objects: &[serde_json::Value]) -> Cached {
+        let resource = crate::api_resource("work.karmada.io/v1alpha2", "ResourceBinding");
+        let mut writer = kube::runtime::reflector::store::Writer::new(resource.clone());
+        for o in objects {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(
+                (*object(o.clone())).clone(),
+            ));
+        }
+        Cached {
+            store: writer.as_reader(),
+            resource,
+            version: Arc::default(),
+            index: None,
+        }
     }
 
     fn change(topic: Topic, v: serde_json::Value) -> Change {
@@ -706,15 +779,37 @@ mod tests {
 
     #[test]
     fn works_templates_and_member_objects_map_to_their_owners() {
-        let mut b = binding_mapper();
+        let scheduled = |namespace: &str, name: &str| {
+            serde_json::json!({
+                "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"clusters": [{"name": "member1"}]},
+            })
+        };
+        let mut pending = scheduled("web", "pending-deployment");
+        pending["spec"]["clusters"] = serde_json::json!([]);
+        let mut b = binding_mapper(
+            bindings(&[scheduled("web", "nginx-deployment"), pending]),
+            Arc::default(),
+        );
         let work = serde_json::json!({
             "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
             "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1",
                          "annotations": {labels::RB_NAMESPACE: "default", labels::RB_NAME: "nginx-deployment"}},
         });
         assert_eq!(
-            b(&change(Topic::Work, work)),
-            Targets::Soon(vec![("default".into(), "nginx-deployment".into())])
+            b(&change(Topic::Work, work.clone())),
+            Targets::Nothing,
+            "a Work created without a status: the reconcile that wrote it counted it"
+        );
+        let mut other = work.clone();
+        other["metadata"]["name"] = serde_json::json!("other");
+        other["status"] =
+            serde_json::json!({"conditions": [{"type": "Applied", "status": "False"}]});
+        assert_eq!(
+            b(&change(Topic::Work, other)),
+            Targets::Soon(vec![("default".into(), "nginx-deployment".into())]),
+            "a Work seen first with a status (a relisted or foreign one)"
         );
         let template = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "web", "generation": 1}});
         assert_eq!(
@@ -731,9 +826,30 @@ mod tests {
         let mut scaled = template;
         scaled["metadata"]["generation"] = serde_json::json!(2);
         assert_eq!(
-            b(&change(Topic::Template, scaled)),
+            b(&change(Topic::Template, scaled.clone())),
             Targets::Objects(vec![("web".into(), "nginx-deployment".into())]),
             "a spec change"
+        );
+        let mut unbound = scaled.clone();
+        unbound["metadata"]["name"] = serde_json::json!("new");
+        assert_eq!(
+            b(&change(Topic::Template, unbound.clone())),
+            Targets::Nothing,
+            "no binding yet: its creation is the trigger"
+        );
+        let mut deleted = change(Topic::Template, unbound);
+        deleted.deleted = true;
+        assert_eq!(
+            b(&deleted),
+            Targets::Objects(vec![("web".into(), "new-deployment".into())]),
+            "a template deleted is checked whatever the cache says"
+        );
+        let mut pending = scaled;
+        pending["metadata"]["name"] = serde_json::json!("pending");
+        assert_eq!(
+            b(&change(Topic::Template, pending)),
+            Targets::Soon(vec![("web".into(), "pending-deployment".into())]),
+            "a binding not scheduled yet waits for its scheduling"
         );
         let finalized = serde_json::json!({
             "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
@@ -823,31 +939,113 @@ mod tests {
     }
 
     #[test]
-    fn the_binding_controller_reacts_to_its_fully_applied_condition_not_to_other_status() {
+    fn the_binding_controller_reacts_to_a_fully_applied_condition_it_did_not_leave() {
+        let seen = Arc::new(binding::FullyAppliedSeen::default());
+        let mut b = binding_mapper(bindings(&[]), seen.clone());
         let rb = |status: serde_json::Value| {
-            object(serde_json::json!({
+            serde_json::json!({
                 "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
                 "metadata": {"name": "b", "namespace": "default", "generation": 2},
+                "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "b"},
+                         "clusters": [{"name": "m1", "replicas": 1}]},
                 "status": status,
-            }))
+            })
         };
         let applied = |s: &str| serde_json::json!({"type": "FullyApplied", "status": s, "reason": "r", "message": "m"});
         let scheduled = serde_json::json!({"type": "Scheduled", "status": "True"});
-        let base = binding_changes(&rb(
-            serde_json::json!({"conditions": [scheduled, applied("True")], "aggregatedStatus": []}),
-        ));
-        let other = binding_changes(&rb(serde_json::json!({
-            "conditions": [applied("True")],
-            "aggregatedStatus": [{"clusterName": "m1", "applied": true}],
-        })));
+        let key = || Targets::Objects(vec![("default".into(), "b".into())]);
+        // Not reconciled yet: its first reconcile is due anyway.
         assert_eq!(
-            base, other,
-            "aggregated status and other conditions are not news"
+            b(&change(
+                Topic::Binding,
+                rb(serde_json::json!({"conditions": [applied("False")]}))
+            )),
+            Targets::Nothing
         );
-        let dropped = binding_changes(&rb(serde_json::json!({"conditions": [scheduled]})));
-        assert_ne!(base, dropped, "a dropped FullyApplied is");
-        let flipped = binding_changes(&rb(serde_json::json!({"conditions": [applied("False")]})));
-        assert_ne!(base, flipped);
+        let left = crate::typed::<flotilla_api::work::ResourceBinding>(&object(rb(
+            serde_json::json!({"conditions": [scheduled, applied("True")]}),
+        )))
+        .unwrap();
+        seen.record(&left, &left.status.clone().unwrap_or_default().conditions);
+        assert_eq!(
+            b(&change(
+                Topic::Binding,
+                rb(serde_json::json!({
+                    "conditions": [applied("True")],
+                    "aggregatedStatus": [{"clusterName": "m1", "applied": true}],
+                }))
+            )),
+            Targets::Nothing,
+            "what the controller left, aggregated status and other conditions are not news"
+        );
+        assert_eq!(
+            b(&change(
+                Topic::Binding,
+                rb(serde_json::json!({"conditions": [scheduled]}))
+            )),
+            key(),
+            "a dropped FullyApplied is"
+        );
+        assert_eq!(
+            b(&change(
+                Topic::Binding,
+                rb(serde_json::json!({"conditions": [applied("False")]}))
+            )),
+            key(),
+            "and so is one reverted from an older copy"
+        );
+        let mut gone = change(Topic::Binding, rb(serde_json::json!({})));
+        gone.deleted = true;
+        assert_eq!(b(&gone), Targets::Nothing);
+        assert_eq!(
+            b(&change(Topic::Binding, rb(serde_json::json!({})))),
+            Targets::Nothing,
+            "a deleted binding is forgotten"
+        );
+    }
+
+    #[test]
+    fn an_unscheduled_binding_waits_for_its_scheduling() {
+        let resource = crate::api_resource("work.karmada.io/v1alpha2", "ResourceBinding");
+        let cached = Cached {
+            store: kube::runtime::reflector::store::Writer::new(resource.clone()).as_reader(),
+            resource,
+            version: Arc::default(),
+            index: None,
+        };
+        let mut m = own(
+            &cached,
+            Topic::Binding,
+            spec_changes,
+            binding::unscheduled,
+            binding_mapper(bindings(&[]), Arc::default()),
+        );
+        let rb = |generation: i64, clusters: serde_json::Value| {
+            change(
+                Topic::Binding,
+                serde_json::json!({
+                    "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "b", "namespace": "default", "generation": generation},
+                    "spec": {"clusters": clusters},
+                }),
+            )
+        };
+        let key = || vec![("default".to_owned(), "b".to_owned())];
+        assert_eq!(
+            m(&rb(1, serde_json::json!([]))),
+            Targets::Soon(key()),
+            "created, not scheduled"
+        );
+        assert_eq!(
+            m(&rb(2, serde_json::json!([{"name": "m1", "replicas": 1}]))),
+            Targets::Objects(key()),
+            "scheduled: at once"
+        );
+        assert_eq!(
+            m(&rb(3, serde_json::json!([]))),
+            Targets::Soon(key()),
+            "scheduled nowhere: its Works go within the window"
+        );
     }
 
     #[test]

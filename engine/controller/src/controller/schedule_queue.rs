@@ -171,6 +171,7 @@ pub fn spawn(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>) {
             &ctx.bindings,
             Topic::Binding,
             scheduling_changes,
+            |_| false,
             scheduler_mapper(),
         ),
         true,
