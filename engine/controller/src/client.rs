@@ -5,7 +5,7 @@
 //! reached over the network, added, rebuilt and removed as their `Cluster` objects and Secrets
 //! change (see [`crate::controller::status`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -417,7 +417,13 @@ pub struct Members {
     /// Watches of member objects by member, started by [`Members::watch`] with the member's
     /// client of the time and dropped when that client is replaced or removed.
     watched: Arc<Mutex<BTreeMap<String, Watched>>>,
+    /// Namespaces known to exist in each member ([`Members::namespace_known`]), forgotten with
+    /// the member's client.
+    namespaces: Arc<Mutex<BTreeMap<String, HashSet<String>>>>,
 }
+
+/// Namespaces remembered per member before the memory starts over.
+const MAX_KNOWN_NAMESPACES: usize = 4096;
 
 impl std::fmt::Debug for Members {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -432,6 +438,7 @@ impl Members {
             fixed: Arc::new(clients.into_iter().collect()),
             remote: Arc::default(),
             watched: Arc::default(),
+            namespaces: Arc::default(),
         }
     }
 
@@ -539,11 +546,42 @@ impl Members {
             .unwrap_or_default()
     }
 
-    /// Stop the object watches of member `name`.
+    /// Stop the object watches of member `name` and forget what is known of it.
     fn unwatch(&self, name: &str) {
         let stopped = self.watched.lock().ok().and_then(|mut w| w.remove(name));
         // Dropped outside the lock: dropping the task set aborts its tasks.
         drop(stopped);
+        if let Ok(mut known) = self.namespaces.lock() {
+            known.remove(name);
+        }
+    }
+
+    /// Whether namespace `namespace` of member `name` was seen or made by this process (so the
+    /// execution controller need not read it before each apply into it).
+    pub fn namespace_known(&self, name: &str, namespace: &str) -> bool {
+        self.namespaces
+            .lock()
+            .is_ok_and(|k| k.get(name).is_some_and(|n| n.contains(namespace)))
+    }
+
+    /// Remember that namespace `namespace` of member `name` exists.
+    pub fn namespace_exists(&self, name: &str, namespace: &str) {
+        if let Ok(mut known) = self.namespaces.lock() {
+            let set = known.entry(name.to_owned()).or_default();
+            if set.len() >= MAX_KNOWN_NAMESPACES {
+                set.clear();
+            }
+            set.insert(namespace.to_owned());
+        }
+    }
+
+    /// Forget namespace `namespace` of member `name` (an apply into it found it gone).
+    pub fn namespace_gone(&self, name: &str, namespace: &str) {
+        if let Ok(mut known) = self.namespaces.lock()
+            && let Some(set) = known.get_mut(name)
+        {
+            set.remove(namespace);
+        }
     }
 
     /// Every member's name, fixed then remote.

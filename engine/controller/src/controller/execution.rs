@@ -194,10 +194,14 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
     let mut failure = None;
     for (ordinal, m) in manifests.iter().enumerate() {
         let (api, n) = member_api(client, m);
-        if let Some(mns) = m
+        let mns = m
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty());
+        // Read (and made) once per member and namespace, not before every apply: an apply that
+        // finds the namespace gone forgets it, and the retry makes it again.
+        if let Some(mns) = mns
+            && !ex.members.namespace_known(cluster, mns)
         {
             let nss: Api<DynamicObject> =
                 Api::all_with(client.clone(), &api_resource("v1", "Namespace"));
@@ -211,6 +215,7 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
                 )
                 .await?;
             }
+            ex.members.namespace_exists(cluster, mns);
         }
         // An existing member copy keeps what the member owns (Karmada's Retain before update),
         // read and written at one resourceVersion: a member change in between is retained on
@@ -224,6 +229,11 @@ pub async fn reconcile_work(obj: &DynamicObject, ex: &Executor) -> Result<Action
             match api.patch(&n, &pp, &Patch::Apply(&desired)).await {
                 Err(kube::Error::Api(s)) if s.code == 409 && attempts < 3 => attempts += 1,
                 r => {
+                    if let (Err(kube::Error::Api(s)), Some(mns)) = (&r, mns)
+                        && s.code == 404
+                    {
+                        ex.members.namespace_gone(cluster, mns);
+                    }
                     break r.map_err(|e| {
                         format!(
                             "applying {} {n}: {e}",
@@ -419,4 +429,100 @@ async fn write_status(
         )
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Work applying a ConfigMap into namespace `team-a` of member `m1`.
+    fn work() -> Value {
+        json!({
+            "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": "w1", "namespace": "karmada-es-m1",
+                         "finalizers": [labels::EXECUTION_FINALIZER]},
+            "spec": {"workload": {"manifests": [{
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "copy", "namespace": "team-a"},
+                "data": {"k": "v"},
+            }]}},
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_namespace_is_read_once_and_made_again_when_it_goes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = flotilla_apiserver::ApiServer::new(
+            flotilla_apiserver::Store::open(dir.path()).expect("store opens"),
+            flotilla_apiserver::ServerOptions::default(),
+        );
+        let control = crate::client::in_process(server.router(), None, None);
+        let members = Members::simulated(&server.router(), &["m1".to_owned()], None);
+        let pp = PatchParams::apply("test");
+        let nss: Api<DynamicObject> =
+            Api::all_with(control.clone(), &api_resource("v1", "Namespace"));
+        nss.patch(
+            "karmada-es-m1",
+            &pp,
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "karmada-es-m1"}})),
+        )
+        .await
+        .expect("execution namespace");
+        let works_resource = api_resource("work.karmada.io/v1alpha1", "Work");
+        let works: Api<DynamicObject> =
+            Api::namespaced_with(control.clone(), "karmada-es-m1", &works_resource);
+        let ex = Executor {
+            control: control.clone(),
+            works: works_resource,
+            members: members.clone(),
+            resync: Duration::from_secs(3600),
+            retry: Duration::from_secs(1),
+            interpreters: flotilla_plugins::interpreter::chain(Vec::new(), Vec::new()),
+            recorder: crate::recorder::Recorder::new(control.clone(), MANAGER),
+            events: crate::Bus::default(),
+        };
+        let reconcile = || async {
+            let w = works
+                .patch("w1", &pp, &Patch::Apply(work()))
+                .await
+                .expect("work");
+            reconcile_work(&w, &ex).await
+        };
+        let member = members.get("m1").expect("m1");
+        let member_nss: Api<DynamicObject> =
+            Api::all_with(member.clone(), &api_resource("v1", "Namespace"));
+        let copies: Api<DynamicObject> =
+            Api::namespaced_with(member, "team-a", &api_resource("v1", "ConfigMap"));
+
+        assert!(!members.namespace_known("m1", "team-a"));
+        reconcile().await.expect("applied");
+        assert!(
+            member_nss.get_opt("team-a").await.expect("read").is_some(),
+            "made"
+        );
+        assert!(copies.get_opt("copy").await.expect("read").is_some());
+        assert!(members.namespace_known("m1", "team-a"), "and remembered");
+
+        // Gone behind the controller's back: the apply fails, the namespace is forgotten, and
+        // the retry makes it again.
+        member_nss
+            .delete("team-a", &DeleteParams::default())
+            .await
+            .expect("namespace deleted");
+        for _ in 0..250 {
+            if member_nss.get_opt("team-a").await.expect("read").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            member_nss.get_opt("team-a").await.expect("read").is_none(),
+            "deleted within 5 s"
+        );
+        assert!(reconcile().await.is_err(), "the namespace is gone");
+        assert!(!members.namespace_known("m1", "team-a"));
+        reconcile().await.expect("applied again");
+        assert!(copies.get_opt("copy").await.expect("read").is_some());
+        assert!(members.namespace_known("m1", "team-a"));
+    }
 }
