@@ -77,6 +77,25 @@ pub trait Plugin: Sized + 'static {
         Err("filter not implemented".into())
     }
 
+    /// Filter by row: `rows` are indices into `set`, the pushed cluster set in row order (each
+    /// checked to be in range), one verdict per row, in order. The default looks each row's
+    /// cluster up and calls [`Plugin::filter`]; a plugin that memoises per row implements this
+    /// instead and indexes its memo by the row itself.
+    ///
+    /// # Errors
+    /// A plugin failure.
+    fn filter_rows(
+        &mut self,
+        binding: &Self::Binding,
+        rows: &[u32],
+        set: &[Self::Cluster],
+        out: &mut FilterOut,
+    ) -> Result<(), String> {
+        let clusters: Vec<&Self::Cluster> =
+            rows.iter().filter_map(|&r| set.get(r as usize)).collect();
+        self.filter(binding, &clusters, out)
+    }
+
     /// Score: push exactly one score per cluster, in order.
     ///
     /// # Errors
@@ -189,6 +208,29 @@ impl FilterOut {
         }
         self.push_unfit(reason);
         self.last_static = Some(key);
+    }
+
+    /// One verdict per item of `fits`: fits, or does not fit for the constant `reason`. The same
+    /// verdicts as [`FilterOut::fit`] and [`FilterOut::unfit_static`] one by one, in one pass
+    /// with no branch per cluster (for verdicts read from a memo).
+    pub fn extend(&mut self, fits: impl IntoIterator<Item = bool>, reason: &'static str) {
+        let start = self.verdicts.len();
+        // 1 for "does not fit" until the reason's number is known (it is 1 in a call that gave
+        // no other reason before).
+        self.verdicts
+            .extend(fits.into_iter().map(|fit| u8::from(!fit)));
+        if !self.verdicts[start..].contains(&1) {
+            return;
+        }
+        self.unfit_static(reason);
+        let code = self.verdicts.pop().unwrap_or(1);
+        if code != 1 {
+            for v in &mut self.verdicts[start..] {
+                if *v == 1 {
+                    *v = code;
+                }
+            }
+        }
     }
 
     fn push_unfit(&mut self, reason: &str) {
@@ -316,10 +358,12 @@ pub mod rt {
         serde_json::from_slice(json).map_err(|e| format!("cannot parse {what}: {e}"))
     }
 
-    /// Plugin state inside the instance: the plugin and the pushed cluster set.
+    /// Plugin state inside the instance: the plugin, the pushed cluster set, and the row buffer
+    /// filter calls reuse.
     pub struct Runtime<P: Plugin> {
         plugin: Option<P>,
         clusters: Vec<P::Cluster>,
+        rows: Vec<u32>,
     }
 
     impl<P: Plugin> Default for Runtime<P> {
@@ -327,6 +371,7 @@ pub mod rt {
             Runtime {
                 plugin: None,
                 clusters: Vec::new(),
+                rows: Vec::new(),
             }
         }
     }
@@ -402,16 +447,30 @@ pub mod rt {
             Ok(out)
         }
 
+        /// The request's rows as indices into the pushed set, each checked to be in range.
+        fn row_indices(&mut self, rows: &[u8], count: usize) -> Result<(), String> {
+            let n = self.clusters.len();
+            self.rows.clear();
+            self.rows.extend(
+                rows.chunks_exact(abi::INDEX_ROW_SIZE)
+                    .take(count)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+            match self.rows.iter().find(|&&i| i as usize >= n) {
+                Some(i) => Err(format!("row refers to cluster {i} of {n}")),
+                None => Ok(()),
+            }
+        }
+
         /// `flotilla_filter_v1`.
         pub fn filter(&mut self, json: &[u8], rows: &[u8], count: usize) -> i32 {
             let binding: P::Binding = match parse(json, "binding") {
                 Ok(b) => b,
                 Err(e) => return fail(&e),
             };
-            let clusters = match Self::indexed(&self.clusters, rows, count) {
-                Ok(c) => c,
-                Err(e) => return fail(&e),
-            };
+            if let Err(e) = self.row_indices(rows, count) {
+                return fail(&e);
+            }
             let mut out = FilterOut {
                 verdicts: Vec::with_capacity(count),
                 ..Default::default()
@@ -419,7 +478,7 @@ pub mod rt {
             let Some(plugin) = self.plugin.as_mut() else {
                 return fail("plugin not initialized");
             };
-            if let Err(e) = plugin.filter(&binding, &clusters, &mut out) {
+            if let Err(e) = plugin.filter_rows(&binding, &self.rows, &self.clusters, &mut out) {
                 return fail(&e);
             }
             if !out.reasons.is_empty() {
@@ -791,6 +850,42 @@ mod tests {
         out.unfit_static("taint");
         assert_eq!(out.verdicts, [1, 1, 0, 2, 1, 1, 1, 1, 2, 2]);
         assert_eq!(out.reasons, [A, "taint"]);
+    }
+
+    #[test]
+    fn filter_out_extend_gives_the_verdicts_one_by_one_would() {
+        const A: &str = "cluster(s) did not match the placement cluster affinity constraint";
+        let fits = [true, false, false, true, false];
+        let one_by_one = |before: Option<&str>| {
+            let mut out = crate::FilterOut::default();
+            if let Some(b) = before {
+                out.unfit(b);
+            }
+            for fit in fits {
+                if fit { out.fit() } else { out.unfit_static(A) }
+            }
+            out
+        };
+        for before in [None, Some("taint"), Some(A)] {
+            let mut out = crate::FilterOut::default();
+            if let Some(b) = before {
+                out.unfit(b);
+            }
+            out.extend(fits, A);
+            let want = one_by_one(before);
+            assert_eq!(
+                (&out.verdicts, &out.reasons),
+                (&want.verdicts, &want.reasons),
+                "after {before:?}"
+            );
+        }
+        let mut all_fit = crate::FilterOut::default();
+        all_fit.extend([true, true], A);
+        assert_eq!(all_fit.verdicts, [0, 0]);
+        assert!(
+            all_fit.reasons.is_empty(),
+            "no reason when every cluster fits"
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use flotilla_core::selector::SelectorView;
 use flotilla_core::framework::{BindingContext, FilterInput, FilterPlugin, Verdict};
 use flotilla_plugins::filter::AffinityMatcher;
 use flotilla_pdk::abi::{BindingRequest, InitRequest};
-use flotilla_pdk::{FilterOut, KeyedMemo, Plugin, Raw, RowIndex};
+use flotilla_pdk::{FilterOut, KeyedMemo, Plugin, Raw};
 
 /// The native filter's reason for a mismatch (plans must be identical).
 const MISMATCH: &str = "cluster(s) did not match the placement cluster affinity constraint";
@@ -73,13 +73,14 @@ struct Entry {
     term: Option<ClusterAffinityTerm>,
     /// Whether the affinity has CEL selectors (evaluated on every call, not memoised).
     cel: bool,
-    /// Per row: 0 not yet evaluated, 1 fits, 2 does not.
+    /// Per row: 1 fits, 2 does not (0: not evaluated yet, before the first call).
     verdicts: Vec<u8>,
 }
 
 /// The plugin.
 pub struct ClusterAffinity {
-    rows: RowIndex,
+    /// Rows in the pushed cluster set.
+    rows: usize,
     memo: KeyedMemo<Entry>,
     /// The memo key of the current call (kept to reuse its allocation).
     key: String,
@@ -98,16 +99,18 @@ impl Plugin for ClusterAffinity {
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
-        Ok(ClusterAffinity { rows: RowIndex::default(), memo: KeyedMemo::new(MEMO_LIMIT), key: String::new(), index: ClusterIndex::default() })
+        Ok(ClusterAffinity { rows: 0, memo: KeyedMemo::new(MEMO_LIMIT), key: String::new(), index: ClusterIndex::default() })
     }
 
     fn cluster_set(&mut self, clusters: &[SelectorView]) {
-        self.rows = RowIndex::new(clusters);
+        self.rows = clusters.len();
         self.index = ClusterIndex::new(clusters.iter().map(|v| &v.0));
         self.memo.clear();
     }
 
-    fn filter(&mut self, b: &Self::Binding, clusters: &[&SelectorView], out: &mut FilterOut) -> Result<(), String> {
+    /// By row (the host's rows index the pushed set, in range): the memo is indexed by the row
+    /// itself, with no cluster lookup per row.
+    fn filter_rows(&mut self, b: &Self::Binding, rows: &[u32], set: &[SelectorView], out: &mut FilterOut) -> Result<(), String> {
         let spec = &b.binding.0;
         // JSON text has no raw NUL, so the parts cannot run into each other.
         self.key.clear();
@@ -115,17 +118,17 @@ impl Plugin for ClusterAffinity {
         self.key.push('\0');
         self.key.push_str(b.affinity_term.as_ref().map_or("", |r| r.get()));
         self.key.push_str(if spec.is_workload() { "\0w" } else { "\0" });
-        let rows = self.rows;
+        let len = self.rows;
         let entry = self.memo.get_or_try_insert(&self.key, || {
             let affinity: Option<Affinity> = parse(b.placement.cluster_affinity.as_ref(), "placement.clusterAffinity")?;
             let term: Option<ClusterAffinityTerm> = parse(b.affinity_term.as_ref(), "affinityTerm")?;
             let cel = expression::has_cel(flotilla_plugins::filter::affinity_cel(affinity.as_ref(), term.as_ref()));
-            Ok::<_, String>(Entry { placement: Placement { cluster_affinity: affinity, ..Default::default() }, term, cel, verdicts: vec![0; rows.len()] })
+            Ok::<_, String>(Entry { placement: Placement { cluster_affinity: affinity, ..Default::default() }, term, cel, verdicts: vec![0; len] })
         })?;
         let ctx = BindingContext::new(spec, &entry.placement, entry.term.as_ref());
         if entry.cel {
-            let mut verdicts = Vec::with_capacity(clusters.len());
-            let plain: Vec<&Cluster> = clusters.iter().map(|v| &v.0).collect();
+            let mut verdicts = Vec::with_capacity(rows.len());
+            let plain: Vec<&Cluster> = rows.iter().filter_map(|&r| set.get(r as usize)).map(|v| &v.0).collect();
             flotilla_plugins::filter::ClusterAffinity.filter(&FilterInput::new(&ctx, &plain), &mut verdicts).map_err(|e| e.to_string())?;
             for v in verdicts {
                 match v {
@@ -136,24 +139,15 @@ impl Plugin for ClusterAffinity {
             return Ok(());
         }
         let memo = &mut entry.verdicts;
-        // Prepared, and resolved against the cluster set's index, on the first cluster the memo
-        // does not know yet.
-        let (mut matcher, mut indexed) = (None, None);
-        for c in clusters {
-            let m = &mut matcher;
-            let fit = match rows.row(*c) {
-                Some(i) => {
-                    if memo[i] == 0 {
-                        let m = m.get_or_insert_with(|| AffinityMatcher::new(&ctx));
-                        let fit = indexed.get_or_insert_with(|| m.indexed(&self.index)).matches(i);
-                        memo[i] = if fit { 1 } else { 2 };
-                    }
-                    memo[i] == 1
-                }
-                None => m.get_or_insert_with(|| AffinityMatcher::new(&ctx)).matches(&c.0),
-            };
-            if fit { out.fit() } else { out.unfit_static(MISMATCH) }
+        // A new entry resolves against the cluster set's index for every row at once; then each
+        // row's verdict is one lookup.
+        if memo.first() == Some(&0) {
+            let indexed = AffinityMatcher::new(&ctx).indexed(&self.index);
+            for (i, v) in memo.iter_mut().enumerate() {
+                *v = if indexed.matches(i) { 1 } else { 2 };
+            }
         }
+        out.extend(rows.iter().map(|&r| memo.get(r as usize) == Some(&1)), MISMATCH);
         Ok(())
     }
 }
