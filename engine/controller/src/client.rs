@@ -592,6 +592,26 @@ impl Members {
     }
 }
 
+/// For tests: an embedded server over a store in a temp dir (kept alive by the returned
+/// directory) and `names` as simulated members of it.
+#[cfg(test)]
+pub(crate) fn simulated_for_test(
+    names: &[&str],
+) -> (
+    tempfile::TempDir,
+    Arc<flotilla_apiserver::ApiServer>,
+    Members,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = flotilla_apiserver::ApiServer::new(
+        flotilla_apiserver::Store::open(dir.path()).expect("store opens"),
+        flotilla_apiserver::ServerOptions::default(),
+    );
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let members = Members::simulated(&server.router(), &names, None);
+    (dir, server, members)
+}
+
 /// Check that `name` can name a Cluster: a DNS-1123 label of at most 48 characters.
 ///
 /// # Errors
@@ -626,12 +646,7 @@ mod tests {
         use kube::api::{Api, DynamicObject, Patch, PatchParams};
         use serde_json::json;
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let server = flotilla_apiserver::ApiServer::new(
-            flotilla_apiserver::Store::open(dir.path()).expect("store opens"),
-            flotilla_apiserver::ServerOptions::default(),
-        );
-        let members = Members::simulated(&server.router(), &["m1".to_owned()], None);
+        let (_dir, _server, members) = simulated_for_test(&["m1"]);
         let resource = crate::api_resource("v1", "ConfigMap");
         let cms: Api<DynamicObject> =
             Api::namespaced_with(members.get("m1").expect("m1"), "default", &resource);

@@ -451,13 +451,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_member_namespace_is_read_once_and_made_again_when_it_goes() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let server = flotilla_apiserver::ApiServer::new(
-            flotilla_apiserver::Store::open(dir.path()).expect("store opens"),
-            flotilla_apiserver::ServerOptions::default(),
-        );
+        let (_dir, server, members) = crate::client::simulated_for_test(&["m1"]);
         let control = crate::client::in_process(server.router(), None, None);
-        let members = Members::simulated(&server.router(), &["m1".to_owned()], None);
         let pp = PatchParams::apply("test");
         let nss: Api<DynamicObject> =
             Api::all_with(control.clone(), &api_resource("v1", "Namespace"));
