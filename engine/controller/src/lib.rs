@@ -423,7 +423,8 @@ impl std::fmt::Debug for Index {
     }
 }
 
-fn object_key(o: &DynamicObject) -> (String, String) {
+/// An object's `(namespace, name)` (namespace empty for cluster-scoped kinds).
+pub(crate) fn object_key(o: &DynamicObject) -> (String, String) {
     (
         o.metadata.namespace.clone().unwrap_or_default(),
         o.metadata.name.clone().unwrap_or_default(),

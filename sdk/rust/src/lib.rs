@@ -91,9 +91,7 @@ pub trait Plugin: Sized + 'static {
         set: &[Self::Cluster],
         out: &mut FilterOut,
     ) -> Result<(), String> {
-        let clusters: Vec<&Self::Cluster> =
-            rows.iter().filter_map(|&r| set.get(r as usize)).collect();
-        self.filter(binding, &clusters, out)
+        self.filter(binding, &clusters_at(rows, set), out)
     }
 
     /// Score: push exactly one score per cluster, in order.
@@ -171,6 +169,12 @@ impl<C> Clone for Detail<'_, C> {
 }
 
 impl<C> Copy for Detail<'_, C> {}
+
+/// The clusters of `set` at `rows` (rows out of range are left out; the runtime checks them
+/// before a plugin sees them).
+fn clusters_at<'c, C>(rows: &[u32], set: &'c [C]) -> Vec<&'c C> {
+    rows.iter().filter_map(|&r| set.get(r as usize)).collect()
+}
 
 /// Filter verdicts under construction: one byte per cluster, reasons deduplicated.
 #[derive(Debug, Default)]
@@ -413,22 +417,6 @@ pub mod rt {
             })
         }
 
-        fn indexed<'c>(
-            set: &'c [P::Cluster],
-            rows: &[u8],
-            count: usize,
-        ) -> Result<Vec<&'c P::Cluster>, String> {
-            let mut out = Vec::with_capacity(count);
-            for c in rows.chunks_exact(abi::INDEX_ROW_SIZE).take(count) {
-                let i = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
-                out.push(
-                    set.get(i)
-                        .ok_or_else(|| format!("row refers to cluster {i} of {}", set.len()))?,
-                );
-            }
-            Ok(out)
-        }
-
         fn details<'c>(
             set: &'c [P::Cluster],
             rows: &[u8],
@@ -497,10 +485,10 @@ pub mod rt {
                 Ok(b) => b,
                 Err(e) => return fail(&e),
             };
-            let clusters = match Self::indexed(&self.clusters, rows, count) {
-                Ok(c) => c,
-                Err(e) => return fail(&e),
-            };
+            if let Err(e) = self.row_indices(rows, count) {
+                return fail(&e);
+            }
+            let clusters = super::clusters_at(&self.rows, &self.clusters);
             let mut out = Vec::with_capacity(count);
             let Some(plugin) = self.plugin.as_mut() else {
                 return fail("plugin not initialized");

@@ -119,20 +119,6 @@ pub fn unscheduled(o: &DynamicObject) -> bool {
 pub struct FullyAppliedSeen(std::sync::Mutex<std::collections::HashMap<(String, String), u64>>);
 
 impl FullyAppliedSeen {
-    fn fingerprint(condition: Option<(&str, &str)>) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        condition.hash(&mut h);
-        h.finish()
-    }
-
-    fn key(o: &DynamicObject) -> (String, String) {
-        (
-            o.metadata.namespace.clone().unwrap_or_default(),
-            o.metadata.name.clone().unwrap_or_default(),
-        )
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), u64>> {
         self.0
             .lock()
@@ -149,7 +135,7 @@ impl FullyAppliedSeen {
             rb.metadata.namespace().to_owned(),
             rb.metadata.name().to_owned(),
         );
-        self.lock().insert(key, Self::fingerprint(condition));
+        self.lock().insert(key, super::hash_of(condition));
     }
 
     /// Whether `o`'s `FullyApplied` condition is not what the controller last left on it (a
@@ -168,13 +154,13 @@ impl FullyAppliedSeen {
                 (text("status"), text("reason"))
             });
         self.lock()
-            .get(&Self::key(o))
-            .is_some_and(|&left| left != Self::fingerprint(condition))
+            .get(&crate::object_key(o))
+            .is_some_and(|&left| left != super::hash_of(condition))
     }
 
     /// Forget a deleted binding.
     pub fn forget(&self, o: &DynamicObject) {
-        self.lock().remove(&Self::key(o));
+        self.lock().remove(&crate::object_key(o));
     }
 }
 
@@ -391,10 +377,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let orphans: Vec<Arc<DynamicObject>> = works
         .iter()
         .filter(|w| {
-            let key = (
-                w.metadata.namespace.clone().unwrap_or_default(),
-                w.metadata.name.clone().unwrap_or_default(),
-            );
+            let key = crate::object_key(w);
             !desired.contains(&key) && !retained.contains(&key.0)
         })
         .cloned()
@@ -407,10 +390,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let mut items: Vec<AggregatedStatusItem> = works
         .iter()
         .filter(|w| {
-            let key = (
-                w.metadata.namespace.clone().unwrap_or_default(),
-                w.metadata.name.clone().unwrap_or_default(),
-            );
+            let key = crate::object_key(w);
             w.metadata.deletion_timestamp.is_none()
                 && (desired.contains(&key) || retained.contains(&key.0))
         })

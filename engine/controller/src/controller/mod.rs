@@ -212,10 +212,7 @@ impl Seen {
     /// says so of it.
     fn changed_unless_new(&mut self, c: &Change, news: impl Fn(&DynamicObject) -> bool) -> bool {
         let Some(o) = &c.object else { return true };
-        let key = (
-            o.metadata.namespace.clone().unwrap_or_default(),
-            o.metadata.name.clone().unwrap_or_default(),
-        );
+        let key = crate::object_key(o);
         if c.deleted {
             self.seen.remove(&key);
             return true;
@@ -302,10 +299,7 @@ fn binding_mapper(bindings: Cached, fully_applied: Arc<binding::FullyAppliedSeen
         Topic::Binding => match &c.object {
             Some(o) if !c.deleted => {
                 if fully_applied.stale(o) {
-                    Targets::Objects(vec![(
-                        o.metadata.namespace.clone().unwrap_or_default(),
-                        o.metadata.name.clone().unwrap_or_default(),
-                    )])
+                    Targets::Objects(vec![crate::object_key(o)])
                 } else {
                     Targets::Nothing
                 }
@@ -509,10 +503,7 @@ fn own(
         {
             return mapper(c);
         }
-        let key = (
-            o.metadata.namespace.clone().unwrap_or_default(),
-            o.metadata.name.clone().unwrap_or_default(),
-        );
+        let key = crate::object_key(o);
         // A deleted object is gone from the cache: nothing of its own to re-check.
         let mine = seen.changed(c) && !c.deleted;
         let later = mine && defer(o);
