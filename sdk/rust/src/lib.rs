@@ -131,6 +131,30 @@ pub trait Plugin: Sized + 'static {
         Err("assign not implemented".into())
     }
 
+    /// Assign by row: `rows` are the call's decoded detail rows, each `index` into `set` (the
+    /// pushed cluster set in row order, checked to be in range); the reply names positions in
+    /// `rows`. The default pairs each row with its cluster and calls [`Plugin::assign`]; an
+    /// assigner that reads only rows (and memoises per row) implements this instead and builds
+    /// no per-cluster list.
+    ///
+    /// # Errors
+    /// A plugin failure.
+    fn assign_rows(
+        &mut self,
+        binding: &Self::Binding,
+        rows: &[DetailRow],
+        set: &[Self::Cluster],
+    ) -> Result<AssignReply, String> {
+        let details: Vec<Detail<'_, Self::Cluster>> = rows
+            .iter()
+            .filter_map(|&row| {
+                set.get(row.index as usize)
+                    .map(|cluster| Detail { cluster, row })
+            })
+            .collect();
+        self.assign(binding, &details)
+    }
+
     /// Override: JSON patch for the manifest bound to one cluster.
     ///
     /// # Errors
@@ -362,12 +386,13 @@ pub mod rt {
         serde_json::from_slice(json).map_err(|e| format!("cannot parse {what}: {e}"))
     }
 
-    /// Plugin state inside the instance: the plugin, the pushed cluster set, and the row buffer
-    /// filter calls reuse.
+    /// Plugin state inside the instance: the plugin, the pushed cluster set, and the row buffers
+    /// filter, score and assign calls reuse.
     pub struct Runtime<P: Plugin> {
         plugin: Option<P>,
         clusters: Vec<P::Cluster>,
         rows: Vec<u32>,
+        detail_rows: Vec<DetailRow>,
     }
 
     impl<P: Plugin> Default for Runtime<P> {
@@ -376,6 +401,7 @@ pub mod rt {
                 plugin: None,
                 clusters: Vec::new(),
                 rows: Vec::new(),
+                detail_rows: Vec::new(),
             }
         }
     }
@@ -433,6 +459,23 @@ pub mod rt {
                 out.push(Detail { cluster, row });
             }
             Ok(out)
+        }
+
+        /// The request's detail rows, decoded into the reused buffer, each `index` checked to be
+        /// in range of the pushed set.
+        fn decode_detail_rows(&mut self, rows: &[u8], count: usize) -> Result<(), String> {
+            let n = self.clusters.len();
+            self.detail_rows.clear();
+            self.detail_rows.extend(
+                rows.chunks_exact(DetailRow::SIZE)
+                    .take(count)
+                    .filter_map(|c| c.try_into().ok())
+                    .map(DetailRow::from_bytes),
+            );
+            match self.detail_rows.iter().find(|r| r.index as usize >= n) {
+                Some(r) => Err(format!("row refers to cluster {} of {n}", r.index)),
+                None => Ok(()),
+            }
         }
 
         /// The request's rows as indices into the pushed set, each checked to be in range.
@@ -528,13 +571,13 @@ pub mod rt {
                 Ok(b) => b,
                 Err(e) => return fail(&e),
             };
-            let Some(mut plugin) = self.plugin.take() else {
+            if let Err(e) = self.decode_detail_rows(rows, count) {
+                return fail(&e);
+            }
+            let Some(plugin) = self.plugin.as_mut() else {
                 return fail("plugin not initialized");
             };
-            let result = Self::details(&self.clusters, rows, count)
-                .and_then(|d| plugin.assign(&binding, &d));
-            self.plugin = Some(plugin);
-            match result {
+            match plugin.assign_rows(&binding, &self.detail_rows, &self.clusters) {
                 // The binary form (sdk/ABI.md §8): no JSON to write here or to parse in the host.
                 Ok(AssignReply::Assigned(pairs)) => {
                     let mut bytes = Vec::with_capacity(pairs.len() * abi::ASSIGN_ROW_SIZE);

@@ -177,45 +177,108 @@ pub fn static_weight_with(
 /// one: the candidates arrive in score order, so ordering them is most of the division's cost).
 pub fn static_weight_rows(
     input: &AssignInput<'_>,
-    weight: impl FnMut(&ClusterDetail<'_>) -> i64,
+    mut weight: impl FnMut(&ClusterDetail<'_>) -> i64,
 ) -> Vec<(usize, i32)> {
+    let uid = &input.binding.spec.resource.uid;
     if input
         .clusters
         .iter()
         .all(|c| c.row != ClusterDetail::NO_ROW)
     {
-        static_weight_by(input, |c| c.row, weight)
+        let weights: Vec<(u32, i64)> = input.clusters.iter().map(|c| (c.row, weight(c))).collect();
+        static_weight_of_rows(input.replicas, &weights, uid)
     } else {
-        static_weight_by(input, ClusterDetail::name, weight)
+        let weights: Vec<(&str, i64)> = input
+            .clusters
+            .iter()
+            .map(|c| (c.name(), weight(c)))
+            .collect();
+        static_weight_by(input.replicas, &weights, uid, false)
     }
 }
 
-/// [`static_weight_rows`] with parties known by `key`, which must order clusters as their names.
-fn static_weight_by<'a, K: Ord + Copy>(
-    input: &AssignInput<'a>,
-    key: impl Fn(&'a ClusterDetail<'a>) -> K,
-    mut weight: impl FnMut(&ClusterDetail<'_>) -> i64,
+/// The static-weight division of `replicas` over the candidates `weights`, each known by its row
+/// in a name-sorted cluster set with its static weight: `(position in weights, replicas)` for the
+/// candidates given at least one replica, in row (name) order. [`static_weight_rows`] divides
+/// with it, and so can an assigner that has rows and weights but no [`AssignInput`] (the Wasm
+/// build of `StaticWeight`). `uid` is the binding's `spec.resource.uid` (Webster's tie seed).
+pub fn static_weight_of_rows(
+    replicas: i32,
+    weights: &[(u32, i64)],
+    uid: &str,
 ) -> Vec<(usize, i32)> {
-    let mut votes: Vec<(K, i64)> = Vec::with_capacity(input.clusters.len());
-    let mut positions: Vec<usize> = Vec::with_capacity(input.clusters.len());
-    for (i, c) in input.clusters.iter().enumerate() {
-        let w = weight(c);
+    // One pass: whether a row repeats (a bit per row, up to the largest), whether any weight is
+    // negative, and the (wrapping) sum of the weights.
+    let limit = 4 * weights.len() + 4096;
+    let mut seen: Vec<u64> = Vec::new();
+    let (mut distinct, mut negative, mut sum) = (true, false, 0i64);
+    for &(row, w) in weights {
+        let row = row as usize;
+        if row >= limit {
+            distinct = false;
+        } else if distinct {
+            if seen.len() <= row / 64 {
+                seen.resize(row / 64 + 1, 0);
+            }
+            let bit = 1u64 << (row % 64);
+            distinct = seen[row / 64] & bit == 0;
+            seen[row / 64] |= bit;
+        }
+        negative |= w < 0;
+        sum = sum.wrapping_add(w);
+    }
+    if !distinct || negative {
+        return static_weight_by(replicas, weights, uid, distinct);
+    }
+    if sum == 0 {
+        // Go sums the weights with wrap-around: a sum of 0 (no weights, or a wrap) makes every
+        // cluster weigh 1.
+        let ones: Vec<(u32, i64)> = weights.iter().map(|&(row, _)| (row, 1)).collect();
+        return webster::dispense_winners_by(replicas, &ones, uid);
+    }
+    // Zero weights are parties that never win a seat while another has votes: the division
+    // over every row answers the same as over the weighted rows, by position in `weights`.
+    webster::dispense_winners_by(replicas, weights, uid)
+}
+
+/// The static-weight division over parties known by a key that orders as their names: weight-0
+/// parties are left out, every party weighs 1 when none has a weight, then Webster; `distinct`:
+/// no two parties have the same key, so only the contenders for a seat are ordered
+/// ([`webster::dispense_winners_by`]).
+fn static_weight_by<K: Ord + Copy>(
+    replicas: i32,
+    weights: &[(K, i64)],
+    uid: &str,
+    distinct: bool,
+) -> Vec<(usize, i32)> {
+    let mut votes: Vec<(K, i64)> = Vec::with_capacity(weights.len());
+    let mut positions: Vec<usize> = Vec::with_capacity(weights.len());
+    for (i, &(key, w)) in weights.iter().enumerate() {
         if w > 0 {
-            votes.push((key(c), w));
+            votes.push((key, w));
             positions.push(i);
         }
     }
+    // Go sums the int64 weights with wrap-around: a sum of 0 (no weights, or a wrap) makes every
+    // party weigh 1.
     if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
-        votes.extend(input.clusters.iter().map(|c| (key(c), 1)));
-        positions.extend(0..input.clusters.len());
+        votes.clear();
+        positions.clear();
+        votes.extend(weights.iter().map(|&(key, _)| (key, 1)));
+        positions.extend(0..weights.len());
     }
-    let mut rows = webster::dispense_by(input.replicas, &votes, &input.binding.spec.resource.uid);
     // Parties that win no seat are not targets (the scheduler drops zero-replica targets): left
     // out here, so that no backend names them or sends them across the Wasm boundary.
-    rows.retain_mut(|r| {
+    let mut rows = if distinct {
+        webster::dispense_winners_by(replicas, &votes, uid)
+    } else {
+        let mut all = webster::dispense_by(replicas, &votes, uid);
+        all.retain(|r| r.1 > 0);
+        all
+    };
+    for r in &mut rows {
         r.0 = positions[r.0];
-        r.1 > 0
-    });
+    }
     rows
 }
 

@@ -673,3 +673,69 @@ fn merge_adds_and_appends_prior_only() {
     assert_eq!(merge(&[("x", 1)], Vec::new()), tc(&[("x", 1)]));
     assert_eq!(merge(&[], tc(&[("x", 1)])), tc(&[("x", 1)]));
 }
+
+/// [`static_weight_of_rows`] (one pass, contenders only) against Webster by name over the positive
+/// weights ([`dispense`]), on random candidate lists: ties, zero and negative weights, repeated
+/// rows, and weights whose sum wraps to 0.
+#[test]
+fn static_weight_of_rows_is_webster_over_the_weighted_rows() {
+    let mut x: u64 = 0x005e_ed0f_5747_1c5e;
+    let mut next = move |m: u64| {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % m
+    };
+    let names: Vec<String> = (0..400).map(|r| format!("c{r:04}")).collect();
+    for case in 0..600 {
+        let len = next(120) as usize;
+        let weights: Vec<(u32, i64)> = (0..len)
+            .map(|_| {
+                let row = if case % 7 == 0 { next(40) } else { next(400) } as u32;
+                let w = match case % 5 {
+                    0 => next(5) as i64,
+                    1 => [0, 1, 2, 3, 4][next(5) as usize],
+                    2 => next(3) as i64 - 1,
+                    3 => i64::MAX - next(2) as i64,
+                    _ => 1 + next(1000) as i64,
+                };
+                (row, w)
+            })
+            .collect();
+        // Distinct rows for most cases (a snapshot's candidates), repeats for every seventh.
+        let weights: Vec<(u32, i64)> = if case % 7 == 0 {
+            weights
+        } else {
+            let mut seen = std::collections::HashSet::new();
+            weights.into_iter().filter(|w| seen.insert(w.0)).collect()
+        };
+        for replicas in [0, 1, 2, 3, 7, 40, 119, 1000] {
+            for uid in [
+                "",
+                "d43fdeeb-d750-4e2b-bee3-64eb94534f4c",
+                "4858ca61-3ff8-4095-8267-f3d059d8074c",
+            ] {
+                let mut votes: Vec<(&str, i64)> = weights
+                    .iter()
+                    .filter(|w| w.1 > 0)
+                    .map(|&(r, w)| (names[r as usize].as_str(), w))
+                    .collect();
+                if votes.iter().fold(0i64, |s, &(_, w)| s.wrapping_add(w)) == 0 {
+                    votes = weights
+                        .iter()
+                        .map(|&(r, _)| (names[r as usize].as_str(), 1))
+                        .collect();
+                }
+                let want: Vec<TargetCluster> = dispense(replicas, &votes, &[], uid)
+                    .into_iter()
+                    .filter(|t| t.replicas > 0)
+                    .collect();
+                let got: Vec<TargetCluster> = static_weight_of_rows(replicas, &weights, uid)
+                    .into_iter()
+                    .map(|(i, n)| TargetCluster::new(&names[weights[i].0 as usize], n))
+                    .collect();
+                assert_eq!(got, want, "case {case}: {weights:?} {replicas} {uid}");
+            }
+        }
+    }
+}

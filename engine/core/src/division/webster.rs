@@ -161,7 +161,7 @@ fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
         // steps run over them alone (a few replicas over many clusters: the usual division).
         let (contenders, mut rest): (Vec<_>, Vec<_>) =
             parties.into_iter().partition(|p| p.votes >= cut);
-        let mut seated = seat_one_by_one(contenders.into(), n).into_vec();
+        let mut seated = seat_contenders(contenders, n, cut);
         seated.append(&mut rest);
         return seated;
     }
@@ -186,6 +186,29 @@ fn seat<K: Ord>(mut parties: Vec<Party<K>>, new_seats: i32) -> Vec<Party<K>> {
     }
     let rest = i32::try_from(i64::from(n) - given).unwrap_or(0);
     seat_one_by_one(parties.into(), rest).into_vec()
+}
+
+/// [`seat`] for the contenders of [`contender_cut`] alone (every party without seats, votes at
+/// least `cut`, at least `n` of them).
+fn seat_contenders<K: Ord>(mut contenders: Vec<Party<K>>, n: i32, cut: i64) -> Vec<Party<K>> {
+    let top = contenders.iter().map(|p| p.votes).max().unwrap_or(0);
+    if cut.checked_mul(3).is_none_or(|c| top <= c) {
+        // No contender's second seat (priority `votes / 3 ≤ cut`) outranks another's first
+        // (`≥ cut`; at equal priority the party with fewer seats wins): the `n` seats go one each
+        // to the `n` contenders that rank highest at no seats, which is a selection.
+        let k = usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .min(contenders.len());
+        if k > 0 {
+            contenders.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+        }
+        for p in contenders.iter_mut().take(k) {
+            p.seats = 1;
+        }
+        contenders
+    } else {
+        seat_one_by_one(contenders.into(), n).into_vec()
+    }
 }
 
 /// When every party starts without seats and at least `n` parties have positive votes: the `n`-th
@@ -448,6 +471,63 @@ pub fn dispense_by<K: Ord + Copy>(
     for p in seat(parties, new_seats) {
         out[p.rank].1 = p.seats;
     }
+    out
+}
+
+/// [`dispense_by`] for parties whose keys are all distinct, answering only the parties that win
+/// at least one seat, sorted by key. When every party starts without seats and at least
+/// `new_seats` of them have positive votes, only those with at least the `new_seats`-th largest
+/// votes can win ([`contender_cut`]): they alone are put in name order and seated, so a division
+/// of a few replicas over many clusters sorts the few contenders, not every cluster. Otherwise
+/// it is [`dispense_by`] without the parties that win nothing.
+///
+/// With a repeated key the answer is unspecified (callers check; [`dispense_by`] takes the last
+/// entry of each key).
+pub fn dispense_winners_by<K: Ord + Copy>(
+    new_seats: i32,
+    votes: &[(K, i64)],
+    uid: &str,
+) -> Vec<(usize, i32)> {
+    // One pass: the (wrapping, as Go's) sum and the positive votes.
+    let mut top: Vec<i64> = Vec::with_capacity(votes.len());
+    let mut sum = 0i64;
+    for &(_, v) in votes {
+        sum = sum.wrapping_add(v);
+        if v > 0 {
+            top.push(v);
+        }
+    }
+    let n = usize::try_from(new_seats).unwrap_or(0);
+    if n == 0 || top.len() < n || sum == 0 {
+        let mut all = dispense_by(new_seats, votes, uid);
+        all.retain(|r| r.1 > 0);
+        return all;
+    }
+    let (_, &mut cut, _) = top.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    let mut order: Vec<(K, usize)> = votes
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.1 >= cut)
+        .map(|(i, v)| (v.0, i))
+        .collect();
+    order.sort_unstable();
+    let descending = names_descending(uid);
+    let mut out: Vec<(usize, i32)> = Vec::with_capacity(order.len());
+    let mut parties: Vec<Party<K>> = Vec::with_capacity(order.len());
+    for (rank, &(name, i)) in order.iter().enumerate() {
+        parties.push(Party {
+            name,
+            votes: votes[i].1,
+            seats: 0,
+            descending,
+            rank,
+        });
+        out.push((i, 0));
+    }
+    for p in seat_contenders(parties, new_seats, cut) {
+        out[p.rank].1 = p.seats;
+    }
+    out.retain(|r| r.1 > 0);
     out
 }
 
@@ -769,6 +849,46 @@ mod tests {
     }
 
     #[test]
+    fn winners_are_the_division_without_empty_parties() {
+        // Distinct keys in shuffled order, with ties, zeros, negatives and large weights.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        for case in 0..400 {
+            let len = next(60) as usize;
+            let mut keys: Vec<u32> = (0..len as u32).map(|k| k * 3 + 1).collect();
+            for i in (1..keys.len()).rev() {
+                keys.swap(i, next(i as u64 + 1) as usize);
+            }
+            let votes: Vec<(u32, i64)> = keys
+                .iter()
+                .map(|&k| {
+                    let v = match case % 4 {
+                        0 => next(5) as i64,
+                        1 => next(5) as i64 - 1,
+                        2 => 1 + next(3) as i64 * (1 << 40),
+                        _ => [1, 2, 3, 4][next(4) as usize],
+                    };
+                    (k, v)
+                })
+                .collect();
+            for seats in [-1, 0, 1, 2, 5, 17, 59, 60, 200] {
+                for uid in ["", ODD_UID, EVEN_UID] {
+                    let mut all = dispense_by(seats, &votes, uid);
+                    all.retain(|r| r.1 > 0);
+                    assert_eq!(
+                        dispense_winners_by(seats, &votes, uid),
+                        all,
+                        "{votes:?} {seats} {uid}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn monotone_and_fast_for_many_parties() {
         let names: Vec<String> = (0..1000).map(|i| format!("c{i:04}")).collect();
         let votes: Vec<(&str, i64)> = names
@@ -867,7 +987,7 @@ mod tests {
         // Many parties without seats, few seats: `seat` runs over the contenders only
         // (`contender_cut`). Small vote ranges make ties at the cut common.
         let mut rng = Rng::with_seed(0xc0a7_e4de_5eed_0002);
-        let mut cut_used = 0;
+        let (mut cut_used, mut selected) = (0, 0);
         for _ in 0..3_000 {
             let parties_n = 1 + rng.usize(..300);
             let range = [2, 5, 40, 1_000][rng.usize(..4)];
@@ -888,11 +1008,18 @@ mod tests {
                 fast, reference,
                 "{parties_n} parties, votes < {range}, {n} seats"
             );
-            if contender_cut(&parties, n).is_some_and(|cut| parties.iter().any(|p| p.votes < cut)) {
-                cut_used += 1;
+            if let Some(cut) = contender_cut(&parties, n) {
+                if parties.iter().any(|p| p.votes < cut) {
+                    cut_used += 1;
+                }
+                // Every contender within 3× of the cut: one seat each, by selection.
+                if parties.iter().all(|p| p.votes <= 3 * cut) {
+                    selected += 1;
+                }
             }
         }
         assert!(cut_used > 1_000, "{cut_used} cases left parties out");
+        assert!(selected > 500, "{selected} cases seated by selection");
     }
 
     #[test]

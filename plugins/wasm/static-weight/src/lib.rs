@@ -6,26 +6,27 @@
 //! text keys a memo (per cluster-set generation) of the parsed strategy and each cluster's static
 //! weight (the `staticWeightList` rules it matches, every row's at once from an index of the
 //! cluster set built when the set is pushed), so a binding whose strategy was seen before is not
-//! parsed again and costs one memo lookup per cluster; the division itself runs every time.
+//! parsed again and costs one memo lookup per cluster; the division itself runs every time. It
+//! takes the call's rows as they are ([`Plugin::assign_rows`]): no per-cluster list is built.
 
-use flotilla_api::meta::ObjectReference;
 use flotilla_api::policy::{Placement, StaticClusterWeight};
-use flotilla_api::work::ResourceBindingSpec;
 use flotilla_core::cluster_index::ClusterIndex;
 use flotilla_core::division::{self, Strategy};
 use flotilla_core::selector::SelectorView;
-use flotilla_core::framework::{AssignInput, AssignMode, BindingContext, ClusterDetail};
-use flotilla_pdk::abi::{self, AssignReply, BindingRequest, InitRequest};
-use flotilla_pdk::{Detail, KeyedMemo, Plugin, Raw};
+use flotilla_pdk::abi::{AssignReply, BindingRequest, DetailRow, InitRequest};
+use flotilla_pdk::{KeyedMemo, Plugin, Raw};
 
 /// Distinct `replicaScheduling` texts remembered per cluster set before the memo starts over.
 const MEMO_LIMIT: usize = 512;
 
-/// The binding fields the assigner reads, as a `ResourceBindingSpec` (the rest left at defaults;
-/// unknown fields are skipped, not parsed).
+/// The binding fields the assigner reads: `resource.uid` (Webster's tie seed) and `replicas`
+/// (unknown fields are skipped, not parsed).
 #[derive(serde::Deserialize)]
 #[serde(from = "SpecFields")]
-pub struct Spec(ResourceBindingSpec);
+pub struct Spec {
+    uid: String,
+    replicas: i32,
+}
 
 #[derive(serde::Deserialize)]
 struct SpecFields {
@@ -43,11 +44,7 @@ struct ResourceFields {
 
 impl From<SpecFields> for Spec {
     fn from(f: SpecFields) -> Self {
-        Spec(ResourceBindingSpec {
-            resource: ObjectReference { uid: f.resource.uid, ..Default::default() },
-            replicas: f.replicas,
-            ..Default::default()
-        })
+        Spec { uid: f.resource.uid, replicas: f.replicas }
     }
 }
 
@@ -66,7 +63,7 @@ pub type Fields = BindingRequest<Spec, PlacementText, serde::de::IgnoredAny>;
 struct Entry {
     /// The placement with only `replicaScheduling` set.
     placement: Placement,
-    /// Per row: the cluster's static weight, or -1 when not yet computed.
+    /// Per row of the pushed set: the cluster's static weight (empty until first used).
     weights: Vec<i64>,
 }
 
@@ -76,6 +73,8 @@ pub struct StaticWeight {
     /// The cluster set by name, label and field values: a rule list the memo has not seen gets
     /// every row's weight from it at once, as the native memoised assigner does.
     index: ClusterIndex,
+    /// Each call's `(row, weight)` list, reused.
+    votes: Vec<(u32, i64)>,
 }
 
 impl Plugin for StaticWeight {
@@ -85,7 +84,7 @@ impl Plugin for StaticWeight {
     type Binding = Fields;
 
     fn new(_init: InitRequest) -> Result<Self, String> {
-        Ok(StaticWeight { memo: KeyedMemo::new(MEMO_LIMIT), index: ClusterIndex::default() })
+        Ok(StaticWeight { memo: KeyedMemo::new(MEMO_LIMIT), index: ClusterIndex::default(), votes: Vec::new() })
     }
 
     fn cluster_set(&mut self, clusters: &[SelectorView]) {
@@ -93,51 +92,31 @@ impl Plugin for StaticWeight {
         self.memo.clear();
     }
 
-    fn assign(&mut self, b: &Self::Binding, clusters: &[Detail<'_, SelectorView>]) -> Result<AssignReply, String> {
+    fn assign_rows(&mut self, b: &Self::Binding, rows: &[DetailRow], _set: &[SelectorView]) -> Result<AssignReply, String> {
         let text = b.placement.replica_scheduling.as_ref().map_or("", |r| r.get());
-        let rows = self.index.len();
+        let set_len = self.index.len();
         let entry = self.memo.get_or_try_insert(text, || {
             let replica_scheduling =
                 if text.is_empty() { None } else { Some(flotilla_pdk::serde_json::from_str(text).map_err(|e| format!("placement.replicaScheduling: {e}"))?) };
-            Ok::<_, String>(Entry { placement: Placement { replica_scheduling, ..Default::default() }, weights: vec![-1; rows] })
+            Ok::<_, String>(Entry { placement: Placement { replica_scheduling, ..Default::default() }, weights: Vec::new() })
         })?;
-        let (spec, placement) = (&b.binding.0, &entry.placement);
-        if division::strategy(placement).ok() != Some(Strategy::StaticWeight) {
+        if division::strategy(&entry.placement).ok() != Some(Strategy::StaticWeight) {
             return Ok(AssignReply::Skip);
         }
-        let ctx = BindingContext::new(spec, placement, None);
-        let details: Vec<ClusterDetail<'_>> = clusters
-            .iter()
-            .map(|d| ClusterDetail {
-                cluster: &d.cluster.0,
-                score: d.row.score,
-                allocatable_replicas: d.row.allocatable_replicas,
-                available_replicas: d.row.available_replicas,
-                overflow_order: d.row.overflow_order,
-                // Rows index the pushed cluster set, which is sorted by name (sdk/ABI.md §4).
-                row: d.row.index,
-            })
-            .collect();
-        let mode = if b.mode == Some(abi::AssignMode::Fresh) { AssignMode::Fresh } else { AssignMode::Steady };
-        let input = AssignInput::new(&ctx, &details, b.replicas.unwrap_or(spec.replicas), mode);
-        let rules: Option<&[StaticClusterWeight]> = division::static_weight_rules(&input);
-        let (weights, index) = (&mut entry.weights, &self.index);
-        let weight = |c: &ClusterDetail<'_>| {
-            let compute = || rules.map_or(1, |r| division::rule_weight(r, c.cluster));
-            match weights.get(c.row as usize) {
-                Some(&w) if w >= 0 => w,
-                // Every row's weight at once, on the first row not known yet.
-                Some(_) => {
-                    *weights = rules.map_or_else(|| vec![1; weights.len()], |r| division::rule_weights(r, index));
-                    weights.get(c.row as usize).copied().unwrap_or_else(compute)
-                }
-                None => compute(),
-            }
-        };
-        // The same division as the native assigner's `static_weight_with`, answered by row
-        // position (the reply format) rather than by name.
-        let rows = division::static_weight_rows(&input, weight);
-        Ok(AssignReply::Assigned(rows.into_iter().map(|(row, replicas)| (row as u32, replicas)).collect()))
+        // Every row's weight at once, the first time this rule list is used with this set.
+        if entry.weights.len() != set_len {
+            let rules: Option<&[StaticClusterWeight]> =
+                entry.placement.replica_scheduling.as_ref().and_then(|r| r.weight_preference.as_ref()).map(|w| w.static_weight_list.as_slice());
+            entry.weights = rules.map_or_else(|| vec![1; set_len], |r| division::rule_weights(r, &self.index));
+        }
+        // Rows index the pushed cluster set, which is sorted by name (sdk/ABI.md §4), and the
+        // runtime checked each is in range.
+        self.votes.clear();
+        self.votes.extend(rows.iter().map(|r| (r.index, entry.weights.get(r.index as usize).copied().unwrap_or(0))));
+        let replicas = b.replicas.unwrap_or(b.binding.replicas);
+        // The same division as the native assigner's (`static_weight_rows`), by row position.
+        let assigned = division::static_weight_of_rows(replicas, &self.votes, &b.binding.uid);
+        Ok(AssignReply::Assigned(assigned.into_iter().map(|(i, replicas)| (i as u32, replicas)).collect()))
     }
 }
 
