@@ -15,7 +15,7 @@ use flotilla_core::framework::{
 };
 use flotilla_core::selector::{PreparedAffinity, cluster_matches, cluster_matches_inline};
 
-use crate::memo::RowMemo;
+use crate::memo::{PerRow, RowMemo};
 
 /// Name of [`ApiEnablement`].
 pub const API_ENABLEMENT: &str = "APIEnablement";
@@ -242,6 +242,9 @@ impl FilterPlugin for TaintToleration {
 #[derive(Debug, Default)]
 pub struct MemoisedTaintToleration {
     memo: RowMemo<Vec<Toleration>, AtomicI64>,
+    /// Per row: the reason text of each of the cluster's taints ([`taint_reason`]), so that a
+    /// tainted cluster costs a lookup per binding rather than a hash of its taint.
+    reasons: PerRow<Box<[Reason]>>,
 }
 
 impl Plugin for MemoisedTaintToleration {
@@ -266,6 +269,7 @@ impl FilterPlugin for MemoisedTaintToleration {
         let Some((s, rows, slot)) = slot else {
             return TaintToleration.filter(input, out);
         };
+        let reasons = self.reasons.cells(&s);
         out.extend(input.clusters.iter().zip(rows).map(|(c, &row)| {
             if b.targets(c.name()) {
                 return Verdict::Fit;
@@ -274,7 +278,23 @@ impl FilterPlugin for MemoisedTaintToleration {
             let at = slot.get(s.clusters, row, c, || {
                 first_untolerated_at(&c.spec.taints, tolerations).map_or(-1, |i| i as i64)
             });
-            taint_verdict(usize::try_from(at).ok().and_then(|i| c.spec.taints.get(i)))
+            let Ok(at) = usize::try_from(at) else {
+                return Verdict::Fit;
+            };
+            // The row's reasons, when `row` holds this very cluster (as `slot.get` checks).
+            let known = reasons
+                .as_deref()
+                .and_then(|r| r.get(row as usize))
+                .filter(|_| {
+                    s.clusters
+                        .get(row as usize)
+                        .is_some_and(|r| std::ptr::eq(r, *c))
+                })
+                .map(|cell| cell.get_or_init(|| c.spec.taints.iter().map(taint_reason).collect()));
+            match known.and_then(|r| r.get(at)) {
+                Some(reason) => Verdict::Unschedulable(reason.clone()),
+                None => taint_verdict(c.spec.taints.get(at)),
+            }
         }));
         Ok(())
     }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use flotilla_api::cluster::Cluster;
 use flotilla_core::framework::{ClusterSnapshot, FilterInput};
@@ -184,6 +184,54 @@ impl<K, C: Cell> RowMemo<K, C> {
             .push(Arc::clone(&slot));
         current.keys += 1;
         Some(slot)
+    }
+}
+
+/// Per snapshot generation, one value per row, made on first use and kept for the generation:
+/// what depends on the cluster alone, not on a memo key (e.g. the reason texts of its taints).
+pub(crate) struct PerRow<T> {
+    current: RwLock<(u64, Arc<[OnceLock<T>]>)>,
+}
+
+impl<T> Default for PerRow<T> {
+    fn default() -> Self {
+        PerRow {
+            current: RwLock::new((0, Arc::new([]))),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for PerRow<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerRow").finish_non_exhaustive()
+    }
+}
+
+impl<T> PerRow<T> {
+    /// The cells of `snapshot`'s generation, one per row. `None` for generation 0 (an ad-hoc set)
+    /// and for generations older than the current one.
+    pub(crate) fn cells(&self, snapshot: &ClusterSnapshot<'_>) -> Option<Arc<[OnceLock<T>]>> {
+        let generation = snapshot.generation;
+        if generation == 0 {
+            return None;
+        }
+        {
+            let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+            if current.0 == generation {
+                return Some(Arc::clone(&current.1));
+            }
+            if current.0 > generation {
+                return None;
+            }
+        }
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        if current.0 < generation {
+            *current = (
+                generation,
+                snapshot.clusters.iter().map(|_| OnceLock::new()).collect(),
+            );
+        }
+        (current.0 == generation).then(|| Arc::clone(&current.1))
     }
 }
 

@@ -347,6 +347,18 @@ fn memo_ignores_rows_that_do_not_hold_the_cluster() {
     for rows in [&shifted, &unknown, &right, &right] {
         assert_eq!(verdicts(&memo, rows), expected);
     }
+    // The same for the taint filter, whose reasons are also kept per row.
+    let expected = verdicts(&filter::TaintToleration, &right);
+    assert!(
+        expected
+            .iter()
+            .any(|v| *v != flotilla_core::framework::Verdict::Fit),
+        "no tainted cluster"
+    );
+    let memo = filter::MemoisedTaintToleration::default();
+    for rows in [&shifted, &unknown, &right, &right, &shifted] {
+        assert_eq!(verdicts(&memo, rows), expected);
+    }
 }
 
 /// A select plugin that answers with positions it was not given (or one twice).

@@ -412,6 +412,11 @@ async fn wasm_phase(
     let calls0 = plugin_calls(ctx);
     let (instances0, pushes0) = flotilla_wasm::instance_counts();
     let generation0 = ctx.snapshot().generation();
+    // Which code the phase starts on: a module still served by the baseline compiler's code
+    // (Cranelift compiling it in the background) would make the first decisions slower.
+    let tiers0 = flotilla_wasm::Host::existing()
+        .map(|h| h.tiering())
+        .unwrap_or_default();
     let offset = bindings;
     apply_all(
         c,
@@ -500,10 +505,13 @@ async fn wasm_phase(
     let others = (ctx.metrics.scheduling.count() - all0).saturating_sub(n);
     let (instances, pushes) = flotilla_wasm::instance_counts();
     println!(
-        "  Wasm phase: {others} decisions of other profiles (not counted), {} instances created, {} cluster sets pushed; snapshot generation {generation0} -> {}",
+        "  Wasm phase: {others} decisions of other profiles (not counted), {} instances created, {} cluster sets pushed; snapshot generation {generation0} -> {}; at its start {} module(s) on baseline code ({} baseline and {} optimized compiles so far)",
         instances - instances0,
         pushes - pushes0,
-        ctx.snapshot().generation()
+        ctx.snapshot().generation(),
+        tiers0.serving_baseline,
+        tiers0.baseline_compiles,
+        tiers0.optimized,
     );
     let after = outcomes(ctx);
     let delta = [0, 1, 2].map(|k| (after[k].0, after[k].1 - before_outcomes[k].1));

@@ -475,11 +475,11 @@ pub fn dispense_by<K: Ord + Copy>(
 }
 
 /// [`dispense_by`] for parties whose keys are all distinct, answering only the parties that win
-/// at least one seat, sorted by key. When every party starts without seats and at least
-/// `new_seats` of them have positive votes, only those with at least the `new_seats`-th largest
-/// votes can win ([`contender_cut`]): they alone are put in name order and seated, so a division
-/// of a few replicas over many clusters sorts the few contenders, not every cluster. Otherwise
-/// it is [`dispense_by`] without the parties that win nothing.
+/// at least one seat, sorted by key. Only parties with positive votes can win (when any has),
+/// and when at least `new_seats` of them do, only those with at least the `new_seats`-th largest
+/// votes ([`contender_cut`]): they alone are put in name order and seated, so a division of a
+/// few replicas over many clusters sorts the few contenders, not every cluster. Without positive
+/// votes it is [`dispense_by`] without the parties that win nothing.
 ///
 /// With a repeated key the answer is unspecified (callers check; [`dispense_by`] takes the last
 /// entry of each key).
@@ -498,12 +498,20 @@ pub fn dispense_winners_by<K: Ord + Copy>(
         }
     }
     let n = usize::try_from(new_seats).unwrap_or(0);
-    if n == 0 || top.len() < n || sum == 0 {
+    if n == 0 || top.is_empty() || sum == 0 {
         let mut all = dispense_by(new_seats, votes, uid);
         all.retain(|r| r.1 > 0);
         return all;
     }
-    let (_, &mut cut, _) = top.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    // While some party has positive votes, its priority stays above every other's (zero or
+    // negative): the others never win a seat. With at least `n` such parties, only those at the
+    // `n`-th largest votes or above can ([`contender_cut`]).
+    let few = top.len() < n;
+    let cut = if few {
+        1
+    } else {
+        *top.select_nth_unstable_by(n - 1, |a, b| b.cmp(a)).1
+    };
     let mut order: Vec<(K, usize)> = votes
         .iter()
         .enumerate()
@@ -524,7 +532,12 @@ pub fn dispense_winners_by<K: Ord + Copy>(
         });
         out.push((i, 0));
     }
-    for p in seat_contenders(parties, new_seats, cut) {
+    let seated = if few {
+        seat(parties, new_seats)
+    } else {
+        seat_contenders(parties, new_seats, cut)
+    };
+    for p in seated {
         out[p.rank].1 = p.seats;
     }
     out.retain(|r| r.1 > 0);
