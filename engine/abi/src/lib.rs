@@ -231,6 +231,14 @@ pub struct Metadata {
     /// Another name refuses the module at load.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub strategies: Vec<String>,
+    /// The members of the binding spec the plugin reads (`resource`, `replicas`,
+    /// `replicaRequirements`, `clusters`, …: any member of a `ResourceBindingSpec` but
+    /// `placement`). The host then sends only those in each call's `binding`, so that a plugin
+    /// does not receive, and skip, what it never reads (a binding's `clusters` may list hundreds
+    /// of targets). `placement` and `affinityTerm` are always sent. Empty: every member. Another
+    /// name refuses the module at load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_fields: Vec<String>,
 }
 
 /// `flotilla_init_v1` input: once per instance, before anything else.

@@ -69,12 +69,72 @@ fn is_zero(v: &i32) -> bool {
     *v == 0
 }
 
+/// The members of a binding spec other than `placement`, in serialization order: the names a
+/// Wasm plugin may list as the members it reads (`bindingFields`, sdk/ABI.md §1).
+pub const SPEC_MEMBERS: [&str; 16] = [
+    "resource",
+    "propagateDeps",
+    "replicaRequirements",
+    "replicas",
+    "components",
+    "clusters",
+    "gracefulEvictionTasks",
+    "requiredBy",
+    "schedulerName",
+    "failover",
+    "conflictResolution",
+    "rescheduleTriggeredAt",
+    "suspension",
+    "preserveResourcesOnDeletion",
+    "schedulePriority",
+    "workloadAffinityGroups",
+];
+
+/// A set of [`SPEC_MEMBERS`] (a bit per member, in that order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpecMembers(u32);
+
+impl SpecMembers {
+    /// Every member.
+    pub const ALL: SpecMembers = SpecMembers((1 << SPEC_MEMBERS.len()) - 1);
+
+    /// The members `names` (an empty list: every member). A name that is not a member is an
+    /// error naming it and listing the members.
+    pub fn named<S: AsRef<str>>(names: &[S]) -> Result<SpecMembers, String> {
+        if names.is_empty() {
+            return Ok(SpecMembers::ALL);
+        }
+        let mut bits = 0;
+        for n in names {
+            let n = n.as_ref();
+            let i = SPEC_MEMBERS.iter().position(|m| *m == n).ok_or_else(|| {
+                let shown: String = n.chars().take(64).collect();
+                format!(
+                    "unknown binding member {shown:?}; expected one of {}",
+                    SPEC_MEMBERS.join(", ")
+                )
+            })?;
+            bits |= 1 << i;
+        }
+        Ok(SpecMembers(bits))
+    }
+
+    /// Whether the member `name` is in the set.
+    pub fn contains(self, name: &str) -> bool {
+        SPEC_MEMBERS
+            .iter()
+            .position(|m| *m == name)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+}
+
 /// [`ResourceBindingSpec::without_placement`]: the spec's fields by reference, serialized exactly as
 /// the spec's (keep in step with it; `tests::spec_without_placement_is_the_spec_minus_placement`).
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SpecWithoutPlacement<'a> {
-    resource: &'a ObjectReference,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource: Option<&'a ObjectReference>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     propagate_deps: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,7 +172,7 @@ impl ResourceBindingSpec {
     /// sends the placement once, beside the spec).
     pub fn without_placement(&self) -> SpecWithoutPlacement<'_> {
         SpecWithoutPlacement {
-            resource: &self.resource,
+            resource: Some(&self.resource),
             propagate_deps: self.propagate_deps,
             replica_requirements: self.replica_requirements.as_ref(),
             replicas: self.replicas,
@@ -129,6 +189,62 @@ impl ResourceBindingSpec {
             schedule_priority: self.schedule_priority.as_ref(),
             workload_affinity_groups: self.workload_affinity_groups.as_ref(),
         }
+    }
+
+    /// [`ResourceBindingSpec::without_placement`] with only the `members` serialized (the others
+    /// left out as if unset): what a Wasm plugin that declared the members it reads is sent.
+    pub fn without_placement_only(&self, members: SpecMembers) -> SpecWithoutPlacement<'_> {
+        let mut s = self.without_placement();
+        let has = |name: &str| members.contains(name);
+        if !has("resource") {
+            s.resource = None;
+        }
+        if !has("propagateDeps") {
+            s.propagate_deps = false;
+        }
+        if !has("replicaRequirements") {
+            s.replica_requirements = None;
+        }
+        if !has("replicas") {
+            s.replicas = 0;
+        }
+        if !has("components") {
+            s.components = &[];
+        }
+        if !has("clusters") {
+            s.clusters = &[];
+        }
+        if !has("gracefulEvictionTasks") {
+            s.graceful_eviction_tasks = &[];
+        }
+        if !has("requiredBy") {
+            s.required_by = &[];
+        }
+        if !has("schedulerName") {
+            s.scheduler_name = "";
+        }
+        if !has("failover") {
+            s.failover = None;
+        }
+        if !has("conflictResolution") {
+            s.conflict_resolution = "";
+        }
+        if !has("rescheduleTriggeredAt") {
+            s.reschedule_triggered_at = None;
+        }
+        if !has("suspension") {
+            s.suspension = None;
+        }
+        if !has("preserveResourcesOnDeletion") {
+            s.preserve_resources_on_deletion = None;
+        }
+        if !has("schedulePriority") {
+            s.schedule_priority = None;
+        }
+        if !has("workloadAffinityGroups") {
+            s.workload_affinity_groups = None;
+        }
+        s
     }
 
     /// True when `cluster` is in the current schedule result.
@@ -380,6 +496,32 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&empty.without_placement()).unwrap(),
             serde_json::to_string(&empty).unwrap()
+        );
+        // The members a plugin may declare are the spec's, placement aside, in order.
+        let mut fields = struct_fields::<ResourceBindingSpec>().to_vec();
+        fields.retain(|f| *f != "placement");
+        assert_eq!(fields, SPEC_MEMBERS);
+        // Only the declared members, each as the whole spec has it.
+        assert_eq!(
+            serde_json::to_value(full.without_placement_only(SpecMembers::ALL)).unwrap(),
+            want
+        );
+        for (i, name) in SPEC_MEMBERS.iter().enumerate() {
+            let one = SpecMembers::named(&[*name, SPEC_MEMBERS[(i + 5) % 16]]).unwrap();
+            let got = serde_json::to_value(full.without_placement_only(one)).unwrap();
+            let mut expected = serde_json::Map::new();
+            for m in SPEC_MEMBERS {
+                if one.contains(m) {
+                    expected.insert(m.to_owned(), want[m].clone());
+                }
+            }
+            assert_eq!(got, serde_json::Value::Object(expected), "{name}");
+        }
+        assert_eq!(SpecMembers::named::<&str>(&[]), Ok(SpecMembers::ALL));
+        let err = SpecMembers::named(&["replicas", "placement"]).unwrap_err();
+        assert!(
+            err.starts_with("unknown binding member \"placement\"; expected one of resource, "),
+            "{err}"
         );
     }
 }

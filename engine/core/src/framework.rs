@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use flotilla_api::cluster::Cluster;
 use flotilla_api::policy::{ClusterAffinityTerm, Placement};
-use flotilla_api::work::{ResourceBinding, ResourceBindingSpec, TargetCluster};
+use flotilla_api::work::{ResourceBinding, ResourceBindingSpec, SpecMembers, TargetCluster};
 use serde_json::Value;
 
 use crate::cluster_index::ClusterIndex;
@@ -90,9 +90,13 @@ impl<'a> CurrentTargets<'a> {
 /// (sandboxed backends: every Wasm plugin of the attempt gets the same request JSON instead of
 /// serializing the binding per call). Remembers which spec, placement and affinity term it
 /// encodes, and encodes afresh for any other context, so a misplaced one costs time, not truth.
+///
+/// Plugins that declared the binding members they read get an encoding of those members only: one
+/// per distinct member set, up to [`SharedEncodings::SETS`] sets an attempt (more are encoded per
+/// call).
 #[derive(Debug, Default)]
 pub struct SharedEncodings {
-    json: std::sync::OnceLock<(Identity, Vec<u8>)>,
+    json: [std::sync::OnceLock<(Identity, SpecMembers, Vec<u8>)>; SharedEncodings::SETS],
 }
 
 /// What an encoding was made from: the addresses of the borrowed spec, placement and term (they
@@ -100,11 +104,15 @@ pub struct SharedEncodings {
 type Identity = (usize, usize, usize);
 
 impl SharedEncodings {
+    /// Member sets kept per attempt.
+    pub const SETS: usize = 4;
+
     /// The binding's JSON for `ctx`, made by `encode` the first time (and for a `ctx` over another
     /// binding than the first one's, every time).
     pub fn json<'s>(
         &'s self,
         ctx: &BindingContext<'_>,
+        members: SpecMembers,
         encode: impl FnOnce() -> Vec<u8>,
     ) -> std::borrow::Cow<'s, [u8]> {
         let id: Identity = (
@@ -114,14 +122,20 @@ impl SharedEncodings {
                 .map_or(0, |t| std::ptr::from_ref(t) as usize),
         );
         let mut fresh = Some(encode);
-        let (made_for, json) = self
-            .json
-            .get_or_init(|| (id, fresh.take().map(|f| f()).unwrap_or_default()));
-        match fresh {
-            Some(encode) if *made_for != id => std::borrow::Cow::Owned(encode()),
-            // Made just now, or earlier for this very binding.
-            _ => std::borrow::Cow::Borrowed(json),
+        for slot in &self.json {
+            let (made_for, made_of, json) =
+                slot.get_or_init(|| (id, members, fresh.take().map(|f| f()).unwrap_or_default()));
+            if *made_of != members {
+                continue;
+            }
+            return match fresh {
+                Some(encode) if *made_for != id => std::borrow::Cow::Owned(encode()),
+                // Made just now, or earlier for this very binding.
+                _ => std::borrow::Cow::Borrowed(json),
+            };
         }
+        // Every slot holds another member set.
+        std::borrow::Cow::Owned(fresh.map(|f| f()).unwrap_or_default())
     }
 }
 
@@ -732,20 +746,31 @@ mod tests {
         let ctx_a = BindingContext::new(&a, &placement, None).with_encodings(Some(&encodings));
         let ctx_b = BindingContext::new(&b, &placement, None).with_encodings(Some(&encodings));
         let mut made = 0;
-        let mut json = |ctx: &BindingContext<'_>| {
+        let mut json = |ctx: &BindingContext<'_>, members: SpecMembers| {
             encodings
-                .json(ctx, || {
+                .json(ctx, members, || {
                     made += 1;
-                    ctx.spec.replicas.to_string().into_bytes()
+                    format!("{}/{members:?}", ctx.spec.replicas).into_bytes()
                 })
                 .into_owned()
         };
-        assert_eq!(json(&ctx_a), b"1");
-        assert_eq!(json(&ctx_a), b"1");
+        let all = SpecMembers::ALL;
+        let some = SpecMembers::named(&["replicas"]).unwrap();
+        assert_eq!(json(&ctx_a, all), b"1/SpecMembers(65535)");
+        assert_eq!(json(&ctx_a, all), b"1/SpecMembers(65535)");
+        // Another member set: its own encoding, kept beside the first.
+        assert_eq!(json(&ctx_a, some), b"1/SpecMembers(8)");
+        assert_eq!(json(&ctx_a, some), b"1/SpecMembers(8)");
         // Another binding through the same encodings: its own JSON, made each time, not cached.
-        assert_eq!(json(&ctx_b), b"2");
-        assert_eq!(json(&ctx_b), b"2");
-        assert_eq!(json(&ctx_a), b"1");
-        assert_eq!(made, 3);
+        assert_eq!(json(&ctx_b, all), b"2/SpecMembers(65535)");
+        assert_eq!(json(&ctx_b, all), b"2/SpecMembers(65535)");
+        assert_eq!(json(&ctx_a, all), b"1/SpecMembers(65535)");
+        // More member sets than slots: the extra ones are encoded per call.
+        for name in ["clusters", "components", "failover", "suspension"] {
+            let set = SpecMembers::named(&[name]).unwrap();
+            json(&ctx_a, set);
+            json(&ctx_a, set);
+        }
+        assert_eq!(made, 4 + 2 + 2 * 2);
     }
 }

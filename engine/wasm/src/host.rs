@@ -429,6 +429,7 @@ impl Host {
                 wasm: std::borrow::Cow::Owned(source.wasm.to_vec()),
                 metadata: source.metadata.clone(),
                 strategies: source.strategies.clone(),
+                binding_members: source.binding_members,
             },
             cache: cache.to_path_buf(),
         };

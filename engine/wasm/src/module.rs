@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use flotilla_abi::{CUSTOM_SECTION, HOST_MODULE, Metadata, WASI_MODULE, export, import};
+use flotilla_api::work::SpecMembers;
 use flotilla_core::division::Strategy;
 use sha2::Digest as _;
 use wasmtime::{ExternType, InstancePre, Linker, Module};
@@ -141,6 +142,9 @@ pub struct Compiled {
     /// The division strategies an assigner declared in its metadata (`None`: none declared, it is
     /// asked for every binding; see [`Metadata::strategies`]).
     pub strategies: Option<Vec<Strategy>>,
+    /// The binding members the module declared it reads (every member when it declared none;
+    /// see [`Metadata::binding_fields`]): what each call's `binding` carries.
+    pub binding_members: SpecMembers,
     /// Which of [`export::POINTS`] the module exports.
     pub points: [bool; 5],
     /// Exports `flotilla_init_v1`.
@@ -286,6 +290,7 @@ impl Compiled {
             pre,
             metadata: source.metadata.clone(),
             strategies: source.strategies.clone(),
+            binding_members: source.binding_members,
             points,
             has_init,
             has_interpret,
@@ -331,6 +336,8 @@ pub(crate) struct Source<'a> {
     pub(crate) metadata: Option<Metadata>,
     /// The metadata's `strategies`, known by the host.
     pub(crate) strategies: Option<Vec<Strategy>>,
+    /// The metadata's `bindingFields`, known by the host.
+    pub(crate) binding_members: SpecMembers,
 }
 
 impl<'a> Source<'a> {
@@ -365,10 +372,17 @@ impl<'a> Source<'a> {
             ),
             _ => None,
         };
+        let binding_members = match &metadata {
+            Some(m) => SpecMembers::named(&m.binding_fields).map_err(|e| LoadError::Metadata {
+                message: crate::instance::bound_message(format!("bindingFields: {e}")),
+            })?,
+            None => SpecMembers::ALL,
+        };
         Ok(Source {
             wasm,
             metadata,
             strategies,
+            binding_members,
         })
     }
 }

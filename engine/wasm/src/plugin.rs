@@ -10,7 +10,7 @@ use flotilla_abi::{
     VictimsReply, VictimsRequest, export,
 };
 use flotilla_api::cluster::Cluster;
-use flotilla_api::work::TargetCluster;
+use flotilla_api::work::{SpecMembers, TargetCluster};
 use flotilla_core::PluginError;
 use flotilla_core::division;
 use flotilla_core::framework::{
@@ -212,12 +212,14 @@ impl WasmPlugin {
     /// its `replicas` and `mode` to a copy.
     fn binding_json<'a>(
         binding: &BindingContext<'a>,
+        members: SpecMembers,
         replicas: Option<i32>,
         mode: Option<flotilla_abi::AssignMode>,
     ) -> Cow<'a, [u8]> {
         let encode = |replicas, mode| {
-            // The placement goes once, beside the spec (sdk/ABI.md §5).
-            let spec = binding.spec.without_placement();
+            // The placement goes once, beside the spec (sdk/ABI.md §5), and of the spec only the
+            // members the module reads (all, unless it declared them).
+            let spec = binding.spec.without_placement_only(members);
             let req = BindingRequest {
                 binding: spec,
                 placement: binding.placement,
@@ -235,7 +237,7 @@ impl WasmPlugin {
         let Some(shared) = binding.encodings else {
             return Cow::Owned(encode(replicas, mode));
         };
-        let base = shared.json(binding, || encode(None, None));
+        let base = shared.json(binding, members, || encode(None, None));
         if replicas.is_none() && mode.is_none() {
             return base;
         }
@@ -361,7 +363,7 @@ impl FilterPlugin for WasmPlugin {
         let n = input.clusters.len();
         let (snap, idx) = self.rows(input.binding, with_hints(input.clusters, input.rows));
         let rows = index_rows(&idx);
-        let json = Self::binding_json(input.binding, None, None);
+        let json = Self::binding_json(input.binding, self.module.binding_members, None, None);
         let reply = self.call_rows(FILTER, &snap, &json, &rows, n)?;
         decode::filter(n, &reply, out).map_err(|m| self.invalid(m))
     }
@@ -372,7 +374,7 @@ impl ScorePlugin for WasmPlugin {
         let n = input.clusters.len();
         let (snap, idx) = self.rows(input.binding, with_hints(input.clusters, input.rows));
         let rows = index_rows(&idx);
-        let json = Self::binding_json(input.binding, None, None);
+        let json = Self::binding_json(input.binding, self.module.binding_members, None, None);
         let reply = self.call_rows(SCORE, &snap, &json, &rows, n)?;
         decode::score(n, &reply, out).map_err(|m| self.invalid(m))
     }
@@ -381,7 +383,7 @@ impl ScorePlugin for WasmPlugin {
 impl SelectPlugin for WasmPlugin {
     fn select(&self, input: &SelectInput<'_>) -> Result<Selection, PluginError> {
         let (snap, rows) = self.detail_rows(input.binding, input.clusters);
-        let json = Self::binding_json(input.binding, None, None);
+        let json = Self::binding_json(input.binding, self.module.binding_members, None, None);
         let reply = self.call_rows(SELECT, &snap, &json, &rows, input.clusters.len())?;
         decode::select(input.clusters.len(), &reply).map_err(|m| self.invalid(m))
     }
@@ -400,7 +402,12 @@ impl AssignPlugin for WasmPlugin {
             AssignMode::Steady => flotilla_abi::AssignMode::Steady,
             AssignMode::Fresh => flotilla_abi::AssignMode::Fresh,
         };
-        let json = Self::binding_json(input.binding, Some(input.replicas), Some(mode));
+        let json = Self::binding_json(
+            input.binding,
+            self.module.binding_members,
+            Some(input.replicas),
+            Some(mode),
+        );
         let reply = self.call_rows(ASSIGN, &snap, &json, &rows, input.clusters.len())?;
         let names: Vec<&str> = input.clusters.iter().map(|d| d.name()).collect();
         let request = decode::AssignRequest {
@@ -865,9 +872,9 @@ mod tests {
                 (Some(3), Some(flotilla_abi::AssignMode::Fresh)),
                 (Some(0), Some(flotilla_abi::AssignMode::Steady)),
             ] {
-                let want = WasmPlugin::binding_json(&alone, replicas, mode);
+                let want = WasmPlugin::binding_json(&alone, SpecMembers::ALL, replicas, mode);
                 assert_eq!(
-                    WasmPlugin::binding_json(&shared, replicas, mode),
+                    WasmPlugin::binding_json(&shared, SpecMembers::ALL, replicas, mode),
                     want,
                     "{replicas:?} {mode:?}"
                 );
@@ -880,6 +887,21 @@ mod tests {
                 assert_eq!(v["binding"].get("placement"), None);
                 assert_eq!(v["binding"]["replicas"], 5);
                 assert_eq!(v["placement"]["clusterAffinity"]["clusterNames"][1], "m2");
+                // A module that declared the members it reads gets only those, through the
+                // shared encodings too, and the placement still.
+                let only = SpecMembers::named(&["replicas", "resource"]).unwrap();
+                let declared = WasmPlugin::binding_json(&shared, only, replicas, mode);
+                assert_eq!(
+                    declared,
+                    WasmPlugin::binding_json(&alone, only, replicas, mode)
+                );
+                let d: serde_json::Value = serde_json::from_slice(&declared).unwrap();
+                assert_eq!(
+                    d["binding"],
+                    serde_json::json!({"resource": v["binding"]["resource"], "replicas": 5})
+                );
+                assert_eq!(d["placement"], v["placement"]);
+                assert_eq!(d.get("replicas"), v.get("replicas"));
             }
         }
     }

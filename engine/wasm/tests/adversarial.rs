@@ -492,3 +492,32 @@ fn a_doubling_override_is_refused_before_the_manifest_grows() {
         start.elapsed()
     );
 }
+
+#[test]
+fn binding_members_a_module_declares_are_checked_at_load() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let load = |fields: &str| {
+        // `strategies` left empty; the metadata's `bindingFields` follows it.
+        let path = greedy_declaring(tmp.path(), &format!(r#"[],"bindingFields":{fields}"#));
+        WasmFactory::new().load(
+            ExtensionPoint::Assign,
+            &spec("greedy", &path, FailurePolicy::Fail, 50),
+            &path,
+        )
+    };
+    for fields in [r#"["replicas","clusters"]"#, "[]"] {
+        load(fields).unwrap_or_else(|e| panic!("{fields}: {e}"));
+    }
+    // `placement` is sent beside the spec, not a member a module can list; unknown names refuse.
+    for (fields, name) in [
+        (r#"["replicas","placement"]"#, "placement"),
+        (r#"["Replicas"]"#, "Replicas"),
+    ] {
+        let err = load(fields).expect_err("must not load");
+        assert!(
+            matches!(&err, LoadError::Metadata { message }
+                if message.contains(&format!("bindingFields: unknown binding member \"{name}\""))),
+            "{err}"
+        );
+    }
+}

@@ -701,13 +701,16 @@ macro_rules! __capability {
 /// ([`plugin_metadata!`]; capabilities: the points plus `log`). `version` is optional (default: the
 /// crate's `CARGO_PKG_VERSION`). An assigner may add `strategies = ["StaticWeight", ...]`: the
 /// division strategies it handles, so that the host answers `skip` for the others without a call
-/// (sdk/ABI.md §1).
+/// (sdk/ABI.md §1). Any plugin may then add `binding = ["replicas", ...]`: the members of the
+/// binding spec its `Binding` type reads, so that the host sends only those (a binding's
+/// `clusters` may list hundreds of targets the plugin would otherwise skip); list every member
+/// the plugin reads, since the others arrive absent.
 #[macro_export]
 macro_rules! export_plugin {
-    ($ty:ty, name = $name:literal, points = [$($point:ident),+ $(,)?] $(, strategies = [$first:literal $(, $strategy:literal)* $(,)?])? $(,)?) => {
-        $crate::export_plugin!($ty, name = $name, version = env!("CARGO_PKG_VERSION"), points = [$($point),+] $(, strategies = [$first $(, $strategy)*])?);
+    ($ty:ty, name = $name:literal, points = [$($point:ident),+ $(,)?] $(, strategies = [$first:literal $(, $strategy:literal)* $(,)?])? $(, binding = [$bfirst:literal $(, $bfield:literal)* $(,)?])? $(,)?) => {
+        $crate::export_plugin!($ty, name = $name, version = env!("CARGO_PKG_VERSION"), points = [$($point),+] $(, strategies = [$first $(, $strategy)*])? $(, binding = [$bfirst $(, $bfield)*])?);
     };
-    ($ty:ty, name = $name:literal, version = $version:expr, points = [$($point:ident),+ $(,)?] $(, strategies = [$first:literal $(, $strategy:literal)* $(,)?])? $(,)?) => {
+    ($ty:ty, name = $name:literal, version = $version:expr, points = [$($point:ident),+ $(,)?] $(, strategies = [$first:literal $(, $strategy:literal)* $(,)?])? $(, binding = [$bfirst:literal $(, $bfield:literal)* $(,)?])? $(,)?) => {
         const _: () = {
             ::std::thread_local! {
                 static RUNTIME: ::std::cell::RefCell<$crate::rt::Runtime<$ty>> = ::std::cell::RefCell::new(::std::default::Default::default());
@@ -717,6 +720,7 @@ macro_rules! export_plugin {
                 "{\"abi\":1,\"name\":\"", $name, "\",\"version\":\"", $version, "\",\"capabilities\":[",
                 $( "\"", $crate::__capability!($point), "\",", )+ "\"log\"]",
                 $( ",\"strategies\":[\"", $first, "\"" $(, ",\"", $strategy, "\"")*, "]", )?
+                $( ",\"bindingFields\":[\"", $bfirst, "\"" $(, ",\"", $bfield, "\"")*, "]", )?
                 "}"
             );
             #[used]

@@ -301,6 +301,10 @@ fn inspect(path: &Path) -> anyhow::Result<()> {
                 // An assigner called only for these (sdk/ABI.md §1).
                 println!("strategies: {}", m.strategies.join(", "));
             }
+            if !m.binding_fields.is_empty() {
+                // Each call's binding carries only these members (sdk/ABI.md §1).
+                println!("binding:   {}", m.binding_fields.join(", "));
+            }
         }
         None => println!(
             "abi:       v{} (no flotilla.plugin section)",

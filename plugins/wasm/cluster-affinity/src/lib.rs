@@ -152,4 +152,4 @@ impl Plugin for ClusterAffinity {
     }
 }
 
-flotilla_pdk::export_plugin!(ClusterAffinity, name = "ClusterAffinity", version = "0.1.0", points = [filter]);
+flotilla_pdk::export_plugin!(ClusterAffinity, name = "ClusterAffinity", version = "0.1.0", points = [filter], binding = ["replicas", "replicaRequirements", "components"]);

@@ -121,4 +121,4 @@ impl Plugin for StaticWeight {
 }
 
 // Declared, so that the host does not call it for the bindings it would answer `skip`.
-flotilla_pdk::export_plugin!(StaticWeight, name = "StaticWeight", version = "0.1.0", points = [assign], strategies = ["StaticWeight"]);
+flotilla_pdk::export_plugin!(StaticWeight, name = "StaticWeight", version = "0.1.0", points = [assign], strategies = ["StaticWeight"], binding = ["resource", "replicas"]);
