@@ -171,80 +171,65 @@ impl ResourceBindingSpec {
     /// The spec as it serializes without its `placement`, without a clone (the Wasm plugin ABI
     /// sends the placement once, beside the spec).
     pub fn without_placement(&self) -> SpecWithoutPlacement<'_> {
-        SpecWithoutPlacement {
-            resource: Some(&self.resource),
-            propagate_deps: self.propagate_deps,
-            replica_requirements: self.replica_requirements.as_ref(),
-            replicas: self.replicas,
-            components: &self.components,
-            clusters: &self.clusters,
-            graceful_eviction_tasks: &self.graceful_eviction_tasks,
-            required_by: &self.required_by,
-            scheduler_name: &self.scheduler_name,
-            failover: self.failover.as_ref(),
-            conflict_resolution: &self.conflict_resolution,
-            reschedule_triggered_at: self.reschedule_triggered_at.as_deref(),
-            suspension: self.suspension.as_ref(),
-            preserve_resources_on_deletion: self.preserve_resources_on_deletion,
-            schedule_priority: self.schedule_priority.as_ref(),
-            workload_affinity_groups: self.workload_affinity_groups.as_ref(),
-        }
+        self.without_placement_only(SpecMembers::ALL)
     }
 
     /// [`ResourceBindingSpec::without_placement`] with only the `members` serialized (the others
     /// left out as if unset): what a Wasm plugin that declared the members it reads is sent.
     pub fn without_placement_only(&self, members: SpecMembers) -> SpecWithoutPlacement<'_> {
-        let mut s = self.without_placement();
         let has = |name: &str| members.contains(name);
-        if !has("resource") {
-            s.resource = None;
+        SpecWithoutPlacement {
+            resource: Some(&self.resource).filter(|_| has("resource")),
+            propagate_deps: self.propagate_deps && has("propagateDeps"),
+            replica_requirements: self
+                .replica_requirements
+                .as_ref()
+                .filter(|_| has("replicaRequirements")),
+            replicas: if has("replicas") { self.replicas } else { 0 },
+            components: if has("components") {
+                &self.components
+            } else {
+                &[]
+            },
+            clusters: if has("clusters") { &self.clusters } else { &[] },
+            graceful_eviction_tasks: if has("gracefulEvictionTasks") {
+                &self.graceful_eviction_tasks
+            } else {
+                &[]
+            },
+            required_by: if has("requiredBy") {
+                &self.required_by
+            } else {
+                &[]
+            },
+            scheduler_name: if has("schedulerName") {
+                &self.scheduler_name
+            } else {
+                ""
+            },
+            failover: self.failover.as_ref().filter(|_| has("failover")),
+            conflict_resolution: if has("conflictResolution") {
+                &self.conflict_resolution
+            } else {
+                ""
+            },
+            reschedule_triggered_at: self
+                .reschedule_triggered_at
+                .as_deref()
+                .filter(|_| has("rescheduleTriggeredAt")),
+            suspension: self.suspension.as_ref().filter(|_| has("suspension")),
+            preserve_resources_on_deletion: self
+                .preserve_resources_on_deletion
+                .filter(|_| has("preserveResourcesOnDeletion")),
+            schedule_priority: self
+                .schedule_priority
+                .as_ref()
+                .filter(|_| has("schedulePriority")),
+            workload_affinity_groups: self
+                .workload_affinity_groups
+                .as_ref()
+                .filter(|_| has("workloadAffinityGroups")),
         }
-        if !has("propagateDeps") {
-            s.propagate_deps = false;
-        }
-        if !has("replicaRequirements") {
-            s.replica_requirements = None;
-        }
-        if !has("replicas") {
-            s.replicas = 0;
-        }
-        if !has("components") {
-            s.components = &[];
-        }
-        if !has("clusters") {
-            s.clusters = &[];
-        }
-        if !has("gracefulEvictionTasks") {
-            s.graceful_eviction_tasks = &[];
-        }
-        if !has("requiredBy") {
-            s.required_by = &[];
-        }
-        if !has("schedulerName") {
-            s.scheduler_name = "";
-        }
-        if !has("failover") {
-            s.failover = None;
-        }
-        if !has("conflictResolution") {
-            s.conflict_resolution = "";
-        }
-        if !has("rescheduleTriggeredAt") {
-            s.reschedule_triggered_at = None;
-        }
-        if !has("suspension") {
-            s.suspension = None;
-        }
-        if !has("preserveResourcesOnDeletion") {
-            s.preserve_resources_on_deletion = None;
-        }
-        if !has("schedulePriority") {
-            s.schedule_priority = None;
-        }
-        if !has("workloadAffinityGroups") {
-            s.workload_affinity_groups = None;
-        }
-        s
     }
 
     /// True when `cluster` is in the current schedule result.
@@ -438,29 +423,11 @@ mod tests {
 
     #[test]
     fn spec_without_placement_is_the_spec_minus_placement() {
-        // A new spec field fails here until `SpecWithoutPlacement` has it too.
-        assert_eq!(
-            struct_fields::<ResourceBindingSpec>(),
-            [
-                "resource",
-                "propagateDeps",
-                "replicaRequirements",
-                "replicas",
-                "components",
-                "clusters",
-                "placement",
-                "gracefulEvictionTasks",
-                "requiredBy",
-                "schedulerName",
-                "failover",
-                "conflictResolution",
-                "rescheduleTriggeredAt",
-                "suspension",
-                "preserveResourcesOnDeletion",
-                "schedulePriority",
-                "workloadAffinityGroups"
-            ]
-        );
+        // A new spec field fails here until `SpecWithoutPlacement` (and `SPEC_MEMBERS`) has it
+        // too: the spec's fields are the members, in order, with `placement` after `clusters`.
+        let mut expected = SPEC_MEMBERS.to_vec();
+        expected.insert(6, "placement");
+        assert_eq!(struct_fields::<ResourceBindingSpec>(), expected);
         let full: ResourceBindingSpec = serde_json::from_value(serde_json::json!({
             "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "d", "name": "web", "uid": "u"},
             "propagateDeps": true,
@@ -497,10 +464,6 @@ mod tests {
             serde_json::to_string(&empty.without_placement()).unwrap(),
             serde_json::to_string(&empty).unwrap()
         );
-        // The members a plugin may declare are the spec's, placement aside, in order.
-        let mut fields = struct_fields::<ResourceBindingSpec>().to_vec();
-        fields.retain(|f| *f != "placement");
-        assert_eq!(fields, SPEC_MEMBERS);
         // Only the declared members, each as the whole spec has it.
         assert_eq!(
             serde_json::to_value(full.without_placement_only(SpecMembers::ALL)).unwrap(),
