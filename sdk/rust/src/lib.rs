@@ -382,6 +382,15 @@ pub mod rt {
         status::ERROR
     }
 
+    /// Every row index below `n` (the pushed set's size); else the error names the first one out
+    /// of range.
+    fn in_range(mut rows: impl Iterator<Item = u32>, n: usize) -> Result<(), String> {
+        match rows.find(|&i| i as usize >= n) {
+            Some(i) => Err(format!("row refers to cluster {i} of {n}")),
+            None => Ok(()),
+        }
+    }
+
     fn parse<T: DeserializeOwned>(json: &[u8], what: &str) -> Result<T, String> {
         serde_json::from_slice(json).map_err(|e| format!("cannot parse {what}: {e}"))
     }
@@ -464,7 +473,6 @@ pub mod rt {
         /// The request's detail rows, decoded into the reused buffer, each `index` checked to be
         /// in range of the pushed set.
         fn decode_detail_rows(&mut self, rows: &[u8], count: usize) -> Result<(), String> {
-            let n = self.clusters.len();
             self.detail_rows.clear();
             self.detail_rows.extend(
                 rows.chunks_exact(DetailRow::SIZE)
@@ -472,25 +480,21 @@ pub mod rt {
                     .filter_map(|c| c.try_into().ok())
                     .map(DetailRow::from_bytes),
             );
-            match self.detail_rows.iter().find(|r| r.index as usize >= n) {
-                Some(r) => Err(format!("row refers to cluster {} of {n}", r.index)),
-                None => Ok(()),
-            }
+            in_range(
+                self.detail_rows.iter().map(|r| r.index),
+                self.clusters.len(),
+            )
         }
 
         /// The request's rows as indices into the pushed set, each checked to be in range.
         fn row_indices(&mut self, rows: &[u8], count: usize) -> Result<(), String> {
-            let n = self.clusters.len();
             self.rows.clear();
             self.rows.extend(
                 rows.chunks_exact(abi::INDEX_ROW_SIZE)
                     .take(count)
                     .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
             );
-            match self.rows.iter().find(|&&i| i as usize >= n) {
-                Some(i) => Err(format!("row refers to cluster {i} of {n}")),
-                None => Ok(()),
-            }
+            in_range(self.rows.iter().copied(), self.clusters.len())
         }
 
         /// `flotilla_filter_v1`.

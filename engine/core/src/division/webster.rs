@@ -220,16 +220,18 @@ fn contender_cut<K>(parties: &[Party<K>], n: i32) -> Option<i64> {
     if parties.iter().any(|p| p.seats != 0) {
         return None;
     }
-    let mut votes: Vec<i64> = parties
+    let votes: Vec<i64> = parties
         .iter()
         .filter(|p| p.votes > 0)
         .map(|p| p.votes)
         .collect();
-    if votes.len() < n {
-        return None;
-    }
-    let (_, nth, _) = votes.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
-    Some(*nth)
+    nth_largest(votes, n)
+}
+
+/// The `n`-th largest of `votes` (`n ≥ 1`), `None` when there are fewer than `n`.
+fn nth_largest(mut votes: Vec<i64>, n: usize) -> Option<i64> {
+    let i = n.checked_sub(1).filter(|&i| i < votes.len())?;
+    Some(*votes.select_nth_unstable_by(i, |a, b| b.cmp(a)).1)
 }
 
 /// Bulk shares when some party has positive votes (only those win seats: a positive priority
@@ -457,6 +459,20 @@ pub fn dispense_by<K: Ord + Copy>(
             out.push((i, 0));
         }
     }
+    seat_positions(votes, &mut out, new_seats, descending, None);
+    out
+}
+
+/// Seat `new_seats` among the parties of `votes` at `out`'s positions (in name order, without
+/// seats), writing each one's seats beside its position: [`seat`], or [`seat_contenders`] when
+/// they are the contenders of the cut `contenders_of`.
+fn seat_positions<K: Ord + Copy>(
+    votes: &[(K, i64)],
+    out: &mut [(usize, i32)],
+    new_seats: i32,
+    descending: bool,
+    contenders_of: Option<i64>,
+) {
     let parties: Vec<Party<K>> = out
         .iter()
         .enumerate()
@@ -468,10 +484,13 @@ pub fn dispense_by<K: Ord + Copy>(
             rank,
         })
         .collect();
-    for p in seat(parties, new_seats) {
+    let seated = match contenders_of {
+        Some(cut) => seat_contenders(parties, new_seats, cut),
+        None => seat(parties, new_seats),
+    };
+    for p in seated {
         out[p.rank].1 = p.seats;
     }
-    out
 }
 
 /// [`dispense_by`] for parties whose keys are all distinct, answering only the parties that win
@@ -505,41 +524,17 @@ pub fn dispense_winners_by<K: Ord + Copy>(
     }
     // While some party has positive votes, its priority stays above every other's (zero or
     // negative): the others never win a seat. With at least `n` such parties, only those at the
-    // `n`-th largest votes or above can ([`contender_cut`]).
-    let few = top.len() < n;
-    let cut = if few {
-        1
-    } else {
-        *top.select_nth_unstable_by(n - 1, |a, b| b.cmp(a)).1
-    };
+    // `n`-th largest votes or above can ([`contender_cut`]); with fewer, every one of them can.
+    let cut = nth_largest(top, n);
     let mut order: Vec<(K, usize)> = votes
         .iter()
         .enumerate()
-        .filter(|(_, v)| v.1 >= cut)
+        .filter(|(_, v)| v.1 >= cut.unwrap_or(1))
         .map(|(i, v)| (v.0, i))
         .collect();
     order.sort_unstable();
-    let descending = names_descending(uid);
-    let mut out: Vec<(usize, i32)> = Vec::with_capacity(order.len());
-    let mut parties: Vec<Party<K>> = Vec::with_capacity(order.len());
-    for (rank, &(name, i)) in order.iter().enumerate() {
-        parties.push(Party {
-            name,
-            votes: votes[i].1,
-            seats: 0,
-            descending,
-            rank,
-        });
-        out.push((i, 0));
-    }
-    let seated = if few {
-        seat(parties, new_seats)
-    } else {
-        seat_contenders(parties, new_seats, cut)
-    };
-    for p in seated {
-        out[p.rank].1 = p.seats;
-    }
+    let mut out: Vec<(usize, i32)> = order.iter().map(|&(_, i)| (i, 0)).collect();
+    seat_positions(votes, &mut out, new_seats, names_descending(uid), cut);
     out.retain(|r| r.1 > 0);
     out
 }
